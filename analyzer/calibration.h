@@ -1,0 +1,58 @@
+// Host<->device bandwidth measured by `pinscope calibrate`, used by the report
+// to say what a copy would cost pinned. Stored as JSON (schema below).
+//
+// {"version": 1, "gpu": "NVIDIA H200", "hostname": "...", "date": "2026-...",
+//  "source": "pinscope calibrate" | "built-in default ...",
+//  "points": [{"bytes": 1048576, "h2d_pageable_gbps": 7.0,
+//              "h2d_pinned_gbps": 36.3, "d2h_pageable_gbps": 7.1,
+//              "d2h_pinned_gbps": 38.0}, ...]}
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pinscope {
+
+struct BandwidthPoint {
+  uint64_t bytes = 0;
+  double h2d_pageable_gbps = 0;
+  double h2d_pinned_gbps = 0;
+  double d2h_pageable_gbps = 0;
+  double d2h_pinned_gbps = 0;
+};
+
+struct Calibration {
+  std::string gpu;
+  std::string hostname;
+  std::string date;
+  std::string source;  // where the numbers come from, shown in the report
+  std::vector<BandwidthPoint> points;  // sorted by bytes
+
+  // Bandwidth for a copy of `bytes`, interpolated in log(bytes) between the
+  // two nearest points, clamped at the ends. GB/s = 1e9 bytes per second.
+  double PinnedGbps(bool h2d, uint64_t bytes) const;
+  double PageableGbps(bool h2d, uint64_t bytes) const;
+};
+
+// Built-in default: the H200 / PCIe Gen5 x16 table of
+// ../shared/facts/README.md section 3, labeled as such in `source`.
+Calibration DefaultCalibration();
+
+// Parse; on failure returns nullopt and sets *error naming the problem.
+std::optional<Calibration> LoadCalibration(const std::string& path, std::string* error);
+bool SaveCalibration(const Calibration& calibration, const std::string& path, std::string* error);
+
+// Where `pinscope calibrate` stores its result:
+// $PINSCOPE_CALIBRATION, else $XDG_CACHE_HOME/pinscope/calibration.json,
+// else $HOME/.cache/pinscope/calibration.json.
+std::string DefaultCalibrationPath();
+
+// The calibration a report of `run_dir` uses: explicit path if given (error
+// if unreadable), else RUN/calibration.json, else DefaultCalibrationPath(),
+// else DefaultCalibration().
+std::optional<Calibration> ResolveCalibration(const std::string& explicit_path,
+                                              const std::string& run_dir, std::string* error);
+
+}  // namespace pinscope

@@ -1,0 +1,126 @@
+// The shim's core: process lifecycle (lazy trace file, fork, exec, exit) and
+// the event API that the interposers call with plain arguments. Tests drive
+// it directly, without LD_PRELOAD (tests/shim_core).
+//
+// Contract for every Record* function: thread-safe, does not allocate
+// through malloc, does not use stdio, may be called with the hook guard set;
+// a no-op while the recorder is passive.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "config.h"
+#include "trace_fields.h"
+#include "wire.h"
+
+namespace pinscope::shim {
+
+// Reads the configuration and decides the process's origin. Called from the
+// library constructor; idempotent.
+void InitProcess();
+// True while events are being recorded (cheap: one relaxed load).
+bool Recording();
+const Config& GetConfig();
+uint32_t ProcessId();
+
+// Fork handlers (registered with pthread_atfork by InitProcess).
+void ForkPrepare();
+void ForkParent();
+void ForkChild();
+
+// Writes ProcessExit and flushes. `how` is a fields::ExitHow. After kExec
+// or kUnderscoreExit the file is closed.
+void FinishProcess(uint32_t how, int status);
+// Flushes buffered packets now (periodic flusher, before exec).
+void FlushTrace();
+
+// Goes passive for the rest of the process, saying why once on stderr and
+// (if the file is open) in the trace.
+void GoPassive(const char* code, const char* why);
+
+// One packet under construction, in a stack buffer. Usage:
+//   Packet p(fields::packet::kCopy, t_enter);
+//   p.e().Varint(...); ...
+//   p.Commit();
+class Packet {
+ public:
+  static constexpr size_t kCapacity = 4096;
+  Packet(uint32_t data_field, uint64_t timestamp_ns);
+  Encoder& e() { return enc_; }
+  // Frames and appends the packet; opens the trace file on first use.
+  // Returns false if it was dropped.
+  bool Commit();
+
+ private:
+  uint8_t buf_[kCapacity];
+  Encoder enc_;
+  size_t outer_mark_;
+  size_t data_mark_;
+};
+
+// --- events -------------------------------------------------------------
+
+struct CopyRecord {
+  uint32_t api = 0;  // fields::CopyApi
+  bool per_thread = false;
+  uint32_t direction = 0;  // fields::Direction
+  int32_t requested_kind = 0;
+  uint64_t bytes = 0;
+  uint32_t src_kind = 0, dst_kind = 0;  // fields::MemKind
+  uint64_t src_address = 0, dst_address = 0;
+  int32_t src_device = -1, dst_device = -1;
+  uint64_t stream = 0;
+  uint64_t t_enter = 0, t_exit = 0;
+  int32_t result = 0;
+  uint64_t call_id = 0;
+  uint64_t stack_id = 0;
+  uint32_t pin = 0;  // fields::PinOutcome
+  uint32_t batch_index = 0;
+  uint64_t height = 0;
+};
+void RecordCopy(const CopyRecord& r);
+
+struct SyncRecord {
+  uint32_t api = 0;  // fields::SyncApi
+  uint64_t stream = 0;
+  uint64_t t_enter = 0, t_exit = 0;
+  int32_t result = 0;
+  uint64_t stack_id = 0;
+  uint64_t call_id = 0;
+};
+void RecordSync(const SyncRecord& r);
+
+void RecordAlloc(uint32_t api, uint64_t address, uint64_t size, uint64_t alignment,
+                 uint64_t old_address, uint64_t stack_id, uint64_t t);
+void RecordFree(uint64_t address, bool by_realloc, uint64_t t);
+
+struct ShmRecord {
+  uint32_t op = 0;  // fields::ShmOp
+  const char* name = nullptr;
+  int32_t fd = -1;
+  uint64_t size = 0, offset = 0, address = 0;
+  int32_t flags = 0, prot = 0, error = 0;
+  uint64_t device = 0, inode = 0;
+  bool driver_internal = false;
+  uint64_t stack_id = 0;
+  uint64_t t_enter = 0, t_exit = 0;
+};
+void RecordShm(const ShmRecord& r);
+
+struct PinRecord {
+  uint32_t op = 0;  // fields::PinOp
+  uint64_t address = 0, size = 0, duration_ns = 0;
+  int32_t result = 0;
+  uint64_t pinned_bytes = 0;
+  const char* reason = nullptr;
+  uint64_t t = 0;
+};
+void RecordPin(const PinRecord& r);
+
+void RecordNotice(uint32_t severity, const char* code, const char* text);
+
+// Per-process sequence for API calls (CopyEvent.call_id / CUPTI external id).
+uint64_t NextCallId();
+
+}  // namespace pinscope::shim

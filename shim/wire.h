@@ -1,0 +1,102 @@
+// Protobuf wire-format encoder over a caller-supplied buffer, for the shim,
+// which must not link libprotobuf nor allocate on the recording path.
+// Nested messages get a 4-byte padded varint length (the protozero trick:
+// a non-minimal varint is valid protobuf), so no second pass is needed.
+// Not thread-safe: each event encodes into its own stack buffer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace pinscope::shim {
+
+class Encoder {
+ public:
+  Encoder(uint8_t* buf, size_t cap) : buf_(buf), cap_(cap) {}
+
+  // Scalars: proto3 omits zero values, so do we.
+  void Varint(uint32_t field, uint64_t v) {
+    if (v == 0) return;
+    Tag(field, 0);
+    RawVarint(v);
+  }
+  void Int32(uint32_t field, int32_t v) {  // int32: negatives take 10 bytes
+    Varint(field, static_cast<uint64_t>(static_cast<int64_t>(v)));
+  }
+  void SInt(uint32_t field, int64_t v) {  // sint32/sint64: zigzag
+    Varint(field, (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
+  }
+  void Bool(uint32_t field, bool v) { Varint(field, v ? 1 : 0); }
+  void Bytes(uint32_t field, const void* data, size_t n) {
+    Tag(field, 2);
+    RawVarint(n);
+    Raw(data, n);
+  }
+  void String(uint32_t field, const char* s) {
+    if (s && *s) Bytes(field, s, strlen(s));
+  }
+  void StringN(uint32_t field, const char* s, size_t n) {
+    if (n) Bytes(field, s, n);
+  }
+  // A packed repeated varint field.
+  void PackedVarints(uint32_t field, const uint64_t* v, size_t n) {
+    if (n == 0) return;
+    size_t mark = BeginNested(field);
+    for (size_t i = 0; i < n; ++i) RawVarint(v[i]);
+    EndNested(mark);
+  }
+
+  // Starts a length-delimited field; returns a mark for EndNested.
+  size_t BeginNested(uint32_t field) {
+    Tag(field, 2);
+    size_t mark = pos_;
+    uint8_t pad[4] = {0x80, 0x80, 0x80, 0x00};
+    Raw(pad, 4);
+    return mark;
+  }
+  void EndNested(size_t mark) {
+    if (!ok_) return;
+    size_t len = pos_ - mark - 4;
+    if (len >= (1u << 28)) {
+      ok_ = false;
+      return;
+    }
+    buf_[mark + 0] = static_cast<uint8_t>(0x80 | (len & 0x7f));
+    buf_[mark + 1] = static_cast<uint8_t>(0x80 | ((len >> 7) & 0x7f));
+    buf_[mark + 2] = static_cast<uint8_t>(0x80 | ((len >> 14) & 0x7f));
+    buf_[mark + 3] = static_cast<uint8_t>((len >> 21) & 0x7f);
+  }
+
+  void Tag(uint32_t field, uint32_t wire_type) { RawVarint((field << 3) | wire_type); }
+  void RawVarint(uint64_t v) {
+    uint8_t tmp[10];
+    size_t n = 0;
+    while (v >= 0x80) {
+      tmp[n++] = static_cast<uint8_t>(v | 0x80);
+      v >>= 7;
+    }
+    tmp[n++] = static_cast<uint8_t>(v);
+    Raw(tmp, n);
+  }
+  void Raw(const void* data, size_t n) {
+    if (!ok_ || n > cap_ - pos_) {
+      ok_ = false;
+      return;
+    }
+    memcpy(buf_ + pos_, data, n);
+    pos_ += n;
+  }
+
+  bool ok() const { return ok_; }
+  size_t size() const { return pos_; }
+  const uint8_t* data() const { return buf_; }
+
+ private:
+  uint8_t* buf_;
+  size_t cap_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+}  // namespace pinscope::shim
