@@ -41,15 +41,15 @@ struct ShmSegment {
   uint64_t inode = 0;
   std::string name;
   const ProcessState* creator = nullptr;  // nullptr: made by an untraced process
-  bool memfd = false;            // memfd_create: not in /dev/shm
-  bool driver_internal = false;  // the CUDA driver's own segment
+  bool memfd = false;                     // memfd_create: not in /dev/shm
+  bool driver_internal = false;           // the CUDA driver's own segment
   uint64_t first_seen_ns = 0;
   uint64_t sized_ns = 0;  // first truncate/fallocate/map giving it a size
   uint64_t size = 0;      // largest extent seen (truncate, fallocate, map)
   bool unlinked = false;
   uint64_t unlinked_ns = 0;
-  int live_mappings = 0;  // mapping ranges in all processes
-  int open_fds = 0;       // tracked fds in all processes
+  int live_mappings = 0;         // mapping ranges in all processes
+  int open_fds = 0;              // tracked fds in all processes
   bool eviction_queued = false;  // engine bookkeeping (closed-segment cache)
   // Unlinked, unmapped and closed: gone unless an untracked fd maps it again.
   bool closed() const { return unlinked && live_mappings == 0 && open_fds == 0; }
@@ -67,10 +67,10 @@ struct ShmMapping {
 struct HostBuffer {
   enum class Kind { kNone, kAlloc, kShm };
   Kind kind = Kind::kNone;
-  const LiveAlloc* alloc = nullptr;      // kAlloc
-  const ShmMapping* mapping = nullptr;   // kShm
-  const ShmSegment* segment = nullptr;   // kShm
-  uint64_t offset = 0;  // of the host address into the allocation / object
+  const LiveAlloc* alloc = nullptr;     // kAlloc
+  const ShmMapping* mapping = nullptr;  // kShm
+  const ShmSegment* segment = nullptr;  // kShm
+  uint64_t offset = 0;                  // of the host address into the allocation / object
 };
 
 class ProcessState {
@@ -116,6 +116,11 @@ class ProcessState {
 
   // The buffer containing host address `address` now.
   HostBuffer ResolveHost(uint64_t address) const;
+
+  // Up to `depth` frames of an interned stack, innermost first: its Python
+  // frames as "file:line function" when it has any, else its native return
+  // addresses as hex (symbolized later). Empty for an unknown stack.
+  std::vector<std::string> DescribeStack(uint64_t stack_id, int depth) const;
 
  private:
   friend class ReplayEngine;
@@ -172,13 +177,14 @@ struct ShmContext {
   uint64_t unmapped_bytes = 0;
 };
 
-// Run-wide facts available at Finish().
+// Run-wide facts available at Finish(). The process pointers live as long as
+// the ReplayEngine; copy what must outlive it.
 struct RunInfo {
   std::string run_dir;
   std::string run_id;
-  std::vector<Problem> problems;  // listing problems, then replay problems
+  std::vector<Problem> problems;               // listing problems, then replay problems
   std::vector<const ProcessState*> processes;  // in replay (start) order
-  const ProcessState* root = nullptr;  // ORIGIN_ROOT, else the first process
+  const ProcessState* root = nullptr;          // ORIGIN_ROOT, else the first process
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
   uint64_t packets = 0;
@@ -246,8 +252,7 @@ class ReplayEngine {
   void RemoveMappings(ProcessState& process, const Event& event, uint64_t start, uint64_t end,
                       bool implicit);
   ShmSegment* FindSegment(ProcessState& process, const trace::ShmEvent& shm);
-  ShmSegment* NewSegment(const ProcessState& process, const trace::ShmEvent& shm,
-                         uint64_t time_ns);
+  ShmSegment* NewSegment(const ProcessState& process, const trace::ShmEvent& shm, uint64_t time_ns);
   void SegmentMaybeClosed(ShmSegment* segment);
 
   RunListing listing_;
@@ -258,6 +263,8 @@ class ReplayEngine {
   // Segments by id; (device, inode) -> id for the cross-process join.
   std::unordered_map<uint64_t, std::unique_ptr<ShmSegment>> segments_;
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> segment_by_inode_;
+  // Named segments not yet unlinked, for unlink/open by name without inode.
+  std::unordered_map<std::string, uint64_t> segment_by_name_;
   std::vector<uint64_t> closed_order_;
   size_t closed_head_ = 0;
   uint64_t next_segment_id_ = 1;

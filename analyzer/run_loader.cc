@@ -50,7 +50,8 @@ Status ScanRun(const std::string& run_dir, RunListing* listing) {
   listing->run_dir = run_dir;
   std::error_code ec;
   if (!fs::is_directory(run_dir, ec)) {
-    return Status::Error(Status::Code::kNoRun, "run folder " + run_dir + " does not exist or is not a folder");
+    return Status::Error(Status::Code::kNoRun,
+                         "run folder " + run_dir + " does not exist or is not a folder");
   }
   std::vector<std::string> paths;
   for (fs::directory_iterator it(run_dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -58,7 +59,8 @@ Status ScanRun(const std::string& run_dir, RunListing* listing) {
     if (IsTraceFileName(name) && !it->is_directory(ec)) paths.push_back(it->path().string());
   }
   if (ec) {
-    return Status::Error(Status::Code::kNoRun, "run folder " + run_dir + ": cannot list: " + ec.message());
+    return Status::Error(Status::Code::kNoRun,
+                         "run folder " + run_dir + ": cannot list: " + ec.message());
   }
   listing->trace_files_found = paths.size();
   if (paths.empty()) {
@@ -78,8 +80,8 @@ Status ScanRun(const std::string& run_dir, RunListing* listing) {
       problem_by_path[path] = ProblemFrom(path, reader.status());
       continue;
     }
-    file.start_ns = file.header.start_mono_ns() != 0 ? file.header.start_mono_ns()
-                                                     : file.header_timestamp_ns;
+    file.start_ns =
+        file.header.start_mono_ns() != 0 ? file.header.start_mono_ns() : file.header_timestamp_ns;
     readable.push_back(std::move(file));
   }
 
@@ -93,11 +95,8 @@ Status ScanRun(const std::string& run_dir, RunListing* listing) {
   }
   std::string chosen;
   std::pair<size_t, bool> best{0, false};
-  for (const auto& [run_id, score] : runs) {
-    if (chosen.empty() && best.first == 0) {
-      chosen = run_id;
-      best = score;
-    } else if (score > best) {
+  for (const auto& [run_id, score] : runs) {  // ascending ids: ties keep the smaller
+    if (score > best) {
       chosen = run_id;
       best = score;
     }
@@ -109,9 +108,9 @@ Status ScanRun(const std::string& run_dir, RunListing* listing) {
     if (file.header.run_id() != chosen) {
       problem_by_path[file.path] = Problem{
           file.path, Severity::kError,
-          "file " + file.path + ": belongs to run '" + file.header.run_id() +
-              "', not to run '" + chosen + "' reported here (" + std::to_string(best.first) +
-              " of " + std::to_string(readable.size()) + " readable files): left out"};
+          "file " + file.path + ": belongs to run '" + file.header.run_id() + "', not to run '" +
+              chosen + "' reported here (" + std::to_string(best.first) + " of " +
+              std::to_string(readable.size()) + " readable files): left out"};
       continue;
     }
     // A copied file: same pid and same start instant as one already taken.
@@ -121,16 +120,17 @@ Status ScanRun(const std::string& run_dir, RunListing* listing) {
              other.header.start_wall_ns() == file.header.start_wall_ns();
     });
     if (same != accepted.end()) {
-      problem_by_path[file.path] = Problem{
-          file.path, Severity::kError,
-          "file " + file.path + ": duplicates " + same->path + " (same pid " +
-              std::to_string(file.header.pid()) + " and start time): left out"};
+      problem_by_path[file.path] =
+          Problem{file.path, Severity::kError,
+                  "file " + file.path + ": duplicates " + same->path + " (same pid " +
+                      std::to_string(file.header.pid()) + " and start time): left out"};
       continue;
     }
     accepted.push_back(std::move(file));
   }
   std::stable_sort(accepted.begin(), accepted.end(), [](const RunFile& a, const RunFile& b) {
-    return std::make_tuple(a.start_ns, a.header.pid()) < std::make_tuple(b.start_ns, b.header.pid());
+    return std::make_tuple(a.start_ns, a.header.pid()) <
+           std::make_tuple(b.start_ns, b.header.pid());
   });
   listing->files = std::move(accepted);
   for (const std::string& path : paths) {

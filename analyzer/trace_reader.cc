@@ -102,10 +102,9 @@ size_t TraceReader::Fill(size_t want) {
     if (n < 0) {
       if (errno == EINTR) continue;
       eof_ = true;
-      status_ = Status::Error(Status::Code::kIoError,
-                              "file " + path_ + ": read failed at byte " +
-                                  std::to_string(buffer_offset_ + end_) + ": " +
-                                  std::strerror(errno));
+      status_ = Status::Error(Status::Code::kIoError, "file " + path_ + ": read failed at byte " +
+                                                          std::to_string(buffer_offset_ + end_) +
+                                                          ": " + std::strerror(errno));
       break;
     }
     if (n == 0) {
@@ -121,8 +120,8 @@ bool TraceReader::Fail(Status::Code code, const std::string& reason) {
   done_ = true;
   status_ = Status::Error(code, "file " + path_ + ": corrupt packet at byte " +
                                     std::to_string(consumed_bytes()) + ": " + reason +
-                                    "; reading stopped after " +
-                                    std::to_string(packets_read_) + " packets");
+                                    "; reading stopped after " + std::to_string(packets_read_) +
+                                    " packets");
   return false;
 }
 
@@ -136,18 +135,18 @@ bool TraceReader::Next(trace::TracePacket* packet) {
   if (available == 0) {
     done_ = true;
     if (consumed_bytes() == 0) {
-      status_ = Status::Error(Status::Code::kEmpty,
-                              "file " + path_ +
-                                  ": empty (0 bytes): the process wrote no trace "
-                                  "(killed before its first flush?)");
+      status_ =
+          Status::Error(Status::Code::kEmpty, "file " + path_ +
+                                                  ": empty (0 bytes): the process wrote no trace "
+                                                  "(killed before its first flush?)");
     }
     return false;
   }
   const uint8_t tag = buffer_[begin_];
   if (tag != kPacketTag) {
     char reason[96];
-    std::snprintf(reason, sizeof(reason),
-                  "bad tag 0x%02X (expected 0x0A, a Trace.packet field)", tag);
+    std::snprintf(reason, sizeof(reason), "bad tag 0x%02X (expected 0x0A, a Trace.packet field)",
+                  tag);
     return Fail(Status::Code::kCorrupt, reason);
   }
   const size_t head_available = Fill(1 + kMaxVarintBytes);
@@ -155,9 +154,9 @@ bool TraceReader::Next(trace::TracePacket* packet) {
   const int varint_bytes = DecodeVarint(buffer_.data() + begin_ + 1, head_available - 1, &length);
   const auto truncated = [&]() {
     done_ = true;
-    status_ = Status::Error(Status::Code::kTruncated,
-                            "file " + path_ + ": truncated after byte " +
-                                std::to_string(consumed_bytes()) + " (last packet incomplete)");
+    status_ = Status::Error(Status::Code::kTruncated, "file " + path_ + ": truncated after byte " +
+                                                          std::to_string(consumed_bytes()) +
+                                                          " (last packet incomplete)");
     return false;
   };
   const auto stop = [&]() {
@@ -211,9 +210,9 @@ bool TraceReader::ReadHeader(trace::ProcessHeader* header, uint64_t* timestamp_n
   }
   if (version == 0) {
     done_ = true;
-    status_ = Status::Error(Status::Code::kBadHeader,
-                            "file " + path_ + ": process header has format version 0 "
-                                              "(not written by pinscope?)");
+    status_ = Status::Error(Status::Code::kBadHeader, "file " + path_ +
+                                                          ": process header has format version 0 "
+                                                          "(not written by pinscope?)");
     return false;
   }
   *header = packet.header();

@@ -60,8 +60,8 @@ class TraceReader {
   size_t chunk_bytes_;
   int fd_ = -1;
   std::vector<uint8_t> buffer_;
-  size_t begin_ = 0;  // first unread byte in buffer_
-  size_t end_ = 0;    // one past the last valid byte in buffer_
+  size_t begin_ = 0;            // first unread byte in buffer_
+  size_t end_ = 0;              // one past the last valid byte in buffer_
   uint64_t buffer_offset_ = 0;  // file offset of buffer_[0]
   bool eof_ = false;
   bool done_ = false;

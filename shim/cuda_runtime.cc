@@ -9,6 +9,7 @@
 #include <atomic>
 
 #include "clock.h"
+#include "cupti.h"
 #include "guard.h"
 #include "log.h"
 #include "recorder.h"
@@ -156,6 +157,7 @@ void NoteCudaUse() {
   p.e().Int32(fields::cuda::kDriverVersion, driver);
   p.e().Int32(fields::cuda::kDeviceCount, count);
   p.Commit();
+  if (count > 0) CuptiStart();  // device activity: first CUDA use, never the constructor
 }
 
 }  // namespace pinscope::shim

@@ -28,6 +28,8 @@ uint64_t ParseLeadingU64(const char* s) {
 }
 
 // Value of "Key:   123 kB" in /proc/meminfo, bytes.
+}  // namespace
+
 uint64_t MeminfoBytes(const char* key) {
   char buf[4096];
   if (ReadSmallFile("/proc/meminfo", buf, sizeof buf) <= 0) return 0;
@@ -78,6 +80,8 @@ uint64_t CgroupMemoryLimit() {
   if (!strncmp(buf, "max", 3)) return 0;
   return ParseLeadingU64(buf);
 }
+
+namespace {
 
 uint32_t PhysicalCores(uint32_t logical) {
   // Distinct (package, core) pairs; small fixed table, no allocation.

@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "cuda_runtime.h"
+#include "cupti.h"
 #include "guard.h"
 #include "pinning.h"
 #include "recorder.h"
@@ -44,20 +45,25 @@ struct Side {
   bool symbol;
 };
 
-void Classify(CopyRecord* r, Side dst, Side src) {
-  PointerInfo s = src.symbol ? PointerInfo{f::kSymbol, -1} : ClassifyPointer(src.ptr);
-  PointerInfo d = dst.symbol ? PointerInfo{f::kSymbol, -1} : ClassifyPointer(dst.ptr);
+// Fills the record from pointer kinds already known.
+void ClassifyAs(CopyRecord* r, const void* dst, const void* src, PointerInfo d, PointerInfo s) {
   r->src_kind = s.kind;
   r->dst_kind = d.kind;
   r->src_device = s.device;
   r->dst_device = d.device;
-  r->src_address = reinterpret_cast<uintptr_t>(src.ptr);
-  r->dst_address = reinterpret_cast<uintptr_t>(dst.ptr);
+  r->src_address = reinterpret_cast<uintptr_t>(src);
+  r->dst_address = reinterpret_cast<uintptr_t>(dst);
   if (r->api == f::kMemcpyPeer || r->api == f::kMemcpyPeerAsync) {
     r->direction = f::kPeer;
   } else {
     r->direction = DirectionFor(r->requested_kind, s.kind, d.kind);
   }
+}
+
+void Classify(CopyRecord* r, Side dst, Side src) {
+  PointerInfo s = src.symbol ? PointerInfo{f::kSymbol, -1} : ClassifyPointer(src.ptr);
+  PointerInfo d = dst.symbol ? PointerInfo{f::kSymbol, -1} : ClassifyPointer(dst.ptr);
+  ClassifyAs(r, dst.ptr, src.ptr, d, s);
 }
 
 // The common path of every copy hook. `call(pin)` runs the real function;
@@ -73,7 +79,9 @@ cudaError_t TracedCopy(CopyRecord& r, Side dst, Side src, Call&& call) {
   r.stack_id = CaptureStack(StackSite::kCopy);
   PinTicket ticket = PinBeforeCopy(&r);
   r.t_enter = MonoNs();
+  CuptiPushCall(r.call_id);  // device records of this call join to call_id
   cudaError_t rc = call();
+  CuptiPopCall();
   PinAfterCopy(&r, &ticket, rc);
   r.t_exit = MonoNs();
   r.result = rc;
@@ -87,7 +95,9 @@ CopyRecord MakeRecord(uint32_t api, bool per_thread, int kind, uint64_t bytes, c
   r.per_thread = per_thread;
   r.requested_kind = kind;
   r.bytes = bytes;
-  r.stream = reinterpret_cast<uintptr_t>(s);
+  // In a _ptds/_ptsz entry point, stream 0 is the calling thread's default
+  // stream: record it as cudaStreamPerThread (2), not the legacy stream.
+  r.stream = per_thread && s == nullptr ? uintptr_t{2} : reinterpret_cast<uintptr_t>(s);
   return r;
 }
 
@@ -103,7 +113,9 @@ cudaError_t TracedSync(uint32_t api, cudaStream_t stream, Call&& call) {
   r.stream = reinterpret_cast<uintptr_t>(stream);
   r.call_id = NextCallId();
   r.t_enter = MonoNs();
+  CuptiPushCall(r.call_id);
   cudaError_t rc = call();
+  CuptiPopCall();
   r.t_exit = MonoNs();
   r.result = rc;
   RecordSync(r);
@@ -353,12 +365,36 @@ cudaError_t TracedBatch(void* real_fn, bool per_thread, void* const* dsts,
   NoteCudaUse();
   uint64_t call_id = NextCallId();
   uint64_t stack_id = CaptureStack(StackSite::kCopy);
+  // Classify before the call, as TracedCopy does: after a failed call the
+  // sticky error makes ClassifyPointer refuse to query (it never overwrites
+  // the program's error), so the elements would all read MEM_UNKNOWN.
+  constexpr size_t kPre = 128;  // larger batches: the rest after the call
+  PointerInfo pre_src[kPre], pre_dst[kPre];
+  size_t npre = count < kPre ? count : kPre;
+  for (size_t i = 0; i < npre; ++i) {
+    pre_src[i] = ClassifyPointer(srcs[i]);
+    pre_dst[i] = ClassifyPointer(dsts[i]);
+  }
   uint64_t t0 = MonoNs();
+  CuptiPushCall(call_id);
   cudaError_t rc = call();
+  CuptiPopCall();
+  // Memory pinscope pinned keeps pageable semantics here too.
+  if (rc == cudaSuccess && GetConfig().pin == PinMode::kOn) {
+    bool ours = false;
+    for (size_t i = 0; i < count && !ours; ++i)
+      ours = PinOwnsRange(reinterpret_cast<uintptr_t>(srcs[i]), sizes[i]) ||
+             PinOwnsRange(reinterpret_cast<uintptr_t>(dsts[i]), sizes[i]);
+    if (ours) PinWaitStream(reinterpret_cast<uintptr_t>(stream));
+  }
   uint64_t t1 = MonoNs();
   for (size_t i = 0; i < count; ++i) {
     CopyRecord r = MakeRecord(f::kMemcpyBatchAsync, per_thread, cudaMemcpyDefault, sizes[i], stream);
-    Classify(&r, {dsts[i], false}, {srcs[i], false});
+    if (i < npre) {
+      ClassifyAs(&r, dsts[i], srcs[i], pre_dst[i], pre_src[i]);
+    } else {
+      Classify(&r, {dsts[i], false}, {srcs[i], false});
+    }
     r.call_id = call_id;
     r.stack_id = stack_id;
     r.batch_index = static_cast<uint32_t>(i);
@@ -403,7 +439,8 @@ cudaError_t ps_cudaStreamSynchronize_ptsz(cudaStream_t s) {
   static RealFn<cudaError_t (*)(cudaStream_t)> real("cudaStreamSynchronize_ptsz");
   auto fn = real.get();
   if (!fn) return cudaErrorInitializationError;
-  return TracedSync(f::kStreamSynchronize, s, [&] { return fn(s); });
+  // Stream 0 here is the per-thread default stream (see MakeRecord).
+  return TracedSync(f::kStreamSynchronize, s ? s : kPerThreadStream, [&] { return fn(s); });
 }
 
 PINSCOPE_EXPORT cudaError_t ps_cudaDeviceSynchronize() __asm__("cudaDeviceSynchronize");

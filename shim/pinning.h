@@ -35,8 +35,31 @@ bool PinProgramUnregister(void* p, int* rc);
 
 // Allocator and mapping events (called from the malloc/mmap hooks, outside
 // any lock those hooks hold): a block going away must be unpinned first.
-void PinOnFree(void* p);
+// `reason` is recorded ("free", "realloc", "munmap"). Cheap when nothing
+// is pinned (one relaxed load).
+void PinOnFree(void* p, const char* reason);
 void PinOnUnmap(void* p, size_t n);
+
+// True if [p, p+n) overlaps memory pinscope pinned (used by hooks that do
+// not go through PinBeforeCopy, e.g. cudaMemcpyBatchAsync, to keep
+// pageable semantics by synchronizing after the call).
+bool PinOwnsRange(uintptr_t p, size_t n);
+// Keeps pageable semantics after a call that may have used pinscope's
+// pinned memory asynchronously: waits for `stream` (PINSCOPE_PIN=1 only).
+void PinWaitStream(uint64_t stream);
+
+// The host buffer (malloc block or shared-memory mapping) containing p, as
+// known to the host-memory registry; provided by block_registry.cc.
+struct HostBuffer {
+  uintptr_t base = 0;
+  size_t size = 0;
+  bool shm = false;       // a MAP_SHARED mapping (fork does not copy it)
+  bool writable = true;   // mapped with PROT_WRITE
+};
+bool FindHostBuffer(uintptr_t p, HostBuffer* out);
+
+// Bytes pinscope holds pinned now.
+uint64_t PinnedBytes();
 
 // fork(): prepare unpins idle blocks so fork does not copy pinned pages;
 // the child forgets every block (they belong to the parent's CUDA context).

@@ -14,9 +14,12 @@
 #include <atomic>
 
 #include "clock.h"
+#include "cupti.h"
 #include "guard.h"
 #include "host_facts.h"
 #include "log.h"
+#include "pinning.h"
+#include "stacks.h"
 #include "trace_writer.h"
 
 #ifndef PINSCOPE_VERSION
@@ -49,6 +52,16 @@ std::atomic<uint64_t> g_dropped{0};
 std::atomic<uint64_t> g_copies{0};
 std::atomic<uint64_t> g_allocs{0};
 bool g_flusher_started = false;
+// The status exit() got, seen by an on_exit handler: a return from main (and
+// Python's sys.exit) reaches exit() inside libc, past the exported hook.
+std::atomic<bool> g_exit_status_known{false};
+int g_exit_status = 0;
+bool g_on_exit_registered = false;  // forked children inherit the registration
+
+void OnExit(int status, void*) {
+  g_exit_status = status;
+  g_exit_status_known.store(true);
+}
 PINSCOPE_TLS bool t_thread_announced = false;
 
 // Programs whose traces the report folds away by default.
@@ -155,6 +168,7 @@ void* FlusherMain(void*) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
     if (g_state.load(std::memory_order_relaxed) != kActive || !g_open.load()) continue;
+    CuptiFlushPeriodic();  // device records: a crash loses at most one period
     WriteCounters();
     g_writer.Flush();
     CheckWriter();
@@ -169,7 +183,8 @@ void StartFlusherLocked() {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 64 * 1024);
+  // 256 KiB: the thread runs cuptiActivityFlushAll and CUPTI's buffer callback.
+  pthread_attr_setstacksize(&attr, 256 * 1024);
   if (pthread_create(&t, &attr, FlusherMain, nullptr) == 0) pthread_setname_np(t, "pinscope-flush");
   pthread_attr_destroy(&attr);
 }
@@ -202,6 +217,13 @@ bool EnsureOpen() {
     g_writer.Append(hbuf, e.size());
     g_open.store(true, std::memory_order_release);
     StartFlusherLocked();
+    // Registered after libc registered the dynamic linker's finalizer (which
+    // runs our destructor and FinishProcess): exit handlers run in reverse
+    // order, so OnExit sees the status first.
+    if (!g_on_exit_registered) {
+      g_on_exit_registered = true;
+      on_exit(OnExit, nullptr);
+    }
     ok = true;
   }
   pthread_mutex_unlock(&g_open_mu);
@@ -272,6 +294,7 @@ void InitProcess() {
     return;
   }
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+  StacksInit();  // loads libunwind here, not inside the first event's hook
   g_state.compare_exchange_strong(expected, kActive);
 }
 
@@ -306,6 +329,8 @@ void GoPassive(const char* code, const char* why) {
 }
 
 void ForkPrepare() {
+  // Before taking the writer lock: unpinning records PinEvents.
+  PinForkPrepare();
   pthread_mutex_lock(&g_open_mu);
   g_writer.LockForFork();
 }
@@ -332,11 +357,15 @@ void ForkChild() {
   g_allocs.store(0);
   t_tid = 0;
   t_thread_announced = false;
+  PinForkChild();
+  StacksResetInChild();
 }
 
 void FinishProcess(uint32_t how, int status) {
   if (!g_open.load() || g_state.load() != kActive) return;
   HookScope scope;
+  if (how == fields::kExit && g_exit_status_known.load()) status = g_exit_status;
+  if (how != fields::kSignal) CuptiFinish();  // last device records, before the exit packet
   WriteCounters();
   Packet p(fields::packet::kExit, MonoNs());
   p.e().Varint(fields::exit::kHow, how);
@@ -353,6 +382,13 @@ void FlushTrace() {
   if (!g_open.load()) return;
   g_writer.Flush();
   CheckWriter();
+}
+
+bool AppendFromSignal(const uint8_t* framed, size_t n) {
+  if (g_state.load(std::memory_order_relaxed) != kActive ||
+      !g_open.load(std::memory_order_acquire))
+    return false;
+  return g_writer.TryAppendAndFlush(framed, n);
 }
 
 // --- packets --------------------------------------------------------------

@@ -34,6 +34,11 @@ void ForkChild();
 void FinishProcess(uint32_t how, int status);
 // Flushes buffered packets now (periodic flusher, before exec).
 void FlushTrace();
+// Async-signal-safe (the SIGBUS diagnosis, sigbus.cc): appends already
+// framed packets and writes the buffer out, only if the trace file is open
+// and the writer's lock is free (try-lock); never opens the file. Returns
+// false when it skipped (the caller may retry briefly).
+bool AppendFromSignal(const uint8_t* framed, size_t n);
 
 // Goes passive for the rest of the process, saying why once on stderr and
 // (if the file is open) in the trace.

@@ -76,7 +76,8 @@ namespace python_frame {
 constexpr uint32_t kId = 1, kFilenameId = 2, kFunctionId = 3, kLine = 4;
 }
 namespace stack {
-constexpr uint32_t kId = 1, kNativePcs = 2, kPythonFrames = 3, kTruncated = 4;
+constexpr uint32_t kId = 1, kNativePcs = 2, kPythonFrames = 3, kTruncated = 4,
+                   kPythonTruncated = 5;
 }
 namespace module {
 constexpr uint32_t kPath = 1, kBuildId = 2, kLoadAddress = 3, kStart = 4, kEnd = 5;

@@ -110,6 +110,19 @@ bool TraceWriter::Flush() {
   return ok && !failure_.load(std::memory_order_relaxed);
 }
 
+bool TraceWriter::TryAppendAndFlush(const uint8_t* data, size_t n) {
+  if (failure_.load(std::memory_order_relaxed)) return false;
+  if (pthread_mutex_trylock(&mu_) != 0) return false;
+  bool ok = fd_ >= 0;
+  if (ok && len_ > 0) {
+    ok = WriteAllLocked(buf_, len_);
+    len_ = 0;
+  }
+  if (ok) ok = WriteAllLocked(data, n);
+  pthread_mutex_unlock(&mu_);
+  return ok;
+}
+
 void TraceWriter::ResetInChild() {
   // The parent's fd and buffered bytes belong to the parent, which still
   // flushes them; the child starts a file of its own on its first event.

@@ -27,6 +27,10 @@ class TraceWriter {
   bool Append(const uint8_t* data, size_t n);
   // Writes the buffer out; returns false on failure.
   bool Flush();
+  // Async-signal-safe Append + Flush for a signal handler: gives up (false)
+  // instead of waiting when the lock is taken, since the interrupted
+  // thread may hold it. pthread_mutex_trylock is one atomic exchange.
+  bool TryAppendAndFlush(const uint8_t* data, size_t n);
   // errno of the first failed write, 0 if none.
   int failure() const { return failure_.load(std::memory_order_relaxed); }
   uint64_t bytes_written() const { return bytes_written_; }

@@ -1,0 +1,77 @@
+// Text output helpers for the reports: human units (MiB, GB/s, ms), counts
+// with separators, ANSI colour that can be switched off, and an aligned table
+// that fits a given width (100 columns for the report).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace pinscope {
+
+inline constexpr uint64_t kKiB = 1024;
+inline constexpr uint64_t kMiB = 1024 * kKiB;
+inline constexpr uint64_t kGiB = 1024 * kMiB;
+inline constexpr size_t kReportWidth = 100;
+
+// "512 B", "1.5 KiB", "73.5 MiB", "2.87 GiB".
+std::string FormatBytes(uint64_t bytes);
+// "0.042 ms", "5.25 ms", "512.3 ms", "12.35 s".
+std::string FormatDuration(uint64_t ns);
+// "6.0 GB/s" (GB = 1e9 bytes); "-" for a zero or non-finite rate.
+std::string FormatGbps(double gbps);
+// "4,812".
+std::string FormatCount(uint64_t count);
+// "31.2%" for 0.312.
+std::string FormatPercent(double fraction);
+// printf-style into a std::string.
+std::string StringPrintf(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+// Display width of UTF-8 text (code points; the report prints no wide
+// characters of its own).
+size_t DisplayWidth(const std::string& text);
+// Cuts `text` to `width` columns, ending in "..." when cut.
+std::string Truncate(const std::string& text, size_t width);
+
+// ANSI styling; every function returns the text unchanged when disabled.
+class Style {
+ public:
+  explicit Style(bool color) : color_(color) {}
+  bool color() const { return color_; }
+  std::string Bold(const std::string& text) const { return Wrap("1", text); }
+  std::string Warn(const std::string& text) const { return Wrap("33", text); }
+  std::string Bad(const std::string& text) const { return Wrap("31", text); }
+  std::string Good(const std::string& text) const { return Wrap("32", text); }
+  std::string Dim(const std::string& text) const { return Wrap("2", text); }
+
+ private:
+  std::string Wrap(const char* code, const std::string& text) const;
+  bool color_;
+};
+
+// Columns separated by two spaces; the widest flexible column is cut so the
+// table fits the width given to Render.
+class TextTable {
+ public:
+  enum class Align { kLeft, kRight };
+  struct Column {
+    std::string title;
+    Align align = Align::kLeft;
+    // May be cut (with "...") to fit; typically a command or buffer column.
+    bool flexible = false;
+  };
+
+  explicit TextTable(std::vector<Column> columns) : columns_(std::move(columns)) {}
+  void AddRow(std::vector<std::string> cells);
+  size_t rows() const { return rows_.size(); }
+  // Writes the title row (bold) and the rows, each prefixed by `indent`.
+  void Render(std::ostream& out, const Style& style, const std::string& indent = "  ",
+              size_t width = kReportWidth) const;
+
+ private:
+  std::vector<Column> columns_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+}  // namespace pinscope

@@ -1,0 +1,20 @@
+// The subcommands of `pinscope`: one entry point and one usage text each.
+// main.cc parses the subcommand name and dispatches; every subcommand parses
+// its own options (argv[0] is the subcommand name) and returns the exit code.
+#pragma once
+
+namespace pinscope::cli {
+
+int RunCommand(int argc, char** argv);        // run_command.cc
+int ReportCommand(int argc, char** argv);     // report_command.cc
+int ExportCommand(int argc, char** argv);     // export_command.cc
+int DiffCommand(int argc, char** argv);       // diff_command.cc
+int CalibrateCommand(int argc, char** argv);  // calibrate_command.cc
+
+extern const char kRunUsage[];
+extern const char kReportUsage[];
+extern const char kExportUsage[];
+extern const char kDiffUsage[];
+extern const char kCalibrateUsage[];
+
+}  // namespace pinscope::cli

@@ -1,0 +1,76 @@
+// `pinscope export --perfetto FILE RUN`: parses the options and calls the
+// analyzer's RunExport (analyzer/commands.h).
+#include <getopt.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "analyzer/commands.h"
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+
+namespace pinscope::cli {
+
+const char kExportUsage[] =
+    "Usage: pinscope export --perfetto FILE RUN\n"
+    "\n"
+    "Writes the run folder RUN as a timeline that ui.perfetto.dev and Perfetto's\n"
+    "trace_processor open: one track per process and thread, copies as slices,\n"
+    "counters for shared-memory and pinned bytes.\n"
+    "\n"
+    "Options:\n"
+    "      --perfetto FILE   the Perfetto trace file to write\n"
+    "  -h, --help            this help\n"
+    "\n"
+    "Exit status: 0 written; 1 written, but some trace files had problems;\n"
+    "2 nothing written (bad usage, no such run folder, FILE not writable).\n";
+
+int ExportCommand(int argc, char** argv) {
+  enum { kPerfetto = 1000 };
+  static const struct option kLong[] = {
+      {"perfetto", required_argument, nullptr, kPerfetto},
+      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0},
+  };
+  ExportOptions options;
+  ResetGetopt();
+  int c;
+  while ((c = getopt_long(argc, argv, ":h", kLong, nullptr)) != -1) {
+    switch (c) {
+      case kPerfetto:
+        if (!*optarg) {
+          PrintUsageError("export", "--perfetto needs a file name");
+          return kExitUsage;
+        }
+        options.perfetto_path = optarg;
+        break;
+      case 'h':
+        std::fputs(kExportUsage, stdout);
+        return 0;
+      default:
+        PrintGetoptError("export", c, argv);
+        return kExitUsage;
+    }
+  }
+  if (options.perfetto_path.empty()) {
+    PrintUsageError("export", "say which format to write: --perfetto FILE");
+    return kExitUsage;
+  }
+  if (optind >= argc) {
+    PrintUsageError("export", "no run folder given (pinscope export --perfetto FILE RUN)");
+    return kExitUsage;
+  }
+  if (argc - optind > 1) {
+    PrintUsageError("export",
+                    std::string("one run folder at a time; unexpected '") + argv[optind + 1] + "'");
+    return kExitUsage;
+  }
+  options.run_dir = argv[optind];
+  if (!CheckRunFolder("export", options.run_dir)) return kExitUsage;
+  int status = RunExport(options, std::cout, std::cerr);
+  std::cout.flush();
+  return status;
+}
+
+}  // namespace pinscope::cli

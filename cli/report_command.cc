@@ -1,0 +1,109 @@
+// `pinscope report [options] RUN`: parses the options and calls the
+// analyzer's RunReport (analyzer/commands.h), which owns the report itself.
+#include <getopt.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "analyzer/commands.h"
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+
+namespace pinscope::cli {
+
+const char kReportUsage[] =
+    "Usage: pinscope report [options] RUN\n"
+    "\n"
+    "Prints the bottleneck report of the run folder RUN (made by `pinscope run`).\n"
+    "\n"
+    "Options:\n"
+    "      --json             the report as JSON (a versioned schema)\n"
+    "      --color[=WHEN]     colour: auto (default: only on a terminal), always, never\n"
+    "      --no-color         same as --color=never (NO_COLOR=1 in the environment too)\n"
+    "      --stacks N         call-stack frames shown per call site (0 to 256; default 6)\n"
+    "      --calibration FILE bandwidths to compare against (default: RUN/calibration.json,\n"
+    "                         then the one `pinscope calibrate` saved, then built-in)\n"
+    "      --all-processes    list helper processes one by one instead of folded\n"
+    "      --top N            rows in the \"largest\" tables (1 to 100000; default 10)\n"
+    "  -h, --help             this help\n"
+    "\n"
+    "Exit status: 0 report printed; 1 printed, but some trace files had problems\n"
+    "(listed at the end); 2 nothing to report (bad usage, no such run folder).\n";
+
+int ReportCommand(int argc, char** argv) {
+  enum { kJson = 1000, kColor, kNoColor, kStacks, kCalibration, kAllProcesses, kTop };
+  static const struct option kLong[] = {
+      {"json", no_argument, nullptr, kJson},
+      {"color", optional_argument, nullptr, kColor},
+      {"colour", optional_argument, nullptr, kColor},
+      {"no-color", no_argument, nullptr, kNoColor},
+      {"no-colour", no_argument, nullptr, kNoColor},
+      {"stacks", required_argument, nullptr, kStacks},
+      {"calibration", required_argument, nullptr, kCalibration},
+      {"all-processes", no_argument, nullptr, kAllProcesses},
+      {"top", required_argument, nullptr, kTop},
+      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0},
+  };
+  ReportOptions options;
+  ResetGetopt();
+  int c;
+  long value = 0;
+  while ((c = getopt_long(argc, argv, ":h", kLong, nullptr)) != -1) {
+    switch (c) {
+      case kJson:
+        options.json = true;
+        break;
+      case kColor:
+        if (!ParseColorWhen(optarg, &options.color)) {
+          PrintUsageError(
+              "report", std::string("--color expects auto, always or never, not '") + optarg + "'");
+          return kExitUsage;
+        }
+        break;
+      case kNoColor:
+        options.color = ColorMode::kNever;
+        break;
+      case kStacks:
+        if (!ParseIntOption("report", "--stacks", optarg, 0, 256, &value)) return kExitUsage;
+        options.stack_depth = static_cast<int>(value);
+        break;
+      case kCalibration:
+        options.calibration_path = optarg;
+        break;
+      case kAllProcesses:
+        options.show_helpers = true;
+        break;
+      case kTop:
+        if (!ParseIntOption("report", "--top", optarg, 1, 100000, &value)) return kExitUsage;
+        options.top = static_cast<int>(value);
+        break;
+      case 'h':
+        std::fputs(kReportUsage, stdout);
+        return 0;
+      default:
+        PrintGetoptError("report", c, argv);
+        return kExitUsage;
+    }
+  }
+  if (optind >= argc) {
+    PrintUsageError("report", "no run folder given (pinscope report RUN)");
+    return kExitUsage;
+  }
+  if (argc - optind > 1) {
+    PrintUsageError("report", std::string("one run folder at a time; unexpected '") +
+                                  argv[optind + 1] + "' (to compare two runs: pinscope diff)");
+    return kExitUsage;
+  }
+  options.run_dir = argv[optind];
+  if (!CheckRunFolder("report", options.run_dir)) return kExitUsage;
+  // JSON is for programs: never coloured, whatever the terminal.
+  options.color = options.json ? ColorMode::kNever : ResolveColor(options.color, STDOUT_FILENO);
+  int status = RunReport(options, std::cout, std::cerr);
+  std::cout.flush();
+  return status;
+}
+
+}  // namespace pinscope::cli

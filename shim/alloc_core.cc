@@ -1,0 +1,400 @@
+// Slow paths of the malloc family and the resolution of the real functions;
+// see alloc_core.h. Recording order, as heaptrack and Perfetto do it: a new
+// block is recorded after the real call returned it; a block going away is
+// recorded BEFORE the real free/realloc, because the moment glibc has it back
+// another thread may receive the same address and record it, and its
+// HostAlloc must come after our HostFree in the trace.
+#include "alloc_core.h"
+
+#include <dlfcn.h>
+#include <gnu/libc-version.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "block_registry.h"
+#include "clock.h"
+#include "guard.h"
+#include "log.h"
+#include "pinning.h"
+#include "recorder.h"
+#include "stacks.h"
+
+// glibc exports its allocator under these names (weak here: their absence
+// means another C library, and then nothing is recorded).
+extern "C" {
+void* __libc_malloc(size_t) __attribute__((weak));
+void* __libc_calloc(size_t, size_t) __attribute__((weak));
+void* __libc_realloc(void*, size_t) __attribute__((weak));
+void __libc_free(void*) __attribute__((weak));
+void* __libc_memalign(size_t, size_t) __attribute__((weak));
+void* __libc_valloc(size_t) __attribute__((weak));
+void* __libc_pvalloc(size_t) __attribute__((weak));
+const char* gnu_get_libc_version() __attribute__((weak));
+}
+
+namespace pinscope::shim::alloc {
+namespace {
+
+namespace f = fields;
+
+// --- bootstrap ---------------------------------------------------------------
+// Stubs that resolve g_real on first use. With glibc that is a few pointer
+// copies and never recurses. With another C library we must ask dlsym,
+// which may itself call malloc: those calls are served from a static arena.
+
+std::atomic<int> g_resolve{0};  // 0 no, 1 in progress (dlsym path), 2 done
+Libc g_libc = Libc::kUnresolved;
+RealAlloc g_next{};  // dlsym'd functions in the non-glibc case
+
+constexpr size_t kArenaBytes = 256 * 1024;
+alignas(64) uint8_t g_arena[kArenaBytes];
+std::atomic<size_t> g_arena_used{0};
+
+bool InArena(const void* p) {
+  auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(g_arena);
+  return a >= b && a < b + kArenaBytes;
+}
+// Arena blocks carry their size in the 16 bytes below the pointer.
+void* ArenaAlloc(size_t n, size_t alignment) {
+  if (alignment < 16) alignment = 16;
+  size_t used = g_arena_used.load();
+  for (;;) {
+    uintptr_t base = reinterpret_cast<uintptr_t>(g_arena);
+    uintptr_t user = (base + used + 16 + alignment - 1) & ~(alignment - 1);
+    size_t end = user + n - base;
+    if (n > kArenaBytes || end > kArenaBytes) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    if (g_arena_used.compare_exchange_weak(used, end)) {
+      reinterpret_cast<size_t*>(user)[-1] = n;
+      return reinterpret_cast<void*>(user);
+    }
+  }
+}
+size_t ArenaSize(const void* p) { return reinterpret_cast<const size_t*>(p)[-1]; }
+
+void* BootMalloc(size_t);
+void* BootCalloc(size_t, size_t);
+void* BootRealloc(void*, size_t);
+void BootFree(void*);
+void* BootMemalign(size_t, size_t);
+void* BootValloc(size_t);
+void* BootPvalloc(size_t);
+size_t BootUsable(void*);
+
+// Wrappers for the non-glibc case: arena pointers never reach the real free.
+void OtherFree(void* p) {
+  if (!InArena(p)) g_next.free(p);
+}
+void* OtherRealloc(void* p, size_t n) {
+  if (!InArena(p)) return g_next.realloc(p, n);
+  void* q = g_next.malloc(n);
+  if (q) memcpy(q, p, ArenaSize(p) < n ? ArenaSize(p) : n);
+  return q;
+}
+size_t OtherUsable(void* p) {
+  if (p && InArena(p)) return ArenaSize(p);
+  return g_next.usable_size ? g_next.usable_size(p) : 0;
+}
+void* OtherPvalloc(size_t n) {
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return g_next.memalign(page, (n + page - 1) & ~(page - 1));
+}
+void* OtherValloc(size_t n) { return g_next.memalign(static_cast<size_t>(sysconf(_SC_PAGESIZE)), n); }
+
+// True once g_real is usable; false while another call (dlsym's own
+// allocation, or a concurrent first call) is resolving it.
+bool Resolve() {
+  if (g_resolve.load(std::memory_order_acquire) == 2) return true;
+  if (__libc_malloc && __libc_calloc && __libc_realloc && __libc_free && __libc_memalign &&
+      __libc_valloc && __libc_pvalloc && gnu_get_libc_version) {
+    // Idempotent plain stores: racing first calls all write the same values.
+    g_real.malloc = __libc_malloc;
+    g_real.calloc = __libc_calloc;
+    g_real.realloc = __libc_realloc;
+    g_real.free = __libc_free;
+    g_real.memalign = __libc_memalign;
+    g_real.valloc = __libc_valloc;
+    g_real.pvalloc = __libc_pvalloc;
+    g_libc = Libc::kGlibc;
+    g_resolve.store(2, std::memory_order_release);
+    return true;
+  }
+  int expected = 0;
+  if (!g_resolve.compare_exchange_strong(expected, 1)) return g_resolve.load() == 2;
+  g_next.malloc = reinterpret_cast<void* (*)(size_t)>(dlsym(RTLD_NEXT, "malloc"));
+  g_next.calloc = reinterpret_cast<void* (*)(size_t, size_t)>(dlsym(RTLD_NEXT, "calloc"));
+  g_next.realloc = reinterpret_cast<void* (*)(void*, size_t)>(dlsym(RTLD_NEXT, "realloc"));
+  g_next.free = reinterpret_cast<void (*)(void*)>(dlsym(RTLD_NEXT, "free"));
+  g_next.memalign = reinterpret_cast<void* (*)(size_t, size_t)>(dlsym(RTLD_NEXT, "memalign"));
+  g_next.usable_size = reinterpret_cast<size_t (*)(void*)>(dlsym(RTLD_NEXT, "malloc_usable_size"));
+  if (!g_next.malloc || !g_next.calloc || !g_next.realloc || !g_next.free || !g_next.memalign) {
+    // Nothing to forward to: keep serving from the arena (it fails with
+    // ENOMEM when exhausted) rather than crash.
+    g_resolve.store(0);
+    return false;
+  }
+  g_real.malloc = g_next.malloc;
+  g_real.calloc = g_next.calloc;
+  g_real.realloc = OtherRealloc;
+  g_real.free = OtherFree;
+  g_real.memalign = g_next.memalign;
+  g_real.valloc = OtherValloc;
+  g_real.pvalloc = OtherPvalloc;
+  g_real.usable_size = OtherUsable;
+  g_libc = Libc::kOther;
+  g_resolve.store(2, std::memory_order_release);
+  return true;
+}
+
+void* BootMalloc(size_t n) { return Resolve() ? g_real.malloc(n) : ArenaAlloc(n, 16); }
+void* BootCalloc(size_t a, size_t b) {
+  if (Resolve()) return g_real.calloc(a, b);
+  size_t n;
+  if (__builtin_mul_overflow(a, b, &n)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return ArenaAlloc(n, 16);  // static memory is zero and never reused
+}
+void* BootRealloc(void* p, size_t n) {
+  if (Resolve()) return g_real.realloc(p, n);
+  void* q = ArenaAlloc(n, 16);
+  if (q && p) memcpy(q, p, InArena(p) && ArenaSize(p) < n ? ArenaSize(p) : n);
+  return q;
+}
+void BootFree(void* p) {
+  if (p == nullptr || InArena(p)) return;
+  if (Resolve()) g_real.free(p);
+}
+void* BootMemalign(size_t a, size_t n) { return Resolve() ? g_real.memalign(a, n) : ArenaAlloc(n, a); }
+void* BootValloc(size_t n) { return Resolve() ? g_real.valloc(n) : ArenaAlloc(n, 4096); }
+void* BootPvalloc(size_t n) { return Resolve() ? g_real.pvalloc(n) : ArenaAlloc((n + 4095) & ~size_t{4095}, 4096); }
+size_t BootUsable(void* p) {
+  if (p && InArena(p)) return ArenaSize(p);
+  if (!Resolve()) return 0;
+  if (g_real.usable_size == BootUsable) {
+    // glibc: its malloc_usable_size is not exported under a __libc_ name.
+    HookScope scope;
+    auto fn = reinterpret_cast<size_t (*)(void*)>(dlsym(RTLD_NEXT, "malloc_usable_size"));
+    if (!fn) return 0;
+    g_real.usable_size = fn;
+  }
+  return g_real.usable_size(p);
+}
+
+// --- recording ---------------------------------------------------------------
+
+std::atomic<uint64_t> g_dropped{0};
+std::atomic<bool> g_said_libc{false};
+
+uintptr_t g_shim_begin = 0, g_shim_end = 0;
+
+bool ShouldRecord(const void* caller) {
+  auto c = reinterpret_cast<uintptr_t>(caller);
+  return !InHook() && Recording() && !(c >= g_shim_begin && c < g_shim_end);
+}
+
+uint64_t PageSize() {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+// Registers and records a new block (the guard is set). A block the
+// registry cannot hold is not recorded either, so every HostAlloc in the
+// trace gets its HostFree.
+void Track(uint32_t api, void* p, size_t n, uint64_t alignment, void* old, uint64_t t) {
+  HostBlock b;
+  b.address = reinterpret_cast<uintptr_t>(p);
+  b.size = n;
+  b.alignment = alignment;
+  b.api = api;
+  if (!Registry().AddBlock(b)) {
+    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  uint64_t stack = CaptureStack(StackSite::kAlloc);
+  RecordAlloc(api, b.address, n, alignment, reinterpret_cast<uintptr_t>(old), stack, t);
+}
+
+// Forgets a block that is about to go back to glibc, unpinning it first and
+// recording its free if this process recorded it (a forked child does not
+// record frees of blocks it inherited: they are the parent's allocations).
+// Must run before the real free/realloc. Returns false if p is not recorded.
+bool Untrack(void* p, bool by_realloc, HostBlock* out) {
+  uint64_t addr = reinterpret_cast<uintptr_t>(p);
+  if (!Registry().RemoveBlock(addr, out)) return false;
+  // Registered memory must be unregistered before glibc may unmap or reuse
+  // it (one relaxed load when pinscope pinned nothing).
+  PinOnFree(p, by_realloc ? "realloc" : "free");
+  if (out->epoch == Registry().epoch()) RecordFree(addr, by_realloc, MonoNs());
+  return true;
+}
+
+bool CheckChunkLayout() {
+  // glibc puts the chunk size (plus 3 flag bits) in the word below the user
+  // pointer: small chunks are request + 8 rounded up to 16, mmapped ones
+  // request + 16 rounded up to a page. Anything else: do not trust it.
+  void* small = __libc_malloc(100);
+  void* large = __libc_malloc(4u << 20);
+  bool ok = small && large;
+  if (ok) {
+    size_t cs = ChunkSizeOf(small), cl = ChunkSizeOf(large);
+    ok = cs >= 108 && cs <= 100 + 64 && cl >= (4u << 20) + 16 && cl <= (4u << 20) + 2 * PageSize();
+    size_t us = UsableSize(small);
+    ok = ok && us >= 100 && us <= cs;
+  }
+  __libc_free(small);
+  __libc_free(large);
+  return ok;
+}
+
+bool AtLeastGlibc(int major, int minor) {
+  const char* v = gnu_get_libc_version ? gnu_get_libc_version() : nullptr;
+  if (!v) return false;
+  int ma = 0, mi = 0;
+  while (*v >= '0' && *v <= '9') ma = ma * 10 + (*v++ - '0');
+  if (*v == '.') ++v;
+  while (*v >= '0' && *v <= '9') mi = mi * 10 + (*v++ - '0');
+  return ma > major || (ma == major && mi >= minor);
+}
+
+}  // namespace
+
+RealAlloc g_real = {BootMalloc, BootCalloc, BootRealloc, BootFree,
+                    BootMemalign, BootValloc, BootPvalloc, BootUsable};
+std::atomic<size_t> g_trace_min{SIZE_MAX};
+std::atomic<size_t> g_free_min{SIZE_MAX};
+bool g_aligned_alloc_strict = false;
+
+Libc LibcKind() { return g_libc; }
+uint64_t DroppedBlocks() { return g_dropped.load(std::memory_order_relaxed); }
+
+void InitAlloc() {
+  static std::atomic<bool> done{false};
+  if (done.exchange(true)) return;
+  HookScope scope;
+  Resolve();
+  InstallRegistryForkHandlers();
+  if (g_libc != Libc::kGlibc) {
+    LogOnce(&g_said_libc,
+            "the C library is not glibc (no __libc_malloc): the malloc family passes straight "
+            "through and host allocations are not recorded");
+    return;
+  }
+  g_aligned_alloc_strict = AtLeastGlibc(2, 38);
+  UsableSize(nullptr);  // resolves malloc_usable_size now, outside any malloc
+  bool chunk_ok = CheckChunkLayout();
+  if (!Recording()) return;
+  size_t min = GetConfig().trace_min;
+  // Free's filter first: once g_trace_min is set, blocks get recorded and
+  // each of their frees must reach the registry.
+  g_free_min.store(chunk_ok ? min : 0, std::memory_order_release);
+  g_trace_min.store(min, std::memory_order_release);
+}
+
+void SetThresholdForTest(size_t min) {
+  Resolve();
+  g_free_min.store(min, std::memory_order_release);
+  g_trace_min.store(min, std::memory_order_release);
+}
+
+void SetShimText(uintptr_t begin, uintptr_t end) {
+  g_shim_begin = begin;
+  g_shim_end = end;
+}
+
+void* MallocSlow(size_t n, const void* caller) {
+  if (!ShouldRecord(caller)) return g_real.malloc(n);
+  HookScope scope;
+  uint64_t t = MonoNs();
+  void* p = g_real.malloc(n);
+  if (p == nullptr) {
+    scope.KeepErrno(errno);
+    return nullptr;
+  }
+  Track(f::kMalloc, p, n, 0, nullptr, t);
+  return p;
+}
+
+void* CallocSlow(size_t nmemb, size_t size, const void* caller) {
+  if (!ShouldRecord(caller)) return g_real.calloc(nmemb, size);
+  HookScope scope;
+  uint64_t t = MonoNs();
+  void* p = g_real.calloc(nmemb, size);
+  if (p == nullptr) {
+    scope.KeepErrno(errno);
+    return nullptr;
+  }
+  Track(f::kCalloc, p, nmemb * size, 0, nullptr, t);
+  return p;
+}
+
+void* AlignedSlow(uint32_t api, size_t alignment, size_t n, const void* caller) {
+  auto call = [&]() -> void* {
+    switch (api) {
+      case f::kValloc: return g_real.valloc(n);
+      case f::kPvalloc: return g_real.pvalloc(n);
+      default: return g_real.memalign(alignment, n);
+    }
+  };
+  if (!ShouldRecord(caller)) return call();
+  HookScope scope;
+  uint64_t t = MonoNs();
+  void* p = call();
+  if (p == nullptr) {
+    scope.KeepErrno(errno);
+    return nullptr;
+  }
+  uint64_t recorded_alignment = (api == f::kValloc || api == f::kPvalloc) ? PageSize() : alignment;
+  Track(api, p, n, recorded_alignment, nullptr, t);
+  return p;
+}
+
+void FreeSlow(void* p) {
+  // A large chunk that is not recorded (made before tracing, by the shim
+  // itself, or just under the threshold) costs one registry lookup. Frees
+  // inside another hook still go through the registry: the block is the
+  // program's even if a library we wrap frees it.
+  if (Registry().live_blocks() == 0) return g_real.free(p);
+  HookScope scope;
+  HostBlock b;
+  Untrack(p, false, &b);
+  g_real.free(p);
+}
+
+// realloc semantics in the trace (docs/host-memory.md):
+//   old block recorded  -> HostFree(old, by_realloc) before the real call;
+//   new size recorded   -> HostAlloc(REALLOC, new, old_address = old) after it,
+//                          whether or not the old block was recorded or moved;
+//   realloc fails       -> the old block is still live: HostAlloc of the old
+//                          block again (its own api and size);
+//   realloc(p, 0)       -> glibc frees p: the HostFree(by_realloc) alone.
+void* ReallocSlow(void* p, size_t n, uint32_t api, const void* caller) {
+  bool record_new = n >= TraceMin() && ShouldRecord(caller);
+  bool maybe_old = p != nullptr && Registry().live_blocks() > 0;
+  if (!record_new && !maybe_old) return g_real.realloc(p, n);
+  HookScope scope;
+  uint64_t t = MonoNs();
+  HostBlock old;
+  bool had_old = maybe_old && Untrack(p, true, &old);
+  void* q = g_real.realloc(p, n);
+  if (q == nullptr) {
+    int err = errno;
+    if (had_old && n != 0 && old.epoch == Registry().epoch()) {
+      if (Registry().AddBlock(old)) {
+        RecordAlloc(old.api, old.address, old.size, old.alignment, 0, 0, MonoNs());
+      } else {
+        g_dropped.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    scope.KeepErrno(err);
+    return nullptr;
+  }
+  if (record_new) Track(api, q, n, 0, p, t);
+  return q;
+}
+
+}  // namespace pinscope::shim::alloc

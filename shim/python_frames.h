@@ -1,0 +1,44 @@
+// Python frames at a recorded event, interned as PythonFrame ids
+// (stack_intern.h). Nothing is linked against Python: what is needed is
+// resolved at run time with dlsym, so one build serves 3.10 to 3.13.
+//
+// Two ways to read them (docs/stacks.md):
+//  - Frame walk (3.10-3.13): reads the calling thread's own frame chain from
+//    the interpreter's structures, with per-version field offsets. It works
+//    whether or not the thread holds the GIL, which matters because PyTorch
+//    releases the GIL around its operators (a tensor's allocation or copy runs
+//    without it). Safe without the GIL because only the owning thread changes
+//    its frame chain, and this thread is inside the hook: the walk reads,
+//    never writes, takes no reference and calls no Python code (line numbers
+//    come from PyCode_Addr2Line / 3.10's PyFrame_GetLineNumber, which only
+//    read the code object). The first walk of a process reads through
+//    process_vm_readv and checks the object types, so a layout that does not
+//    match turns the walk off instead of faulting.
+//  - C API (any other version): only when the thread holds the GIL, with the
+//    public frame API (PyEval_GetFrame, PyFrame_GetBack, ...), the cyclic GC
+//    held off (materializing frame objects allocates; on <= 3.11 that may run
+//    a collection and finalizers) and the thread's exception state kept.
+//
+// Contract: never takes the GIL, never runs Python code, does not allocate
+// through malloc on the frame-walk path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace pinscope::shim::python {
+
+// Resolves what is needed in this process. False (and Capture returns 0)
+// when the process has no Python, or one older than 3.10.
+bool Init();
+bool Available();
+// True when the frame walk is in use (else the GIL-only C API path).
+bool FrameWalk();
+
+// The calling thread's Python frames, innermost first, as interned
+// PythonFrame ids: at most `max`; *truncated when more frames were left out.
+// 0 when the thread runs no Python code, Python is not initialized or is
+// finalizing, or the process has no Python.
+size_t Capture(uint64_t* ids, size_t max, bool* truncated);
+
+}  // namespace pinscope::shim::python

@@ -1,0 +1,245 @@
+// Report tests with exact numbers: the copy table, the pageable staging
+// estimate against the built-in calibration, the largest copies and their
+// buffers, each verdict class, JSON schema basics, exit codes and the stubs.
+#include "analyzer/report.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analyzer/commands.h"
+#include "analyzer/run_loader.h"
+#include "trace_builder.h"
+
+namespace pinscope {
+namespace {
+
+using testing::kMiBytes;
+using testing::kMs;
+using testing::MakeTempDir;
+using testing::TraceBuilder;
+
+constexpr uint64_t kT0 = 1000ull * 1000 * kMs;
+
+// 4 H2D pageable 8 MiB copies blocked 2 ms each (from one allocation), 2 D2H
+// pageable 1 MiB blocked 1 ms, a failed H2D pageable copy, a pinned H2D
+// copy, a D2D copy; the main process lives `life_ms`.
+std::string WriteCopies(const std::string& name, uint64_t life_ms) {
+  const std::string dir = MakeTempDir(name);
+  TraceBuilder main(100, "r", kT0);
+  testing::SetHostFacts(&main.header(), 64 * kMiBytes, 64 * kMiBytes);
+  main.Alloc(kT0 + 1 * kMs, trace::POSIX_MEMALIGN, 0x10000000, 32 * kMiBytes);
+  for (uint64_t i = 0; i < 4; ++i) {
+    main.Copy(kT0 + (10 + 10 * i) * kMs, 2 * kMs, trace::H2D, trace::PAGEABLE, 8 * kMiBytes,
+              0x10000000 + i * 8 * kMiBytes);
+  }
+  main.Copy(kT0 + 50 * kMs, kMs, trace::D2H, trace::PAGEABLE, kMiBytes, 0x7ffc0000);
+  main.Copy(kT0 + 52 * kMs, kMs, trace::D2H, trace::PAGEABLE, kMiBytes, 0x7ffd0000);
+  main.Copy(kT0 + 60 * kMs, 1000, trace::H2D, trace::PAGEABLE, kMiBytes, 0)
+      .mutable_copy()
+      ->set_result(1);
+  main.Alloc(kT0 + 65 * kMs, trace::CUDA_HOST_ALLOC, 0x30000000, 64 * kMiBytes);
+  main.Copy(kT0 + 70 * kMs, 10000, trace::H2D, trace::PINNED, 64 * kMiBytes, 0x30000000);
+  main.Copy(kT0 + 80 * kMs, 5000, trace::D2D, trace::DEVICE, 16 * kMiBytes, 0);
+  main.Exit(kT0 + life_ms * kMs);
+  main.Write(dir);
+  return dir;
+}
+
+nlohmann::json JsonOf(const std::string& dir, int* code = nullptr) {
+  ReportOptions options;
+  options.run_dir = dir;
+  options.json = true;
+  std::ostringstream out, err;
+  const int rc = RunReport(options, out, err);
+  if (code != nullptr) *code = rc;
+  return nlohmann::json::parse(out.str());
+}
+
+TEST(ReportTest, CopyTableNumbersAreExact) {
+  int code = -1;
+  const nlohmann::json report = JsonOf(WriteCopies("report_copies", 1000), &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(report["schema_version"], 1);
+  const auto& rows = report["copies"]["rows"];
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0]["direction"], "H2D");
+  EXPECT_EQ(rows[0]["memory"], "pageable");
+  EXPECT_EQ(rows[0]["count"], 5);
+  EXPECT_EQ(rows[0]["bytes"], 33554432 + 1048576);
+  EXPECT_EQ(rows[0]["blocked_ns"], 8001000);
+  EXPECT_EQ(rows[0]["failed"], 1);
+  EXPECT_EQ(rows[0]["loss_ns"], 4 * (2000000 - 165455));  // 8 MiB at 50.7 GB/s
+  EXPECT_EQ(rows[0]["calibrated_pinned_gbps"], 49.368);   // mean size 6.6 MiB, interpolated
+  EXPECT_EQ(rows[1]["direction"], "H2D");
+  EXPECT_EQ(rows[1]["memory"], "pinned");
+  EXPECT_EQ(rows[1]["count"], 1);
+  EXPECT_EQ(rows[1]["blocked_ns"], 10000);
+  EXPECT_EQ(rows[1]["loss_ns"], 0);
+  EXPECT_EQ(rows[2]["direction"], "D2H");
+  EXPECT_EQ(rows[2]["memory"], "pageable");
+  EXPECT_EQ(rows[2]["count"], 2);
+  EXPECT_EQ(rows[2]["bytes"], 2097152);
+  EXPECT_EQ(rows[2]["blocked_ns"], 2000000);
+  EXPECT_EQ(rows[2]["achieved_gbps"], 1.049);
+  EXPECT_EQ(rows[2]["loss_ns"], 2 * (1000000 - 27594));  // 1 MiB at 38.0 GB/s
+  EXPECT_EQ(rows[3]["direction"], "D2D");
+  EXPECT_EQ(rows[3]["memory"], "device");
+  EXPECT_EQ(report["copies"]["total"]["count"], 9);
+  EXPECT_EQ(report["copies"]["total"]["bytes"], 33554432 + 1048576 + 67108864 + 2097152 + 16777216);
+
+  const auto& staging = report["pageable_staging"];
+  EXPECT_EQ(staging["by_direction"][0]["count"], 4);  // the failed copy is not staging
+  EXPECT_EQ(staging["by_direction"][0]["blocked_ns"], 8000000);
+  EXPECT_EQ(staging["by_direction"][0]["pinned_estimate_ns"], 4 * 165455);
+  EXPECT_EQ(staging["by_direction"][1]["pinned_estimate_ns"], 2 * 27594);
+  EXPECT_EQ(staging["loss_ns"], 4 * (2000000 - 165455) + 2 * (1000000 - 27594));
+  EXPECT_EQ(staging["by_buffer"]["alloc"]["count"], 4);
+  EXPECT_EQ(staging["by_buffer"]["unknown"]["count"], 2);
+  EXPECT_EQ(staging["pinned_bandwidth_source"],
+            "built-in default: H200 PCIe Gen5 x16, pinscope facts 2026-11-29");
+
+  const auto& largest = report["largest_pageable_copies"];
+  ASSERT_EQ(largest.size(), 6u);
+  EXPECT_EQ(largest[0]["bytes"], 8388608);
+  EXPECT_EQ(largest[0]["time_offset_ns"], 10 * kMs);
+  EXPECT_EQ(largest[0]["buffer"]["kind"], "alloc");
+  EXPECT_EQ(largest[0]["buffer"]["api"], "posix_memalign");
+  EXPECT_EQ(largest[0]["buffer"]["size"], 33554432);
+  EXPECT_EQ(largest[0]["buffer"]["description"], "posix_memalign 32.0 MiB");
+  EXPECT_EQ(largest[3]["buffer"]["offset"], 3 * 8 * kMiBytes);
+  EXPECT_EQ(largest[4]["buffer"]["kind"], "unknown");
+
+  EXPECT_EQ(report["allocations"]["count"], 2);
+  EXPECT_EQ(report["allocations"]["fed_allocations"], 2);
+  EXPECT_EQ(report["allocations"]["copies_fed"], 5);
+  EXPECT_EQ(report["allocations"]["pageable_copies_fed"], 4);
+}
+
+TEST(ReportTest, SmallLossIsNotInputBound) {
+  const nlohmann::json report = JsonOf(WriteCopies("report_not_bound", 1000));
+  EXPECT_EQ(report["verdict"]["id"], "not_input_bound");
+  EXPECT_EQ(report["verdict"]["text"],
+            "not input-bound: host<->device copies blocked pid 100 main thread for 10.0 ms (1.0% "
+            "of its 1.00 s); pinned memory would save at most 9.28 ms");
+  ASSERT_EQ(report["findings"].size(), 1u);
+  EXPECT_EQ(report["findings"][0]["id"], "pageable_staging");
+  EXPECT_EQ(report["findings"][0]["significant"], false);
+}
+
+TEST(ReportTest, LargeLossIsPageableStaging) {
+  const nlohmann::json report = JsonOf(WriteCopies("report_staging", 100));
+  EXPECT_EQ(report["verdict"]["id"], "pageable_staging");
+  EXPECT_EQ(report["verdict"]["severity"], "warning");
+  EXPECT_EQ(report["verdict"]["text"],
+            "pageable staging: 10.0% of pid 100 main thread's time is spent in 6 H2D/D2H copies "
+            "from pageable memory at 3.6 GB/s; pinned would take 0.7%");
+  const auto& finding = report["findings"][0];
+  EXPECT_EQ(finding["saving_ns"], 4 * (2000000 - 165455) + 2 * (1000000 - 27594));
+  EXPECT_EQ(finding["saving_fraction"], 0.09283);
+  EXPECT_NE(finding["action"].get<std::string>().find("PINSCOPE_PIN=1"), std::string::npos);
+}
+
+TEST(ReportTest, NoCopiesIsSaidPlainly) {
+  const std::string dir = MakeTempDir("report_no_copies");
+  TraceBuilder main(100, "r", kT0);
+  main.Exit(kT0 + 10 * kMs);
+  main.Write(dir);
+  const nlohmann::json report = JsonOf(dir);
+  EXPECT_EQ(report["verdict"]["id"], "no_copies");
+  EXPECT_EQ(report["verdict"]["text"],
+            "no copies recorded: the shim saw no host<->device copy in 1 process (did the job use "
+            "CUDA? see the notices)");
+  EXPECT_TRUE(report["findings"].empty());
+  EXPECT_EQ(report["cuda"], nullptr);
+}
+
+TEST(ReportTest, ShmRiskAndSigbusVerdicts) {
+  const std::string dir = MakeTempDir("report_shm_risk");
+  TraceBuilder main(100, "r", kT0);
+  testing::SetHostFacts(&main.header(), 64 * kMiBytes, 64 * kMiBytes);
+  main.Shm(kT0 + 1, trace::SHM_CREATE, "/x", 5, 0, 0, 10);
+  main.Shm(kT0 + 2, trace::SHM_TRUNCATE, "", 5, 40 * kMiBytes, 0, 10);
+  main.Shm(kT0 + 3, trace::SHM_UNLINK, "/x", -1, 0, 0, 10);
+  main.Exit(kT0 + 10 * kMs);
+  main.Write(dir);
+  nlohmann::json report = JsonOf(dir);
+  EXPECT_EQ(report["verdict"]["id"], "shm_capacity");
+  EXPECT_EQ(report["verdict"]["text"],
+            "/dev/shm risk: the job's shared memory peaked at 40.0 MiB, 62.5% of the 64.0 MiB "
+            "/dev/shm; use --shm-size=128m");
+  EXPECT_EQ(report["shm"]["recommended_shm_size_bytes"], 128 * kMiBytes);
+  EXPECT_EQ(report["shm"]["headroom_bytes"], 24 * kMiBytes);
+  EXPECT_EQ(report["shm"]["warning"], true);
+
+  TraceBuilder crash(100, "r", kT0);
+  testing::SetHostFacts(&crash.header(), 64 * kMiBytes, 64 * kMiBytes);
+  crash.Shm(kT0 + 1, trace::SHM_CREATE, "/y", 5, 0, 0, 10);
+  crash.Shm(kT0 + 2, trace::SHM_TRUNCATE, "", 5, 96 * kMiBytes, 0, 10);
+  crash.Shm(kT0 + 3, trace::SHM_MAP, "", 5, 96 * kMiBytes, 0x1000000, 10);
+  crash.Shm(kT0 + 4, trace::SHM_SIGBUS, "", -1, 0, 0x1000000 + 80 * kMiBytes, 0);
+  crash.Exit(kT0 + 5, trace::ProcessExit::SIGNAL, 7);
+  crash.Write(dir);
+  report = JsonOf(dir);
+  EXPECT_EQ(report["verdict"]["id"], "shm_sigbus");
+  EXPECT_EQ(report["verdict"]["severity"], "error");
+  EXPECT_EQ(report["verdict"]["text"],
+            "/dev/shm ran out: pid 100 got SIGBUS (Bus error) in a shared-memory mapping; start "
+            "the container with --shm-size=256m or more");
+}
+
+TEST(ReportTest, TopLimitsTheLargestCopies) {
+  const std::string dir = WriteCopies("report_top", 1000);
+  ReportOptions options;
+  options.run_dir = dir;
+  options.json = true;
+  options.top = 2;
+  std::ostringstream out, err;
+  ASSERT_EQ(RunReport(options, out, err), 0);
+  const auto report = nlohmann::json::parse(out.str());
+  ASSERT_EQ(report["largest_pageable_copies"].size(), 2u);
+  EXPECT_EQ(report["largest_pageable_copies"][0]["time_offset_ns"], 10 * kMs);
+  EXPECT_EQ(report["largest_pageable_copies"][1]["time_offset_ns"], 20 * kMs);
+}
+
+TEST(ReportTest, TextReportFitsOneHundredColumnsAndHasNoColorWhenOff) {
+  const std::string dir = WriteCopies("report_text", 100);
+  ReportOptions options;
+  options.run_dir = dir;
+  options.color = ColorMode::kNever;
+  std::ostringstream out, err;
+  ASSERT_EQ(RunReport(options, out, err), 0);
+  std::istringstream lines(out.str());
+  std::string line;
+  while (std::getline(lines, line)) EXPECT_LE(line.size(), 100u) << line;
+  EXPECT_EQ(out.str().find('\x1b'), std::string::npos);
+  options.color = ColorMode::kAlways;
+  std::ostringstream colored;
+  ASSERT_EQ(RunReport(options, colored, err), 0);
+  EXPECT_NE(colored.str().find("\x1b[1m"), std::string::npos);
+}
+
+TEST(ReportTest, BadCalibrationPathIsAnError) {
+  ReportOptions options;
+  options.run_dir = WriteCopies("report_bad_calibration", 100);
+  options.calibration_path = "/nonexistent/cal.json";
+  std::ostringstream out, err;
+  EXPECT_EQ(RunReport(options, out, err), 2);
+  EXPECT_EQ(err.str(), "pinscope report: calibration /nonexistent/cal.json: cannot open\n");
+}
+
+TEST(ReportTest, ExportAndDiffAreStubs) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunExport(ExportOptions{"run", "out.pftrace"}, out, err), 2);
+  EXPECT_EQ(err.str(), "pinscope export: not implemented yet\n");
+  std::ostringstream err2;
+  DiffOptions diff;
+  diff.run_a = "a";
+  diff.run_b = "b";
+  EXPECT_EQ(RunDiff(diff, out, err2), 2);
+  EXPECT_EQ(err2.str(), "pinscope diff: not implemented yet\n");
+}
+
+}  // namespace
+}  // namespace pinscope

@@ -1,0 +1,241 @@
+// Unit tests of the CLI's pieces (pinscope_cli_lib), without starting a job:
+// size and number parsing, LD_PRELOAD composition, run-folder naming and
+// creation, where the shim is looked for, the median of the bandwidth loop.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/cli_common.h"
+#include "cli/cuda_bench.h"
+#include "cli/launcher.h"
+#include "cli/run_setup.h"
+
+namespace pinscope::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "pinscope-cli-unit-XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+TEST(ParseByteSize, AcceptsSuffixes) {
+  uint64_t v = 0;
+  ASSERT_TRUE(ParseByteSize("4096", &v));
+  EXPECT_EQ(v, 4096u);
+  ASSERT_TRUE(ParseByteSize("1M", &v));
+  EXPECT_EQ(v, 1u << 20);
+  ASSERT_TRUE(ParseByteSize("8MiB", &v));
+  EXPECT_EQ(v, 8u << 20);
+  ASSERT_TRUE(ParseByteSize("64mb", &v));
+  EXPECT_EQ(v, 64u << 20);
+  ASSERT_TRUE(ParseByteSize("512k", &v));
+  EXPECT_EQ(v, 512u << 10);
+  ASSERT_TRUE(ParseByteSize("2G", &v));
+  EXPECT_EQ(v, 2ull << 30);
+  ASSERT_TRUE(ParseByteSize("100B", &v));
+  EXPECT_EQ(v, 100u);
+}
+
+TEST(ParseByteSize, RejectsJunk) {
+  uint64_t v = 0;
+  for (const char* bad : {"", "M", "-1M", "1.5M", "1X", "1Mx", "1 M", "0x10",
+                          "99999999999999999999", "20000000000T", "1iB"}) {
+    EXPECT_FALSE(ParseByteSize(bad, &v)) << bad;
+  }
+}
+
+TEST(ParseSizeList, NamesTheBadItem) {
+  std::vector<uint64_t> sizes;
+  std::string bad;
+  ASSERT_TRUE(ParseSizeList("1M,8M,64M,256M", &sizes, &bad));
+  EXPECT_EQ(sizes, (std::vector<uint64_t>{1u << 20, 8u << 20, 64u << 20, 256u << 20}));
+  EXPECT_FALSE(ParseSizeList("1M,eight,64M", &sizes, &bad));
+  EXPECT_EQ(bad, "eight");
+  EXPECT_FALSE(ParseSizeList("1M,,64M", &sizes, &bad));
+  EXPECT_EQ(bad, "");
+  EXPECT_FALSE(ParseSizeList("0", &sizes, &bad));
+  EXPECT_EQ(bad, "0");
+}
+
+TEST(FormatBytes, HumanUnits) {
+  EXPECT_EQ(FormatBytes(123), "123 B");
+  EXPECT_EQ(FormatBytes(1u << 20), "1 MiB");
+  EXPECT_EQ(FormatBytes(3u << 29), "1.5 GiB");
+  EXPECT_EQ(FormatBytes(256u << 20), "256 MiB");
+}
+
+TEST(ParseColorWhen, Words) {
+  ColorMode mode = ColorMode::kAuto;
+  ASSERT_TRUE(ParseColorWhen(nullptr, &mode));  // bare --color
+  EXPECT_EQ(mode, ColorMode::kAlways);
+  ASSERT_TRUE(ParseColorWhen("never", &mode));
+  EXPECT_EQ(mode, ColorMode::kNever);
+  ASSERT_TRUE(ParseColorWhen("auto", &mode));
+  EXPECT_EQ(mode, ColorMode::kAuto);
+  EXPECT_FALSE(ParseColorWhen("sometimes", &mode));
+}
+
+TEST(ResolveColor, NoColorAndNonTerminal) {
+  EXPECT_EQ(ResolveColor(ColorMode::kAlways, -1), ColorMode::kAlways);
+  EXPECT_EQ(ResolveColor(ColorMode::kNever, -1), ColorMode::kNever);
+  EXPECT_EQ(ResolveColor(ColorMode::kAuto, -1), ColorMode::kNever);  // not a terminal
+  setenv("NO_COLOR", "1", 1);
+  EXPECT_EQ(ResolveColor(ColorMode::kAuto, STDIN_FILENO), ColorMode::kNever);
+  unsetenv("NO_COLOR");
+}
+
+TEST(BuildLdPreload, ShimFirstUserEntriesKept) {
+  EXPECT_EQ(BuildLdPreload("/p/libpinscope.so", nullptr), "/p/libpinscope.so");
+  EXPECT_EQ(BuildLdPreload("/p/libpinscope.so", ""), "/p/libpinscope.so");
+  EXPECT_EQ(BuildLdPreload("/p/libpinscope.so", "/u/a.so"), "/p/libpinscope.so:/u/a.so");
+  EXPECT_EQ(BuildLdPreload("/p/libpinscope.so", "/u/a.so /u/b.so:libc.so.6"),
+            "/p/libpinscope.so:/u/a.so:/u/b.so:libc.so.6");
+  // A nested `pinscope run`: the shim stays once, first.
+  EXPECT_EQ(BuildLdPreload("/p/libpinscope.so", "/u/a.so:/p/libpinscope.so"),
+            "/p/libpinscope.so:/u/a.so");
+}
+
+TEST(ShimCandidates, InstallAndBuildLayouts) {
+  std::vector<std::string> c = ShimCandidates("/opt/ps/bin/pinscope");
+  ASSERT_FALSE(c.empty());
+  auto has = [&](const std::string& p) { return std::find(c.begin(), c.end(), p) != c.end(); };
+  EXPECT_TRUE(has("/opt/ps/bin/../lib/libpinscope.so"));
+  EXPECT_TRUE(has("/opt/ps/bin/../lib/x86_64-linux-gnu/libpinscope.so"));
+  EXPECT_TRUE(ShimCandidates("").empty());
+}
+
+TEST(RunId, FreshEachTime) {
+  std::string a = NewRunId(), b = NewRunId();
+  EXPECT_NE(a, b);
+  EXPECT_LT(a.size(), 128u);  // fits the shim's Config::run_id
+  EXPECT_EQ(a.find_first_of(" /\n"), std::string::npos);
+}
+
+TEST(RunFolder, DefaultNameAndSuffixes) {
+  TempDir tmp;
+  char old_cwd[4096];
+  ASSERT_NE(getcwd(old_cwd, sizeof old_cwd), nullptr);
+  ASSERT_EQ(chdir(tmp.path().c_str()), 0);
+  struct tm tm_fixed = {};
+  tm_fixed.tm_year = 126;
+  tm_fixed.tm_mon = 10;
+  tm_fixed.tm_mday = 29;
+  tm_fixed.tm_hour = 10;
+  tm_fixed.tm_min = 15;
+  tm_fixed.tm_sec = 7;
+  tm_fixed.tm_isdst = -1;
+  std::time_t t = mktime(&tm_fixed);
+  EXPECT_EQ(DefaultRunDirName(t), "pinscope-20261129-101507");
+  std::string error;
+  RunFolder a, b, c;
+  ASSERT_TRUE(CreateDefaultRunFolder(t, &a, &error)) << error;
+  ASSERT_TRUE(CreateDefaultRunFolder(t, &b, &error)) << error;
+  ASSERT_TRUE(CreateDefaultRunFolder(t, &c, &error)) << error;
+  EXPECT_EQ(a.path, "pinscope-20261129-101507");
+  EXPECT_EQ(b.path, "pinscope-20261129-101507-2");
+  EXPECT_EQ(c.path, "pinscope-20261129-101507-3");
+  EXPECT_EQ(a.absolute, fs::canonical(tmp.path()).string() + "/pinscope-20261129-101507");
+  EXPECT_TRUE(a.created);
+  EXPECT_EQ(ModeOf(a.absolute), 0700u);
+  ASSERT_EQ(chdir(old_cwd), 0);
+}
+
+TEST(RunFolder, OutputCreatedPrivateWithParents) {
+  TempDir tmp;
+  mode_t old = umask(0);
+  std::string error;
+  RunFolder f;
+  const std::string dir = tmp.path() + "/x/y/run";
+  ASSERT_TRUE(PrepareRunFolder(dir + "/", false, &f, &error)) << error;
+  umask(old);
+  EXPECT_TRUE(f.created);
+  EXPECT_EQ(ModeOf(dir), 0700u);
+  EXPECT_EQ(ModeOf(tmp.path() + "/x"), 0700u);
+  EXPECT_EQ(f.absolute, fs::canonical(dir).string());
+}
+
+TEST(RunFolder, ExistingFolderWithTracesNeedsForce) {
+  TempDir tmp;
+  std::ofstream(tmp.path() + "/1234.pstrace") << "x";
+  std::ofstream(tmp.path() + "/notes.txt") << "y";
+  std::string error;
+  RunFolder f;
+  EXPECT_FALSE(PrepareRunFolder(tmp.path(), false, &f, &error));
+  EXPECT_NE(error.find("--force"), std::string::npos) << error;
+  EXPECT_NE(error.find("1 trace file"), std::string::npos) << error;
+  ASSERT_TRUE(PrepareRunFolder(tmp.path(), true, &f, &error)) << error;
+  EXPECT_FALSE(f.created);
+  EXPECT_EQ(f.existing_traces, std::vector<std::string>{"1234.pstrace"});
+  EXPECT_TRUE(fs::exists(tmp.path() + "/1234.pstrace"));  // nothing deleted
+}
+
+TEST(RunFolder, ExistingEmptyFolderIsUsedAsIs) {
+  TempDir tmp;
+  chmod(tmp.path().c_str(), 0750);
+  std::string error;
+  RunFolder f;
+  ASSERT_TRUE(PrepareRunFolder(tmp.path(), false, &f, &error)) << error;
+  EXPECT_FALSE(f.created);
+  EXPECT_EQ(ModeOf(tmp.path()), 0750u);  // the user's folder keeps its mode
+}
+
+TEST(RunFolder, FileInTheWay) {
+  TempDir tmp;
+  std::ofstream(tmp.path() + "/file") << "x";
+  std::string error;
+  RunFolder f;
+  EXPECT_FALSE(PrepareRunFolder(tmp.path() + "/file", false, &f, &error));
+  EXPECT_NE(error.find("not a folder"), std::string::npos) << error;
+  EXPECT_FALSE(PrepareRunFolder(tmp.path() + "/file/sub", false, &f, &error));
+}
+
+TEST(ShellQuote, QuotesOnlyWhenNeeded) {
+  EXPECT_EQ(ShellQuote("runs/base-1"), "runs/base-1");
+  EXPECT_EQ(ShellQuote("my run"), "'my run'");
+  EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+  EXPECT_EQ(ShellQuote(""), "''");
+}
+
+TEST(Bench, MedianAndRate) {
+  EXPECT_DOUBLE_EQ(Median({3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(Median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(Median({}), 0);
+  EXPECT_DOUBLE_EQ(GbPerSecond(1000000000, 1000), 1.0);
+  EXPECT_DOUBLE_EQ(GbPerSecond(1 << 20, 0), 0);
+}
+
+TEST(Launcher, ForwardsTheDocumentedSignals) {
+  std::vector<int> expected = {SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
+                               SIGUSR2, SIGINT, SIGCONT, SIGWINCH};
+  EXPECT_EQ(ForwardedSignals(), expected);
+}
+
+}  // namespace
+}  // namespace pinscope::cli

@@ -1,0 +1,367 @@
+// End-to-end tests of the shim's CUPTI side: libpinscope.so preloaded into
+// the jobs in this folder, with the CUDA runtime and CUPTI test doubles.
+// Each test runs a job, then reads its trace files with the generated
+// protobuf parser and checks exact packet counts and ids, the job's stdout
+// and exit status, and pinscope's stderr.
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "trace.pb.h"
+
+namespace {
+
+namespace t = pinscope::trace;
+
+struct Env {
+  std::vector<std::pair<std::string, std::string>> vars;
+  Env& Set(const std::string& k, const std::string& v) {
+    vars.emplace_back(k, v);
+    return *this;
+  }
+};
+
+struct ProcessTrace {
+  t::ProcessHeader header;
+  std::vector<t::TracePacket> packets;
+  std::vector<const t::TracePacket*> Of(t::TracePacket::DataCase c) const {
+    std::vector<const t::TracePacket*> out;
+    for (const t::TracePacket& p : packets)
+      if (p.data_case() == c) out.push_back(&p);
+    return out;
+  }
+  int Notices(const std::string& code) const {
+    int n = 0;
+    for (const t::TracePacket* p : Of(t::TracePacket::kNotice)) n += p->notice().code() == code;
+    return n;
+  }
+  std::string NoticeText(const std::string& code) const {
+    for (const t::TracePacket* p : Of(t::TracePacket::kNotice))
+      if (p->notice().code() == code) return p->notice().text();
+    return "";
+  }
+};
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+  std::map<std::string, std::string> diag;
+  std::vector<ProcessTrace> processes;  // root first
+  const ProcessTrace& root() const { return processes.at(0); }
+  long Diag(const std::string& key) const {
+    auto it = diag.find(key);
+    return it == diag.end() ? -1 : std::stol(it->second);
+  }
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+int CountLines(const std::string& text, const std::string& needle) {
+  int n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
+// Runs `exe` with a clean pinscope environment plus `env`; preloads the shim
+// unless told not to.
+Result RunJob(const char* exe, std::vector<std::string> args, const Env& env, bool preload = true) {
+  char tmpl[] = "/tmp/pinscope-cupti-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::string run = dir + "/run", out = dir + "/out", err = dir + "/err", diag = dir + "/diag";
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (const char* v : {"LD_PRELOAD", "PINSCOPE_CUPTI", "PINSCOPE_CUPTI_PATH", "PINSCOPE_OUT",
+                          "PINSCOPE_RUN_ID", "PINSCOPE_ROOT_PID", "PINSCOPE_DISABLE",
+                          "PINSCOPE_FLUSH_MS", "PINSCOPE_PIN", "CUDA_INJECTION64_PATH",
+                          "FAKECUPTI_MODE", "FAKECUPTI_BYTES", "FAKECUDA_DEVICES"})
+      unsetenv(v);
+    setenv("PINSCOPE_OUT", run.c_str(), 1);
+    setenv("JOB_DIAG", diag.c_str(), 1);
+    if (preload) setenv("LD_PRELOAD", PINSCOPE_SHIM, 1);
+    for (const auto& [k, v] : env.vars) setenv(k.c_str(), v.c_str(), 1);
+    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(o, 1);
+    dup2(e, 2);
+    std::vector<char*> argv{const_cast<char*>(exe)};
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(exe, argv.data());
+    _exit(127);
+  }
+  Result r;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  std::istringstream d(ReadFile(diag));
+  for (std::string line; std::getline(d, line);) {
+    size_t eq = line.find('=');
+    if (eq != std::string::npos) r.diag[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  if (DIR* dp = opendir(run.c_str())) {
+    while (dirent* de = readdir(dp)) {
+      std::string name = de->d_name;
+      if (name.size() < 8 || name.substr(name.size() - 8) != ".pstrace") continue;
+      t::Trace trace;
+      EXPECT_TRUE(trace.ParseFromString(ReadFile(run + "/" + name))) << name;
+      ProcessTrace pt;
+      for (const t::TracePacket& p : trace.packet()) {
+        if (p.has_header()) pt.header = p.header();
+        pt.packets.push_back(p);
+      }
+      r.processes.push_back(std::move(pt));
+    }
+    closedir(dp);
+  }
+  std::sort(r.processes.begin(), r.processes.end(), [](const ProcessTrace& a, const ProcessTrace& b) {
+    return (a.header.origin() == t::ORIGIN_ROOT) > (b.header.origin() == t::ORIGIN_ROOT);
+  });
+  std::string cmd = "rm -rf '" + dir + "'";
+  if (system(cmd.c_str()) != 0) ADD_FAILURE() << cmd;
+  return r;
+}
+
+Env WithFake(const char* mode = "ok") {
+  Env e;
+  e.Set("PINSCOPE_CUPTI_PATH", FAKE_CUPTI).Set("FAKECUPTI_MODE", mode);
+  return e;
+}
+
+constexpr char kStderrLine[] = "device activity (CUPTI) is not recorded";
+
+// --- CUPTI works ----------------------------------------------------------------
+
+TEST(CuptiE2E, DeviceRecordsJoinToTheirHostCalls) {
+  Result r = RunJob(CUPTI_JOB, {}, WithFake());
+  ASSERT_EQ(r.status, 3) << r.err;
+  ASSERT_EQ(r.processes.size(), 1u);
+  const ProcessTrace& p = r.root();
+  EXPECT_EQ(r.Diag("cupti_loaded_before"), 0);
+  EXPECT_EQ(r.Diag("fake_pushes"), 5);
+  EXPECT_EQ(r.Diag("fake_pops"), 5);
+  EXPECT_EQ(CountLines(r.err, "CUPTI"), 0) << r.err;
+  EXPECT_EQ(p.Notices("cupti_started"), 1);
+  EXPECT_NE(p.NoticeText("cupti_started").find(FAKE_CUPTI), std::string::npos);
+  EXPECT_EQ(p.Notices("cupti_unavailable"), 0);
+
+  // Host calls: 3 copies (ids 1-3) and 2 syncs (4-5), with their times.
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> host;  // call id -> [enter, exit]
+  for (const t::TracePacket* q : p.Of(t::TracePacket::kCopy))
+    host[q->copy().call_id()] = {q->timestamp_ns(), q->copy().end_ns()};
+  for (const t::TracePacket* q : p.Of(t::TracePacket::kSync))
+    host[q->sync().call_id()] = {q->timestamp_ns(), q->sync().end_ns()};
+  ASSERT_EQ(host.size(), 5u);
+  EXPECT_EQ(host.begin()->first, 1u);
+  EXPECT_EQ(host.rbegin()->first, 5u);
+
+  // One ExternalCorrelation per call, joining a CUPTI correlation id to it.
+  std::map<uint32_t, uint64_t> call_of;
+  for (const t::TracePacket* q : p.Of(t::TracePacket::kCorrelation))
+    call_of[q->correlation().correlation_id()] = q->correlation().call_id();
+  ASSERT_EQ(call_of.size(), 5u);
+  std::set<uint64_t> calls;
+  for (const auto& [corr, call] : call_of) calls.insert(call);
+  EXPECT_EQ(calls, (std::set<uint64_t>{1, 2, 3, 4, 5}));
+
+  // Each call made one memcpy and one kernel record in the double.
+  std::map<uint64_t, std::string> names;
+  for (const t::TracePacket* q : p.Of(t::TracePacket::kInternedString))
+    names[q->interned_string().id()] = q->interned_string().str();
+  EXPECT_EQ(names.size(), 2u);  // fake_kernel_a, fake_kernel_b: each once
+  int memcpys = 0, kernels = 0;
+  for (const t::TracePacket* q : p.Of(t::TracePacket::kDevice)) {
+    const t::DeviceActivity& d = q->device();
+    ASSERT_TRUE(call_of.count(d.correlation_id())) << d.correlation_id();
+    uint64_t call = call_of[d.correlation_id()];
+    // CUPTI's clock (CLOCK_REALTIME in the double) was converted to the
+    // host timeline: the device interval lies inside its host call (1 ms
+    // allowed for the offset measurement).
+    const uint64_t slack = 1000000;
+    EXPECT_GE(d.start_ns() + slack, host[call].first) << "call " << call;
+    EXPECT_LE(d.end_ns(), host[call].second + slack) << "call " << call;
+    EXPECT_LE(d.start_ns(), d.end_ns());
+    EXPECT_EQ(q->timestamp_ns(), d.start_ns());
+    if (d.kind() == t::ACT_MEMCPY) {
+      ++memcpys;
+      EXPECT_EQ(d.bytes(), 4096u);
+      EXPECT_EQ(d.direction(), t::H2D);
+      EXPECT_EQ(d.src_kind(), t::PAGEABLE);
+      EXPECT_EQ(d.dst_kind(), t::DEVICE);
+      EXPECT_EQ(d.stream_id(), 7u);
+    } else if (d.kind() == t::ACT_KERNEL) {
+      ++kernels;
+      ASSERT_TRUE(names.count(d.name_id()));
+      EXPECT_EQ(names[d.name_id()].substr(0, 12), "fake_kernel_");
+    } else {
+      ADD_FAILURE() << "unexpected kind " << d.kind();
+    }
+  }
+  EXPECT_EQ(memcpys, 5);
+  EXPECT_EQ(kernels, 5);
+  // Device records are written before the process's exit packet.
+  ASSERT_FALSE(p.packets.empty());
+  EXPECT_TRUE(p.packets.back().has_exit());
+}
+
+TEST(CuptiE2E, FlushesPeriodicallyFromTheFlusherThread) {
+  Env e = WithFake();
+  e.Set("PINSCOPE_FLUSH_MS", "50");
+  Result r = RunJob(CUPTI_JOB, {"sleep"}, e);
+  ASSERT_EQ(r.status, 3) << r.err;
+  EXPECT_GE(r.Diag("fake_flushes"), 2);  // during the 300 ms sleep, before exit
+  EXPECT_EQ(r.root().Of(t::TracePacket::kCorrelation).size(), 5u);
+}
+
+TEST(CuptiE2E, ForkedChildNeverTouchesCupti) {
+  Result r = RunJob(CUPTI_JOB, {"fork"}, WithFake());
+  ASSERT_EQ(r.status, 3) << r.err;
+  EXPECT_EQ(r.Diag("child_status"), 0);
+  EXPECT_EQ(r.Diag("child_pushes_delta"), 0);
+  ASSERT_EQ(r.processes.size(), 2u);
+  const ProcessTrace& child = r.processes[1];
+  EXPECT_EQ(child.header.origin(), t::ORIGIN_FORK);
+  EXPECT_EQ(child.Of(t::TracePacket::kCopy).size(), 1u);
+  EXPECT_EQ(child.Of(t::TracePacket::kDevice).size(), 0u);
+  EXPECT_EQ(child.Of(t::TracePacket::kCorrelation).size(), 0u);
+  EXPECT_EQ(child.Notices("cupti_unavailable") + child.Notices("cupti_started"), 0);
+  EXPECT_EQ(r.root().Of(t::TracePacket::kCorrelation).size(), 5u);
+}
+
+// --- CUPTI unavailable: the job is unchanged, pinscope says so once ----------------
+
+struct Degraded {
+  const char* name;
+  Env env;
+  const char* reason;  // in the notice text
+};
+
+class CuptiUnavailable : public ::testing::TestWithParam<int> {};
+
+std::vector<Degraded> DegradedCases() {
+  Env missing;
+  missing.Set("PINSCOPE_CUPTI_PATH", "/nonexistent/libcupti.so.13");
+  Env injected = WithFake();
+  injected.Set("CUDA_INJECTION64_PATH", "/opt/nsight-systems/libToolsInjection64.so");
+  return {
+      {"taken", WithFake("taken"), "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"},
+      {"fail_enable", WithFake("fail_enable"), "CUPTI_ERROR_NOT_INITIALIZED"},
+      {"old_version", WithFake("old_version"), "CUPTI API version 18"},
+      {"missing", missing, "could not be loaded"},
+      {"injected", injected, "CUDA_INJECTION64_PATH"},
+  };
+}
+
+TEST_P(CuptiUnavailable, JobUnchangedOneNoticeOneLine) {
+  Degraded c = DegradedCases()[GetParam()];
+  SCOPED_TRACE(c.name);
+  Result base = RunJob(CUPTI_JOB, {}, c.env, /*preload=*/false);
+  Result r = RunJob(CUPTI_JOB, {}, c.env);
+  EXPECT_EQ(base.status, 3);
+  EXPECT_EQ(r.status, base.status);
+  EXPECT_EQ(r.out, base.out);
+  EXPECT_EQ(base.err, "");
+  EXPECT_EQ(CountLines(r.err, kStderrLine), 1) << r.err;
+  EXPECT_EQ(CountLines(r.err, "pinscope:"), 1) << r.err;
+  ASSERT_EQ(r.processes.size(), 1u);
+  const ProcessTrace& p = r.root();
+  EXPECT_EQ(p.Notices("cupti_unavailable"), 1);
+  EXPECT_NE(p.NoticeText("cupti_unavailable").find(c.reason), std::string::npos)
+      << p.NoticeText("cupti_unavailable");
+  EXPECT_EQ(p.Notices("cupti_started"), 0);
+  EXPECT_EQ(p.Of(t::TracePacket::kDevice).size(), 0u);
+  EXPECT_EQ(p.Of(t::TracePacket::kCorrelation).size(), 0u);
+  EXPECT_EQ(p.Of(t::TracePacket::kCopy).size(), 3u);  // host tracing goes on
+  EXPECT_EQ(p.Of(t::TracePacket::kSync).size(), 2u);
+  EXPECT_LE(r.Diag("fake_pushes"), 0);  // -1: the double was never loaded
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, CuptiUnavailable, ::testing::Range(0, 5),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::string(DegradedCases()[i.param].name);
+                         });
+
+TEST(CuptiE2E, OffMeansNotEvenLoaded) {
+  Env e = WithFake();
+  e.Set("PINSCOPE_CUPTI", "0");
+  Result r = RunJob(CUPTI_JOB, {}, e);
+  ASSERT_EQ(r.status, 3);
+  EXPECT_EQ(r.Diag("cupti_loaded_after"), 0);
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.root().Notices("cupti_unavailable") + r.root().Notices("cupti_started"), 0);
+  EXPECT_EQ(r.root().Of(t::TracePacket::kCopy).size(), 3u);
+}
+
+TEST(CuptiE2E, NoGpuMeansNotLoaded) {
+  Env e = WithFake();
+  e.Set("FAKECUDA_DEVICES", "0");
+  Result r = RunJob(CUPTI_JOB, {}, e);
+  EXPECT_EQ(r.Diag("cupti_loaded_after"), 0);
+  EXPECT_EQ(CountLines(r.err, kStderrLine), 0) << r.err;
+}
+
+TEST(CuptiE2E, LoadedOnlyAtTheFirstCudaCall) {
+  Result r = RunJob(CUPTI_JOB, {}, WithFake());
+  EXPECT_EQ(r.Diag("cupti_loaded_before"), 0);  // not by the constructor
+  EXPECT_EQ(r.Diag("cupti_loaded_after"), 1);
+}
+
+// --- another CUPTI client takes over -----------------------------------------------
+
+TEST(CuptiE2E, StepsAsideWhenTheProgramRegistersItsOwnBuffers) {
+  Result base = RunJob(CUPTI_PROFILER_JOB, {}, Env(), /*preload=*/false);
+  Result r = RunJob(CUPTI_PROFILER_JOB, {}, Env());  // finds the linked double itself
+  ASSERT_EQ(base.status, 0) << base.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, base.out);
+  // The program's profiling is intact: its own kinds, all its records, none
+  // of pinscope's correlation ids.
+  for (const char* k : {"register_rc", "memcpy_still_enabled", "program_memcpy", "program_kernel",
+                        "program_custom0", "program_custom2", "program_other_corr"})
+    EXPECT_EQ(r.Diag(k), base.Diag(k)) << k;
+  EXPECT_EQ(r.Diag("register_rc"), 0);
+  EXPECT_EQ(r.Diag("memcpy_still_enabled"), 1);  // enabled by the program before registering
+  EXPECT_EQ(r.Diag("pinscope_kernels_disabled"), 1);  // pinscope's own kind was undone
+  EXPECT_EQ(r.Diag("program_memcpy"), 3);
+  EXPECT_EQ(r.Diag("program_custom0"), 3);
+  EXPECT_EQ(r.Diag("program_custom2"), 0);
+  // pinscope recorded the two copies before, and pushed nothing after.
+  EXPECT_EQ(r.Diag("fake_pushes_custom2"), 2);
+  EXPECT_EQ(r.Diag("fake_pops_custom2"), 2);
+  const ProcessTrace& p = r.root();
+  EXPECT_EQ(p.Notices("cupti_started"), 1);
+  EXPECT_EQ(p.Notices("cupti_unavailable"), 1);
+  EXPECT_NE(p.NoticeText("cupti_unavailable").find("cuptiActivityRegisterCallbacks"),
+            std::string::npos);
+  EXPECT_EQ(CountLines(r.err, kStderrLine), 1) << r.err;
+  EXPECT_EQ(p.Of(t::TracePacket::kCopy).size(), 6u);
+  std::set<uint64_t> calls;
+  for (const t::TracePacket* q : p.Of(t::TracePacket::kCorrelation))
+    calls.insert(q->correlation().call_id());
+  EXPECT_EQ(calls, (std::set<uint64_t>{1, 2}));
+  int memcpys = 0;
+  for (const t::TracePacket* q : p.Of(t::TracePacket::kDevice))
+    memcpys += q->device().kind() == t::ACT_MEMCPY;
+  EXPECT_EQ(memcpys, 2);
+}
+
+}  // namespace

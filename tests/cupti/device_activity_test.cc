@@ -1,0 +1,484 @@
+// Unit tests of analyzer/device_activity: the correlation join, copy classes,
+// GPU busy/idle math, gap attribution and the input verdict, on synthetic
+// records with exact expected numbers.
+#include "analyzer/device_activity.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+
+namespace pinscope::device {
+namespace {
+
+constexpr uint64_t ms = kMs;
+constexpr uint64_t us = 1000;
+
+DeviceRecord Rec(uint32_t kind, uint64_t start, uint64_t end, uint32_t corr = 0,
+                 uint32_t device = 0) {
+  DeviceRecord r;
+  r.kind = kind;
+  r.start_ns = start;
+  r.end_ns = end;
+  r.correlation_id = corr;
+  r.device_id = device;
+  return r;
+}
+
+DeviceRecord Memcpy(uint64_t start, uint64_t end, uint64_t bytes, uint32_t corr,
+                    uint32_t direction = kH2D, uint32_t src = kPageable, uint32_t dst = kDevice) {
+  DeviceRecord r = Rec(kActMemcpy, start, end, corr);
+  r.bytes = bytes;
+  r.direction = direction;
+  r.src_kind = src;
+  r.dst_kind = dst;
+  return r;
+}
+
+HostCall Copy(uint64_t call_id, uint64_t start, uint64_t end, uint64_t bytes,
+              uint32_t direction = kH2D, uint32_t src = kPageable, uint32_t dst = kDevice) {
+  HostCall c;
+  c.type = HostCall::Type::kCopy;
+  c.call_id = call_id;
+  c.start_ns = start;
+  c.end_ns = end;
+  c.bytes = bytes;
+  c.direction = direction;
+  c.src_kind = src;
+  c.dst_kind = dst;
+  return c;
+}
+
+HostCall Sync(uint64_t call_id, uint64_t start, uint64_t end) {
+  HostCall c;
+  c.type = HostCall::Type::kSync;
+  c.call_id = call_id;
+  c.start_ns = start;
+  c.end_ns = end;
+  return c;
+}
+
+// --- intervals --------------------------------------------------------------
+
+TEST(Intervals, OverlapAndUnion) {
+  EXPECT_EQ(Overlap({0, 10}, {5, 20}), 5u);
+  EXPECT_EQ(Overlap({0, 10}, {10, 20}), 0u);
+  std::vector<Interval> u = Union({{5, 7}, {0, 2}, {2, 3}, {6, 9}, {20, 20}});
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_EQ(u[0].start_ns, 0u);
+  EXPECT_EQ(u[0].end_ns, 3u);
+  EXPECT_EQ(u[1].start_ns, 5u);
+  EXPECT_EQ(u[1].end_ns, 9u);
+}
+
+TEST(Intervals, ReferenceBusyAndChunks) {
+  // 10 ms window, busy [0,2) [1,3) [6,7): 4 ms busy.
+  std::vector<Interval> s = {{0, 2 * ms}, {1 * ms, 3 * ms}, {6 * ms, 7 * ms}};
+  EXPECT_DOUBLE_EQ(BusyFraction(s, {0, 10 * ms}), 0.4);
+  std::vector<double> c = ChunkBusyFractions(s, {0, 10 * ms}, 5);
+  ASSERT_EQ(c.size(), 5u);
+  EXPECT_DOUBLE_EQ(c[0], 1.0);
+  EXPECT_DOUBLE_EQ(c[1], 0.5);
+  EXPECT_DOUBLE_EQ(c[2], 0.0);
+  EXPECT_DOUBLE_EQ(c[3], 0.5);
+  EXPECT_DOUBLE_EQ(c[4], 0.0);
+}
+
+// --- join ---------------------------------------------------------------------
+
+TEST(Join, AnyArrivalOrderGivesTheSameMatch) {
+  std::array<int, 3> order = {0, 1, 2};  // host, correlation, device
+  int permutations = 0;
+  do {
+    CorrelationJoiner j;
+    for (int step : order) {
+      if (step == 0) j.AddHostCall(Copy(42, 100, 200, 4096));
+      if (step == 1) j.AddCorrelation(7, 42, 300);
+      if (step == 2) j.AddDevice(Memcpy(150, 180, 4096, 7));
+    }
+    std::vector<Joined> out = j.Take();
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_TRUE(out[0].host.has_value());
+    EXPECT_EQ(out[0].host->call_id, 42u);
+    EXPECT_EQ(out[0].device.correlation_id, 7u);
+    EXPECT_EQ(j.stats().joined, 1u);
+    EXPECT_EQ(j.CallIdFor(7).value_or(0), 42u);
+    j.Finish();
+    EXPECT_EQ(j.Take().size(), 0u);
+    EXPECT_EQ(j.stats().host_copies_unmatched, 0u);
+    EXPECT_EQ(j.stats().device_unmatched, 0u);
+    ++permutations;
+  } while (std::next_permutation(order.begin(), order.end()));
+  EXPECT_EQ(permutations, 6);
+}
+
+TEST(Join, BatchRecordsMatchCopiesInOrder) {
+  CorrelationJoiner j;
+  j.AddDevice(Memcpy(10, 20, 100, 9));
+  j.AddDevice(Memcpy(20, 30, 200, 9));
+  HostCall a = Copy(5, 0, 40, 100), b = Copy(5, 0, 40, 200);
+  j.AddHostCall(a);
+  j.AddHostCall(b);
+  EXPECT_TRUE(j.Take().empty());  // no correlation yet
+  j.AddCorrelation(9, 5, 50);
+  std::vector<Joined> out = j.Take();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].host->bytes, 100u);
+  EXPECT_EQ(out[1].host->bytes, 200u);
+  EXPECT_EQ(j.stats().joined, 2u);
+}
+
+TEST(Join, KernelsPassThroughAndSyncRecordsJoin) {
+  CorrelationJoiner j;
+  j.AddDevice(Rec(kActKernel, 0, 10, 3));
+  std::vector<Joined> out = j.Take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FALSE(out[0].host.has_value());
+  j.AddHostCall(Sync(8, 0, 100));
+  j.AddCorrelation(4, 8, 100);
+  j.AddDevice(Rec(kActSync, 5, 90, 4));
+  out = j.Take();
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(out[0].host.has_value());
+  EXPECT_EQ(out[0].host->type, HostCall::Type::kSync);
+  EXPECT_EQ(j.stats().joined, 1u);
+}
+
+TEST(Join, UnmatchedRecordsAndCallsAreGivenUpAfterTheHorizon) {
+  CorrelationJoiner j(10 * ms);
+  j.AddDevice(Memcpy(1 * ms, 2 * ms, 64, 11));       // no correlation ever
+  j.AddHostCall(Copy(1, 1 * ms, 3 * ms, 64));        // no device record ever
+  j.AddHostCall(Sync(2, 3 * ms, 4 * ms));            // syncs are not counted
+  j.Advance(12 * ms);                                // cut at 2 ms: nothing yet (ends at 2, 3)
+  EXPECT_TRUE(j.Take().empty());
+  j.Advance(20 * ms);                                // cut at 10 ms
+  std::vector<Joined> out = j.Take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FALSE(out[0].host.has_value());
+  EXPECT_EQ(j.stats().device_unmatched, 1u);
+  EXPECT_EQ(j.stats().host_copies_unmatched, 1u);
+  EXPECT_EQ(j.stats().joined, 0u);
+  // A correlation for the expired call no longer joins anything.
+  j.AddCorrelation(11, 1, 21 * ms);
+  EXPECT_TRUE(j.Take().empty());
+}
+
+// --- copy classes ---------------------------------------------------------------
+
+TEST(CopyClasses, DeviceTimeBandwidthAndHostBlockedTime) {
+  EXPECT_TRUE((ClassOf(kH2D, kPageable, kDevice) == CopyClassKey{kH2D, kPageable}));
+  EXPECT_TRUE((ClassOf(kD2H, kDevice, kPinned) == CopyClassKey{kD2H, kPinned}));
+  EXPECT_TRUE((ClassOf(kD2D, kDevice, kDevice) == CopyClassKey{kD2D, kDevice}));
+  EXPECT_TRUE((ClassOf(kPeer, kDevice, kDevice) == CopyClassKey{kPeer, kDevice}));
+
+  CopyClassAccumulator acc;
+  const uint64_t mib8 = 8u << 20;
+  // Two pageable H2D copies of 8 MiB: 1 ms and 3 ms on the device, the host
+  // blocked 2 ms and 5 ms.
+  acc.Add({Memcpy(0, 1 * ms, mib8, 1), Copy(1, 0, 2 * ms, mib8)});
+  acc.Add({Memcpy(10 * ms, 13 * ms, mib8, 2), Copy(2, 9 * ms, 14 * ms, mib8)});
+  // One pinned D2H copy joined; one without host call classed by CUPTI's kinds.
+  acc.Add({Memcpy(20 * ms, 20 * ms + 500 * us, 1u << 20, 3, kD2H, kDevice, kPinned),
+           Copy(3, 20 * ms, 20 * ms + 10 * us, 1u << 20, kD2H, kDevice, kPinned)});
+  acc.Add({Memcpy(30 * ms, 31 * ms, 4096, 4, kD2H, kDevice, kPageable), std::nullopt});
+  acc.Add({Rec(kActKernel, 0, 5), std::nullopt});  // ignored
+  // pinscope pinned the buffer behind the program's back: CUPTI says pinned,
+  // the program's memory is pageable; the class is the program's view.
+  acc.Add({Memcpy(40 * ms, 41 * ms, 1000, 5, kH2D, kPinned, kDevice),
+           Copy(5, 40 * ms, 42 * ms, 1000, kH2D, kPageable, kDevice)});
+
+  std::vector<CopyClassStats> r = acc.Results();
+  ASSERT_EQ(r.size(), 3u);
+  // Sorted by (direction, host kind): H2D pageable, D2H pageable, D2H pinned.
+  EXPECT_TRUE((r[0].key == CopyClassKey{kH2D, kPageable}));
+  EXPECT_EQ(r[0].count, 3u);
+  EXPECT_EQ(r[0].bytes, 2 * mib8 + 1000);
+  EXPECT_EQ(r[0].device_ns, 5 * ms);
+  EXPECT_EQ(r[0].joined, 3u);
+  EXPECT_EQ(r[0].host_blocked_ns, 9 * ms);
+  EXPECT_DOUBLE_EQ(r[0].device_gbps(), (2.0 * mib8 + 1000) / 5e6);
+  EXPECT_TRUE((r[1].key == CopyClassKey{kD2H, kPageable}));
+  EXPECT_EQ(r[1].count, 1u);
+  EXPECT_EQ(r[1].joined, 0u);
+  EXPECT_EQ(r[1].host_blocked_ns, 0u);
+  EXPECT_TRUE((r[2].key == CopyClassKey{kD2H, kPinned}));
+  EXPECT_EQ(r[2].device_ns, 500 * us);
+  EXPECT_EQ(r[2].host_blocked_ns, 10 * us);
+  EXPECT_DOUBLE_EQ(r[2].device_gbps(), 1048576.0 / 500000.0);
+}
+
+// --- busy / idle ------------------------------------------------------------------
+
+BusyOptions AlignedOptions() {
+  BusyOptions o;
+  o.origin_ns = 0;
+  o.bin_ns = 1 * ms;
+  o.chunks = 30;
+  o.gap_threshold_ns = 1 * ms;
+  return o;
+}
+
+TEST(Busy, UnionOfKernelsCopiesAndMemsetsPerChunk) {
+  GpuBusyTracker t(AlignedOptions());
+  t.AddDevice(Rec(kActKernel, 0, 10 * ms));
+  t.AddDevice(Rec(kActKernel, 5 * ms, 12 * ms));        // overlaps: union
+  t.AddDevice(Memcpy(20 * ms, 25 * ms, 1, 0));
+  t.AddDevice(Rec(kActMemset, 25 * ms, 26 * ms));       // touches: one run
+  t.AddDevice(Rec(kActSync, 12 * ms, 20 * ms));         // host-side wait: not busy
+  std::vector<DeviceBusy> r = t.Finish({0, 30 * ms});
+  ASSERT_EQ(r.size(), 1u);
+  const DeviceBusy& b = r[0];
+  EXPECT_EQ(b.records, 4u);
+  EXPECT_EQ(b.busy_ns, 18 * ms);
+  EXPECT_DOUBLE_EQ(b.busy_fraction, 0.6);
+  ASSERT_EQ(b.chunk_busy_fraction.size(), 30u);
+  for (int k = 0; k < 30; ++k) {
+    double want = (k < 12 || (k >= 20 && k < 26)) ? 1.0 : 0.0;
+    EXPECT_DOUBLE_EQ(b.chunk_busy_fraction[k], want) << "chunk " << k;
+  }
+  // The exact reference agrees.
+  std::vector<double> ref = ChunkBusyFractions(
+      {{0, 10 * ms}, {5 * ms, 12 * ms}, {20 * ms, 25 * ms}, {25 * ms, 26 * ms}}, {0, 30 * ms}, 30);
+  EXPECT_EQ(ref, b.chunk_busy_fraction);
+  EXPECT_EQ(b.leading_idle_ns, 0u);
+  EXPECT_EQ(b.trailing_idle_ns, 4 * ms);
+  EXPECT_EQ(b.gap_count, 1u);
+  EXPECT_EQ(b.gap_ns, 8 * ms);
+  ASSERT_EQ(b.longest_gaps.size(), 1u);
+  EXPECT_EQ(b.longest_gaps[0].start_ns, 12 * ms);
+  EXPECT_EQ(b.longest_gaps[0].end_ns, 20 * ms);
+  EXPECT_EQ(b.longest_gaps[0].cause, GapCause::kUnknown);  // no host intervals given
+  EXPECT_EQ(b.by_cause[static_cast<int>(GapCause::kUnknown)].idle_ns, 8 * ms);
+}
+
+TEST(Busy, GapThresholdIsStrictAndAParameter) {
+  BusyOptions o = AlignedOptions();
+  GpuBusyTracker t(o);
+  t.AddDevice(Rec(kActKernel, 0, 1 * ms));
+  t.AddDevice(Rec(kActKernel, 2 * ms, 3 * ms));          // 1 ms gap: not longer than 1 ms
+  t.AddDevice(Rec(kActKernel, 4 * ms + 1, 5 * ms));      // 1 ms + 1 ns: a gap
+  t.AddDevice(Rec(kActKernel, 600 * ms, 601 * ms));      // 595 ms gap
+  std::vector<DeviceBusy> r = t.Finish({0, 601 * ms});
+  EXPECT_EQ(r[0].gap_count, 2u);
+  EXPECT_EQ(r[0].gap_ns, 1 * ms + 1 + 595 * ms);
+  ASSERT_EQ(r[0].longest_gaps.size(), 2u);
+  EXPECT_EQ(r[0].longest_gaps[0].length(), 595 * ms);  // longest first
+
+  o.gap_threshold_ns = 500 * ms;  // nsys gpu_gaps
+  GpuBusyTracker n(o);
+  n.AddDevice(Rec(kActKernel, 0, 1 * ms));
+  n.AddDevice(Rec(kActKernel, 2 * ms, 3 * ms));
+  n.AddDevice(Rec(kActKernel, 4 * ms + 1, 5 * ms));
+  n.AddDevice(Rec(kActKernel, 600 * ms, 601 * ms));
+  EXPECT_EQ(n.Finish({0, 601 * ms})[0].gap_count, 1u);
+}
+
+TEST(Busy, GapsAreAttributedToWhatTheHostWasDoing) {
+  GpuBusyTracker t(AlignedOptions());
+  for (uint64_t s : {0ull, 20ull, 50ull, 80ull, 100ull}) t.AddDevice(Rec(kActKernel, s * ms, (s + 10) * ms));
+  // Gap [10,20): a blocking copy covers 5.5 of 10 ms, a sync 1 ms.
+  t.AddHostInterval(GapCause::kCopy, {12 * ms, 17 * ms + 500 * us});
+  t.AddHostInterval(GapCause::kSync, {18 * ms, 19 * ms});
+  // Gap [30,50): DataLoader wait 12 of 20 ms, a copy 4 ms.
+  t.AddHostInterval(GapCause::kDataLoader, {29 * ms, 42 * ms});
+  t.AddHostInterval(GapCause::kCopy, {42 * ms, 46 * ms});
+  // Gap [60,80): copy 4 ms and sync 4 ms (20% each): unknown.
+  t.AddHostInterval(GapCause::kCopy, {60 * ms, 64 * ms});
+  t.AddHostInterval(GapCause::kSync, {64 * ms, 68 * ms});
+  // Gap [90,100): copy 5 ms and DataLoader 5 ms: a tie goes to the copy.
+  t.AddHostInterval(GapCause::kCopy, {90 * ms, 95 * ms});
+  t.AddHostInterval(GapCause::kDataLoader, {95 * ms, 100 * ms});
+  std::vector<DeviceBusy> r = t.Finish({0, 110 * ms});
+  const DeviceBusy& b = r[0];
+  ASSERT_EQ(b.gap_count, 4u);
+  std::vector<Gap> gaps = b.longest_gaps;
+  std::sort(gaps.begin(), gaps.end(), [](const Gap& x, const Gap& y) { return x.start_ns < y.start_ns; });
+  EXPECT_EQ(gaps[0].cause, GapCause::kCopy);
+  EXPECT_EQ(gaps[0].overlap_ns[0], 5 * ms + 500 * us);
+  EXPECT_EQ(gaps[0].overlap_ns[1], 1 * ms);
+  EXPECT_EQ(gaps[0].overlap_ns[3], 3 * ms + 500 * us);  // covered by nothing
+  EXPECT_EQ(gaps[1].cause, GapCause::kDataLoader);
+  EXPECT_EQ(gaps[1].overlap_ns[2], 12 * ms);
+  EXPECT_EQ(gaps[1].overlap_ns[0], 4 * ms);
+  EXPECT_EQ(gaps[2].cause, GapCause::kUnknown);
+  EXPECT_EQ(gaps[3].cause, GapCause::kCopy);
+  EXPECT_EQ(b.by_cause[0].gaps, 2u);
+  EXPECT_EQ(b.by_cause[0].idle_ns, 20 * ms);
+  EXPECT_EQ(b.by_cause[2].idle_ns, 20 * ms);
+  EXPECT_EQ(b.by_cause[3].idle_ns, 20 * ms);
+  EXPECT_EQ(b.busy_ns, 50 * ms);
+
+  InputVerdict v = JudgeInput(b);
+  EXPECT_FALSE(v.not_input_bound);
+  EXPECT_DOUBLE_EQ(v.busy_fraction, 50.0 / 110.0);
+  EXPECT_DOUBLE_EQ(v.input_idle_fraction, 40.0 / 110.0);
+}
+
+TEST(Busy, AttributeGapDirectly) {
+  Gap g;
+  g.start_ns = 100;
+  g.end_ns = 200;
+  // Overlapping copy calls on two threads count once.
+  AttributeGap(&g, {{90, 150}, {120, 160}}, {}, {}, 0.5);
+  EXPECT_EQ(g.cause, GapCause::kCopy);
+  EXPECT_EQ(g.overlap_ns[0], 60u);
+  EXPECT_EQ(g.overlap_ns[3], 40u);
+  AttributeGap(&g, {{90, 149}}, {}, {}, 0.5);  // 49%
+  EXPECT_EQ(g.cause, GapCause::kUnknown);
+  AttributeGap(&g, {{90, 149}}, {}, {}, 0.4);
+  EXPECT_EQ(g.cause, GapCause::kCopy);
+  EXPECT_STREQ(GapCauseName(GapCause::kDataLoader), "dataloader");
+}
+
+TEST(Busy, DevicesAreSeparate) {
+  GpuBusyTracker t(AlignedOptions());
+  t.AddDevice(Rec(kActKernel, 0, 10 * ms, 0, 0));
+  t.AddDevice(Rec(kActKernel, 0, 5 * ms, 0, 1));
+  t.AddDevice(Rec(kActKernel, 10 * ms, 20 * ms, 0, 1));
+  std::vector<DeviceBusy> r = t.Finish({0, 20 * ms});
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].device_id, 0u);
+  EXPECT_DOUBLE_EQ(r[0].busy_fraction, 0.5);
+  EXPECT_EQ(r[0].gap_count, 0u);  // trailing idle is not a gap
+  EXPECT_EQ(r[0].trailing_idle_ns, 10 * ms);
+  EXPECT_EQ(r[1].device_id, 1u);
+  EXPECT_DOUBLE_EQ(r[1].busy_fraction, 0.75);
+  EXPECT_EQ(r[1].gap_count, 1u);
+}
+
+TEST(Busy, StreamingOutOfOrderEqualsBatch) {
+  BusyOptions o = AlignedOptions();
+  o.reorder_ns = 50 * ms;
+  GpuBusyTracker s(o), batch(o);
+  // Records of 3 streams, delivered a buffer at a time, out of order.
+  std::vector<DeviceRecord> recs;
+  for (uint64_t i = 0; i < 100; ++i) {
+    uint64_t base = i * 3 * ms + (i % 7 == 0 ? 2 * ms : 0);
+    recs.push_back(Rec(kActKernel, base, base + 1 * ms + (i % 3) * 300 * us));
+  }
+  for (const DeviceRecord& r : recs) batch.AddDevice(r);
+  for (size_t i = 0; i < recs.size(); i += 10) {
+    for (size_t k = std::min(recs.size(), i + 10); k-- > i;) s.AddDevice(recs[k]);  // reversed
+    s.Advance(recs[i].end_ns + 20 * ms);  // trace time runs ahead of device time
+  }
+  Interval w{0, 310 * ms};
+  DeviceBusy a = s.Finish(w)[0], b = batch.Finish(w)[0];
+  EXPECT_EQ(a.late_records, 0u);
+  EXPECT_EQ(a.busy_ns, b.busy_ns);
+  EXPECT_EQ(a.gap_count, b.gap_count);
+  EXPECT_EQ(a.gap_ns, b.gap_ns);
+  EXPECT_EQ(a.chunk_busy_fraction, b.chunk_busy_fraction);
+  std::vector<Interval> ivs;
+  for (const DeviceRecord& r : recs) ivs.push_back({r.start_ns, r.end_ns});
+  EXPECT_EQ(a.busy_ns, static_cast<uint64_t>(BusyFraction(ivs, w) * w.length() + 0.5));
+}
+
+TEST(Busy, RecordsLaterThanTheReorderWindowAreCounted) {
+  BusyOptions o = AlignedOptions();
+  o.reorder_ns = 10 * ms;
+  GpuBusyTracker t(o);
+  t.AddDevice(Rec(kActKernel, 0, 1 * ms));
+  t.AddDevice(Rec(kActKernel, 50 * ms, 51 * ms));
+  t.Advance(100 * ms);                              // everything before 90 ms is final
+  t.AddDevice(Rec(kActKernel, 20 * ms, 22 * ms));   // too late: inside a closed gap
+  std::vector<DeviceBusy> r = t.Finish({0, 100 * ms});
+  EXPECT_EQ(r[0].late_records, 1u);
+  EXPECT_EQ(r[0].busy_ns, 4 * ms);  // still counted as busy
+  EXPECT_EQ(r[0].gap_count, 1u);    // the gap it falls in stays as found
+}
+
+TEST(Busy, BinsCoarsenForLongRunsAndStayExactOnAlignedChunks) {
+  BusyOptions o = AlignedOptions();
+  o.max_bins = 4;  // 1 ms bins -> 4 ms bins for a 16 ms run
+  o.chunks = 4;
+  GpuBusyTracker t(o);
+  t.AddDevice(Rec(kActKernel, 1 * ms, 3 * ms));
+  t.AddDevice(Rec(kActKernel, 9 * ms, 16 * ms));
+  std::vector<DeviceBusy> r = t.Finish({0, 16 * ms});
+  EXPECT_EQ(r[0].busy_ns, 9 * ms);
+  ASSERT_EQ(r[0].chunk_busy_fraction.size(), 4u);
+  EXPECT_DOUBLE_EQ(r[0].chunk_busy_fraction[0], 0.5);
+  EXPECT_DOUBLE_EQ(r[0].chunk_busy_fraction[1], 0.0);
+  EXPECT_DOUBLE_EQ(r[0].chunk_busy_fraction[2], 0.75);
+  EXPECT_DOUBLE_EQ(r[0].chunk_busy_fraction[3], 1.0);
+}
+
+TEST(Busy, WindowSmallerThanTheActivityUsesTheBins) {
+  GpuBusyTracker t(AlignedOptions());
+  t.AddDevice(Rec(kActKernel, 0, 10 * ms));
+  std::vector<DeviceBusy> r = t.Finish({5 * ms, 15 * ms});
+  EXPECT_EQ(r[0].busy_ns, 5 * ms);
+  EXPECT_DOUBLE_EQ(r[0].busy_fraction, 0.5);
+  EXPECT_EQ(r[0].trailing_idle_ns, 5 * ms);
+}
+
+TEST(Busy, LongHostIntervalsSurvivePruning) {
+  BusyOptions o = AlignedOptions();
+  o.reorder_ns = 1 * kSec;
+  GpuBusyTracker t(o);
+  t.AddHostInterval(GapCause::kDataLoader, {0, 100 * kSec});  // one long wait
+  t.AddHostInterval(GapCause::kCopy, {1 * ms, 2 * ms});       // long gone before the gap
+  for (uint64_t s = 0; s < 50; ++s) {
+    t.AddDevice(Rec(kActKernel, s * kSec, s * kSec + 500 * ms));
+    t.Advance((s + 3) * kSec);
+  }
+  t.AddDevice(Rec(kActKernel, 60 * kSec, 61 * kSec));  // 10.5 s gap after 49.5 s
+  t.Advance(70 * kSec);
+  std::vector<DeviceBusy> r = t.Finish({0, 61 * kSec});
+  const Gap& longest = r[0].longest_gaps.at(0);
+  EXPECT_EQ(longest.start_ns, 49 * kSec + 500 * ms);
+  EXPECT_EQ(longest.end_ns, 60 * kSec);
+  EXPECT_EQ(longest.cause, GapCause::kDataLoader);
+  EXPECT_EQ(r[0].gap_count, 50u);  // 49 half-second gaps and the long one
+}
+
+TEST(Verdict, BusyGpuIsNotInputBound) {
+  DeviceBusy b;
+  b.window = {0, 100 * ms};
+  b.busy_fraction = 0.9;
+  EXPECT_TRUE(JudgeInput(b).not_input_bound);
+  b.busy_fraction = 0.899;
+  EXPECT_FALSE(JudgeInput(b).not_input_bound);
+  EXPECT_TRUE(JudgeInput(b, 0.8).not_input_bound);
+  DeviceBusy empty;
+  EXPECT_FALSE(JudgeInput(empty).not_input_bound);
+}
+
+// --- all together --------------------------------------------------------------
+
+TEST(Process, FeedsJoinClassesAndBusyFromPackets) {
+  ProcessDeviceAnalysis p(AlignedOptions(), 1 * kSec);
+  // Host: copy 1 (H2D pageable, 4 MiB) at [0, 3 ms), sync 2 at [3, 9 ms),
+  // a DataLoader wait [10, 20 ms), copy 3 (D2H pinned) at [20, 21 ms).
+  p.OnHostCall(Copy(1, 0, 3 * ms, 4u << 20));
+  p.OnHostCall(Sync(2, 3 * ms, 9 * ms));
+  p.OnLoaderWait({10 * ms, 20 * ms});
+  p.OnHostCall(Copy(3, 20 * ms, 21 * ms, 1u << 20, kD2H, kDevice, kPinned));
+  // Device records arrive later, correlations after their records.
+  p.OnDevice(Memcpy(1 * ms, 3 * ms, 4u << 20, 100));
+  p.OnDevice(Rec(kActKernel, 3 * ms, 9 * ms, 101));
+  p.OnDevice(Rec(kActSync, 3 * ms, 9 * ms, 102));
+  p.OnDevice(Memcpy(20 * ms, 20 * ms + 500 * us, 1u << 20, 103, kD2H, kDevice, kPinned));
+  p.OnCorrelation(100, 1, 30 * ms);
+  p.OnCorrelation(102, 2, 30 * ms);
+  p.OnCorrelation(103, 3, 30 * ms);
+  ProcessDeviceResult r = p.Finish({0, 30 * ms});
+  EXPECT_EQ(r.join.joined, 3u);  // two memcpys and the sync
+  EXPECT_EQ(r.join.device_unmatched, 0u);
+  EXPECT_EQ(r.join.host_copies_unmatched, 0u);
+  EXPECT_EQ(r.join.correlations, 3u);
+  ASSERT_EQ(r.copy_classes.size(), 2u);
+  EXPECT_EQ(r.copy_classes[0].device_ns, 2 * ms);
+  EXPECT_EQ(r.copy_classes[0].host_blocked_ns, 3 * ms);
+  EXPECT_EQ(r.copy_classes[1].host_blocked_ns, 1 * ms);
+  ASSERT_EQ(r.devices.size(), 1u);
+  const DeviceBusy& b = r.devices[0];
+  EXPECT_EQ(b.busy_ns, 8 * ms + 500 * us);
+  EXPECT_EQ(b.leading_idle_ns, 1 * ms);  // before the first record: not a gap
+  EXPECT_EQ(b.gap_count, 1u);            // [9, 20) ms
+  EXPECT_EQ(b.longest_gaps[0].cause, GapCause::kDataLoader);
+  EXPECT_EQ(b.longest_gaps[0].overlap_ns[2], 10 * ms);
+}
+
+}  // namespace
+}  // namespace pinscope::device

@@ -1,0 +1,49 @@
+// One recorder per test process: the first test that needs it points
+// PINSCOPE_OUT at a fresh folder, starts the recorder and the alloc and shm
+// cores (as the library constructors would), and later reads this process's
+// trace file back. Shared by the host-memory core tests.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "alloc_core.h"
+#include "e2e_util.h"
+#include "recorder.h"
+#include "shm_core.h"
+
+namespace pinscope::shim::testing {
+
+inline const std::string& TraceDir() {
+  static std::string dir = [] {
+    char tmpl[] = "/tmp/pinscope-core-XXXXXX";
+    std::string d = mkdtemp(tmpl);
+    setenv("PINSCOPE_OUT", d.c_str(), 1);
+    setenv("PINSCOPE_TRACE_MIN", "1M", 1);
+    setenv("PINSCOPE_STACKS", "0", 1);
+    setenv("PINSCOPE_CUPTI", "0", 1);
+    unsetenv("PINSCOPE_RUN_ID");
+    unsetenv("PINSCOPE_ROOT_PID");
+    unsetenv("PINSCOPE_DISABLE");
+    InitProcess();
+    alloc::InitAlloc();
+    shm::InitShm();
+    return d;
+  }();
+  return dir;
+}
+
+// Every packet this process wrote so far (flushes first).
+inline e2e::ProcessTrace ReadOwnTrace(uint32_t pid = 0) {
+  FlushTrace();
+  if (pid == 0) pid = static_cast<uint32_t>(getpid());
+  std::string error;
+  auto run = e2e::ReadRun(TraceDir(), &error);
+  EXPECT_EQ(error, "");
+  auto it = run.find(pid);
+  return it == run.end() ? e2e::ProcessTrace{} : it->second;
+}
+
+}  // namespace pinscope::shim::testing

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repo root, with the bundle that
+# tools/make_gpu_bundle.sh made (.gpu/). Two phases, one device call each:
+#   tools/gpu_validate.sh validate   # GPU suite: copies, processes, stacks,
+#                                    # CUPTI, pinning correctness; example traces
+#   tools/gpu_validate.sh bench      # benchmarks for docs/benchmarks.md
+# Everything lands in $OUT (the device tool brings it back): a log, JSON
+# results, and the run folders packed in one tarball. The checks that read
+# traces run afterwards on any machine (tools/gpu_check.sh).
+set -uo pipefail
+phase="${1:-validate}"
+OUT="${OUT:-/tmp/pinscope-out}"
+W=/tmp/psw
+rm -rf "$W"; mkdir -p "$W" "$OUT"
+exec > >(tee "$OUT/$phase.log") 2>&1
+export PYTHONUNBUFFERED=1
+export PATH="$PWD/.gpu/prefix/bin:$PATH"
+PY=python3
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+step "machine"
+nvidia-smi -L; nproc; free -g | head -2; df -h /dev/shm | tail -1
+$PY -c 'import torch, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "python", sys.version.split()[0])'
+ldd .gpu/prefix/bin/pinscope | grep -E "not found|protobuf|unwind|dw" ; ldd .gpu/prefix/lib/libpinscope.so
+pinscope --version
+
+# Copy the calibration into each run folder (pinscope run does it too).
+export PINSCOPE_CALIBRATION="$W/calibration.json"
+
+run() {  # run NAME [ENV=V...] -- CMD...: pinscope run into $W/NAME, no report
+  local name="$1"; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  local t0=$(date +%s.%N)
+  env "${envs[@]}" pinscope run --no-report -o "$W/$name" -- "$@"
+  local rc=$?
+  echo "[$name] exit $rc in $(echo "$(date +%s.%N) - $t0" | bc) s"
+  return $rc
+}
+
+if [ "$phase" = validate ]; then
+  step "shim from source on this machine (g++ $(g++ -dumpversion), cmake $(cmake --version | head -1))"
+  rm -rf /tmp/deps /tmp/srcbuild; mkdir -p /tmp/deps
+  for d in .gpu/debs/*.deb; do dpkg -x "$d" /tmp/deps; done
+  (cmake -S . -B /tmp/srcbuild -DPINSCOPE_BUILD_ANALYZER=OFF -DPINSCOPE_BUILD_TESTS=OFF \
+     -DCMAKE_PREFIX_PATH=/tmp/deps/usr >/tmp/srcbuild.log 2>&1 &&
+   cmake --build /tmp/srcbuild -j16 >>/tmp/srcbuild.log 2>&1 &&
+   echo "source build OK: $(ls -la /tmp/srcbuild/lib/libpinscope.so)") || { echo "source build FAILED"; tail -20 /tmp/srcbuild.log; }
+
+  step "calibrate"
+  pinscope calibrate --output "$W/calibration.json"
+
+  step "issue 2: known copies"
+  run copies -- $PY tests/gpu/copies_known.py "$W/copies.expected.json"
+  cp "$W/copies.expected.json" "$W/copies/expected.json" 2>/dev/null
+
+  step "issue 2/3/6: seed benchmark, num_workers=0 (example trace) and 4"
+  run seed0 -- $PY tools/bench/seedbench.py --samples 1280 --configs 0f
+  run seed4 -- $PY tools/bench/seedbench.py --samples 2560 --configs 4f
+  run seed8 -- $PY tools/bench/seedbench.py --samples 2560 --configs 8f
+  run seed8pin -- $PY tools/bench/seedbench.py --samples 2560 --configs 8t
+  run seed0pin -- $PY tools/bench/seedbench.py --samples 1280 --configs 0t
+
+  if [ -f tests/gpu/cupti_check.py ]; then
+    step "issue 7: CUPTI"
+    $PY tests/gpu/cupti_check.py --help >/dev/null 2>&1 || true
+    run cupti -- $PY tests/gpu/cupti_check.py run
+    run gpubound -- $PY tests/gpu/cupti_check.py gpubound
+    run cupti_profiler -- $PY tests/gpu/cupti_check.py profiler
+  fi
+
+  step "issue 4: pinning correctness"
+  run pin_hazard PINSCOPE_PIN=1 -- $PY tests/gpu/pinning_check.py hazard
+  run pin_data PINSCOPE_PIN=1 -- $PY tests/gpu/pinning_check.py data
+  run nopin_hazard -- $PY tests/gpu/pinning_check.py hazard
+  run async_hazard PINSCOPE_PIN=async -- $PY tests/gpu/pinning_check.py hazard || true
+  run loader_nopin -- $PY tests/gpu/pinning_check.py loader --json "$W/loader_nopin.json"
+  run loader_pin PINSCOPE_PIN=1 -- $PY tests/gpu/pinning_check.py loader --json "$W/loader_pin.json"
+  cmp "$W/loader_nopin.json" "$W/loader_pin.json" && echo "PASS loader batches bit-identical with and without pinning" || echo "FAIL loader batches differ"
+  $PY tests/gpu/pinning_check.py fork --gib 8
+  run fork_pin PINSCOPE_PIN=1 PINSCOPE_PIN_BUDGET=16G -- $PY tests/gpu/pinning_check.py fork --gib 8
+fi
+
+if [ "$phase" = bench ]; then
+  step "calibrate"
+  pinscope calibrate --output "$W/calibration.json"
+  cfgs="0f,0t,4f,4t,8f,8t"
+  for rep in 1 2 3; do
+    step "seedbench rep $rep"
+    $PY tools/bench/seedbench.py --samples 2560 --configs $cfgs --json "$W/bench_none_$rep.json"
+    run bench_ps_$rep -- $PY tools/bench/seedbench.py --samples 2560 --configs $cfgs --json "$W/bench_ps_$rep.json"
+    run bench_pin_$rep PINSCOPE_PIN=1 -- $PY tools/bench/seedbench.py --samples 2560 --configs $cfgs --json "$W/bench_pin_$rep.json"
+  done
+  step "training-shaped"
+  $PY tools/bench/seedbench.py --train --samples 2560 --configs 4f,4t,8f,8t --json "$W/train_none.json"
+  run train_pin PINSCOPE_PIN=1 -- $PY tools/bench/seedbench.py --train --samples 2560 --configs 4f,4t,8f,8t --json "$W/train_pin.json"
+  step "stack overhead"
+  run stacks_on -- $PY tools/bench/seedbench.py --samples 2560 --configs 8f,8f --json "$W/stacks_on.json"
+  run stacks_off PINSCOPE_STACKS=0 -- $PY tools/bench/seedbench.py --samples 2560 --configs 8f,8f --json "$W/stacks_off.json"
+  if [ -f tools/bench/cupti_overhead.py ]; then
+    step "CUPTI overhead"
+    $PY tools/bench/cupti_overhead.py --mode none | tee "$W/cupti_none.json"
+    pinscope run --no-report -o "$W/cupti_bench" -- $PY tools/bench/cupti_overhead.py --mode pinscope | tee "$W/cupti_pinscope.json"
+    $PY tools/bench/cupti_overhead.py --mode profiler | tee "$W/cupti_profiler.json"
+  fi
+fi
+
+step "pack"
+tar czf "$OUT/runs-$phase.tgz" -C "$W" . && ls -la "$OUT"
