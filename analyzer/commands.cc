@@ -1,7 +1,7 @@
 // The analyzer's entry points for the CLI (commands.h): `report` runs one
-// replay with the report's analyses and writes text or JSON; `export` and
-// `diff` are stubs until their consumers land (they will be more analyses of
-// the same replay).
+// replay with the report's analyses and writes text or JSON; `export`
+// (perfetto_export.cc) and `diff` (diff.cc) are more consumers of the same
+// replay.
 #include "analyzer/commands.h"
 
 #include <unistd.h>
@@ -11,6 +11,8 @@
 #include <ostream>
 
 #include "analyzer/calibration.h"
+#include "analyzer/diff.h"
+#include "analyzer/perfetto_export.h"
 #include "analyzer/replay.h"
 #include "analyzer/report.h"
 #include "analyzer/run_loader.h"
@@ -79,13 +81,11 @@ int RunReport(const ReportOptions& options, std::ostream& out, std::ostream& err
 }
 
 int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err) {
-  err << "pinscope export: not implemented yet\n";
-  return 2;
+  return ExportPerfetto(options, out, err);  // perfetto_export.cc
 }
 
 int RunDiff(const DiffOptions& options, std::ostream& out, std::ostream& err) {
-  err << "pinscope diff: not implemented yet\n";
-  return 2;
+  return DiffRuns(options, UseColor(options.color, out), out, err);  // diff.cc
 }
 
 }  // namespace pinscope

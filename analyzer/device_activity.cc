@@ -482,6 +482,9 @@ std::vector<DeviceBusy> GpuBusyTracker::Finish(Interval window) {
     } else {
       b.leading_idle_ns = wl;
     }
+    uint64_t active = wl - std::min(wl, b.leading_idle_ns + b.trailing_idle_ns);
+    b.active_busy_fraction =
+        active ? std::min(1.0, static_cast<double>(b.busy_ns) / static_cast<double>(active)) : 0.0;
     b.gap_count = d.gap_count;
     b.gap_ns = d.gap_ns;
     for (int c = 0; c < kGapCauses; ++c) b.by_cause[c] = d.by_cause[c];
@@ -500,8 +503,8 @@ std::vector<DeviceBusy> GpuBusyTracker::Finish(Interval window) {
 
 InputVerdict JudgeInput(const DeviceBusy& busy, double busy_threshold) {
   InputVerdict v;
-  v.busy_fraction = busy.busy_fraction;
-  v.not_input_bound = busy.window.length() > 0 && busy.busy_fraction >= busy_threshold;
+  v.busy_fraction = busy.active_busy_fraction;
+  v.not_input_bound = busy.window.length() > 0 && busy.active_busy_fraction >= busy_threshold;
   uint64_t input = busy.by_cause[static_cast<int>(GapCause::kCopy)].idle_ns +
                    busy.by_cause[static_cast<int>(GapCause::kDataLoader)].idle_ns;
   v.input_idle_fraction = busy.window.length()

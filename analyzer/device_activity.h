@@ -236,6 +236,10 @@ struct DeviceBusy {
   Interval window;
   uint64_t busy_ns = 0;        // union of kernel, memcpy and memset time in window
   double busy_fraction = 0;    // busy_ns / window length
+  // busy_ns over the window less leading and trailing idle: from the first
+  // activity to the last, so start-up (imports, model load) and teardown do
+  // not dilute a GPU-bound loop. What JudgeInput uses.
+  double active_busy_fraction = 0;
   std::vector<double> chunk_busy_fraction;  // options.chunks equal chunks of window
   uint64_t records = 0;        // kernel/memcpy/memset records counted
   uint64_t late_records = 0;   // arrived after their time was merged (counted, approximately)
@@ -298,12 +302,12 @@ std::vector<Interval> Union(std::vector<Interval> intervals);
 
 struct InputVerdict {
   bool not_input_bound = false;  // the GPU is busy: the input pipeline keeps up
-  double busy_fraction = 0;
+  double busy_fraction = 0;      // DeviceBusy::active_busy_fraction
   // Idle time in gaps attributed to input (copies + DataLoader), as a
   // fraction of the window.
   double input_idle_fraction = 0;
 };
-// "Not input-bound" when busy_fraction >= `busy_threshold` (90%).
+// "Not input-bound" when active_busy_fraction >= `busy_threshold` (90%).
 InputVerdict JudgeInput(const DeviceBusy& busy, double busy_threshold = 0.9);
 
 // ---------------------------------------------------------------------------

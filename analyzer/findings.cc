@@ -155,6 +155,202 @@ class ShmCapacityRule : public BottleneckRule {
   }
 };
 
+
+// The device says the GPU stays busy: no input rule should claim a saving.
+bool GpuBusy(const Report& report) {
+  const device::DeviceBusy* busy = report.input().MainDevice();
+  return busy != nullptr && device::JudgeInput(*busy).not_input_bound;
+}
+
+std::string CoresText(const Report& report) {
+  const trace::HostFacts& host = report.root_header().host();
+  std::string text = "cores available: " + std::to_string(report.AvailableCores()) + " (" +
+                     std::to_string(host.affinity_cores()) + " in affinity, ";
+  text += host.cgroup_cpu_quota_millicores() == 0
+              ? std::string("no cgroup quota)")
+              : "cgroup quota " + std::to_string(host.cgroup_cpu_quota_millicores() / 1000.0)
+                                      .substr(0, 4) + ")";
+  return text;
+}
+
+// Main-process-bound: no DataLoader workers, and the root's main thread
+// spends most of the time between its batch copies making the next batch.
+// Estimate: with k = cores - 1 workers making batches in parallel, each
+// interval would shrink to max(copy, interval / k); an upper bound (the
+// main thread's own step time is not visible to the host hooks).
+class MainProcessBoundRule : public BottleneckRule {
+ public:
+  const char* id() const override { return "main_process_bound"; }
+  const char* title() const override { return "main-process-bound (the main thread makes batches)"; }
+  std::string MissingData(const Report& report) const override {
+    if (!report.input().loop().found) {
+      return "recurring batch copies on the root's main thread (at least 3 large H2D copies)";
+    }
+    return "";
+  }
+  void Evaluate(const Report& report, std::vector<Finding>* findings) const override {
+    const BatchLoop& loop = report.input().loop();
+    if (report.input().workers() > 0 || loop.total_interval_ns == 0 || GpuBusy(report)) return;
+    const uint64_t producing = loop.total_interval_ns - std::min(loop.total_interval_ns,
+                                                                 loop.total_copy_ns);
+    if (Share(producing, loop.total_interval_ns) < 0.5) return;
+    const uint32_t cores = report.AvailableCores();
+    const uint64_t k = cores > 1 ? cores - 1 : 1;
+    uint64_t saving = 0;
+    for (size_t i = 0; i < loop.intervals_ns.size(); ++i) {
+      const uint64_t after = std::max(loop.copies_ns[i], loop.intervals_ns[i] / k);
+      if (loop.intervals_ns[i] > after) saving += loop.intervals_ns[i] - after;
+    }
+    const int root = report.root_index();
+    const uint64_t life = report.ProcessDuration(root);
+    Finding f;
+    f.id = id();
+    f.title = "main-process-bound";
+    f.saving_ns = saving;
+    f.fraction = Share(saving, life);
+    f.significant = f.fraction >= kSignificantFraction;
+    f.severity = f.significant ? Severity::kWarning : Severity::kInfo;
+    f.verdict = "main-process-bound: the main thread makes each batch itself (" +
+                FormatDuration(loop.median_interval_ns) + " between batch copies, copy " +
+                FormatDuration(loop.median_copy_ns) +
+                "): move the work to DataLoader workers (num_workers > 0); " + CoresText(report);
+    f.evidence = "No forked worker processes. " + FormatCount(loop.batches) +
+                 " batch copies (recurring largest H2D copies of the main thread, median " +
+                 FormatBytes(loop.batch_bytes) + "); " +
+                 FormatPercent(Share(producing, loop.total_interval_ns)) +
+                 " of the time between them is spent outside the copy, making the next batch.";
+    f.action = "Set num_workers > 0 in the DataLoader (up to " + std::to_string(k) +
+               ": the available cores minus the main process). Estimated saving " +
+               FormatDuration(saving) + " (" + FormatPercent(f.fraction) +
+               " of the main process's life), an upper bound: each interval between batch "
+               "copies shrinks to max(copy, interval / " + std::to_string(k) + " workers).";
+    findings->push_back(std::move(f));
+  }
+};
+
+// Input starvation: workers exist, yet the main thread waits between batch
+// copies far longer than the copy. Each worker makes a batch in its life /
+// shm segments created; the interval with w workers is about that / w.
+class InputStarvationRule : public BottleneckRule {
+ public:
+  const char* id() const override { return "input_starvation"; }
+  const char* title() const override { return "input starvation (workers cannot keep up)"; }
+  std::string MissingData(const Report& report) const override {
+    if (!report.input().loop().found) {
+      return "recurring batch copies on the root's main thread (at least 3 large H2D copies)";
+    }
+    return "";
+  }
+  void Evaluate(const Report& report, std::vector<Finding>* findings) const override {
+    const BatchLoop& loop = report.input().loop();
+    const uint64_t workers = report.input().workers();
+    if (workers == 0 || loop.median_interval_ns < 2 * loop.median_copy_ns || GpuBusy(report)) return;
+    // Per-worker production: segments created per second of worker life.
+    uint64_t segments = 0, worker_ns = 0;
+    for (const ProcessSummary& p : report.processes()) {
+      if (p.origin != trace::ORIGIN_FORK || p.helper) continue;
+      segments += p.shm_created;
+      worker_ns += p.end_ns > p.start_ns ? p.end_ns - p.start_ns : 0;
+    }
+    if (segments == 0 || worker_ns == 0) return;
+    const double per_worker_rate = static_cast<double>(segments) / (worker_ns / 1e9);  // /s
+    const uint32_t cores = report.AvailableCores();
+    const uint64_t max_workers = cores > 1 ? cores - 1 : 1;
+    const double per_batch_ns = 1e9 / per_worker_rate;  // one worker's time per segment
+    uint64_t wanted = static_cast<uint64_t>(per_batch_ns / std::max<uint64_t>(loop.median_copy_ns, 1)) + 1;
+    wanted = std::min(std::max(wanted, workers + 1), max_workers);
+    if (wanted <= workers) return;
+    uint64_t saving = 0;
+    for (size_t i = 0; i < loop.intervals_ns.size(); ++i) {
+      const uint64_t after = std::max(loop.copies_ns[i], loop.intervals_ns[i] * workers / wanted);
+      if (loop.intervals_ns[i] > after) saving += loop.intervals_ns[i] - after;
+    }
+    const uint64_t life = report.ProcessDuration(report.root_index());
+    const ShmAnalysis& shm = report.shm();
+    const uint64_t shm_needed = shm.peak_bytes() * wanted / workers;
+    Finding f;
+    f.id = id();
+    f.title = "input starvation";
+    f.saving_ns = saving;
+    f.fraction = Share(saving, life);
+    f.significant = f.fraction >= kSignificantFraction;
+    f.severity = f.significant ? Severity::kWarning : Severity::kInfo;
+    f.verdict = "input starvation: the main thread waits " + FormatDuration(loop.median_interval_ns) +
+                " between batch copies (copy " + FormatDuration(loop.median_copy_ns) + ") while " +
+                std::to_string(workers) + " workers each make " +
+                FormatCount(static_cast<uint64_t>(per_worker_rate + 0.5)) +
+                " shm segments/s: use num_workers=" + std::to_string(wanted);
+    f.evidence = FormatCount(segments) + " shm segments made by " + std::to_string(workers) +
+                 " workers; " + CoresText(report) + "; /dev/shm peak " +
+                 FormatBytes(shm.peak_bytes()) + ", x" + std::to_string(wanted) + "/" +
+                 std::to_string(workers) + " = " + FormatBytes(shm_needed) + " of " +
+                 FormatBytes(shm.capacity_bytes()) + " capacity.";
+    f.action = "Raise num_workers to " + std::to_string(wanted) + " (at most the available cores minus 1" +
+               std::string(shm.capacity_bytes() > 0 && shm_needed > shm.capacity_bytes()
+                               ? "; /dev/shm would not fit: raise --shm-size first"
+                               : "") +
+               "). Estimated saving " + FormatDuration(saving) + " (" + FormatPercent(f.fraction) +
+               "): each interval shrinks to max(copy, interval x " + std::to_string(workers) + "/" +
+               std::to_string(wanted) + ").";
+    findings->push_back(std::move(f));
+  }
+};
+
+// Pinned memory over-use: pinscope's budget was full, copies went pageable.
+class PinnedOveruseRule : public BottleneckRule {
+ public:
+  const char* id() const override { return "pinned_overuse"; }
+  const char* title() const override { return "pinned memory over-use"; }
+  std::string MissingData(const Report& report) const override {
+    return report.input().has_pins() ? "" : "PinEvents (run under PINSCOPE_PIN=1)";
+  }
+  void Evaluate(const Report& report, std::vector<Finding>* findings) const override {
+    const PinStats& pins = report.input().pins();
+    const uint64_t ram = report.root_header().host().ram_bytes();
+    const bool heavy = ram > 0 && pins.peak_pinned_bytes * 2 > ram;
+    if (pins.budget_full == 0 && pins.skipped_budget == 0 && !heavy) return;
+    Finding f;
+    f.id = id();
+    f.title = title();
+    f.kind = Finding::Kind::kRisk;
+    f.severity = Severity::kWarning;
+    f.verdict = "pinned memory over-use: " + FormatBytes(pins.peak_pinned_bytes) +
+                " pinned at the peak" + (ram > 0 ? " (" + FormatPercent(Share(pins.peak_pinned_bytes, ram)) + " of RAM)" : "") +
+                "; the pin budget was full " + FormatCount(pins.budget_full) + " times";
+    f.evidence = FormatCount(pins.skipped_budget) + " copies went pageable because the budget was full.";
+    f.action = "Raise PINSCOPE_PIN_BUDGET if RAM allows, or lower the batch size / prefetch_factor.";
+    findings->push_back(std::move(f));
+  }
+};
+
+// Costly forks: pinscope had to unpin at fork (registrations do not survive
+// into the child), and workers were forked again.
+class ForkCostRule : public BottleneckRule {
+ public:
+  const char* id() const override { return "fork_cost"; }
+  const char* title() const override { return "costly worker forks (persistent_workers)"; }
+  std::string MissingData(const Report& report) const override {
+    return report.input().has_pins() || report.input().workers() > 0
+               ? ""
+               : "forked workers or PinEvents";
+  }
+  void Evaluate(const Report& report, std::vector<Finding>* findings) const override {
+    const uint64_t unpins = report.input().fork_unpins();
+    if (unpins == 0) return;
+    Finding f;
+    f.id = id();
+    f.title = title();
+    f.kind = Finding::Kind::kTime;
+    f.severity = Severity::kInfo;
+    f.verdict = "costly forks: " + FormatCount(unpins) +
+                " pinned buffers were unregistered at fork and must be pinned again";
+    f.evidence = FormatCount(report.input().workers()) + " forked workers; " + FormatCount(unpins) +
+                 " UNREGISTER events with reason \"fork\".";
+    f.action = "Use persistent_workers=True so workers are forked once, not every epoch.";
+    findings->push_back(std::move(f));
+  }
+};
+
 // Classes of bottleneck that need data a later recorder brings. Each is a
 // rule already, so adding its Evaluate() is the whole change.
 class PendingRule : public BottleneckRule {
@@ -180,16 +376,10 @@ std::vector<std::unique_ptr<BottleneckRule>> DefaultRules() {
   rules.push_back(std::make_unique<PendingRule>(
       "sync_copies", "synchronous copies blocking the host",
       "device activity (CUPTI) to tell time waiting on the stream from time copying"));
-  rules.push_back(
-      std::make_unique<PendingRule>("input_starvation", "input starvation (workers cannot keep up)",
-                                    "per-batch timing of the workers and of the main loop"));
-  rules.push_back(std::make_unique<PendingRule>(
-      "main_process_bound", "main-process-bound (collate, pin thread, copy thread)",
-      "per-thread CPU time and call stacks"));
-  rules.push_back(std::make_unique<PendingRule>("pinned_overuse", "pinned memory over-use",
-                                                "the pinning recorder (PinEvent)"));
-  rules.push_back(std::make_unique<PendingRule>(
-      "fork_cost", "costly worker forks (persistent_workers)", "fork timing of the workers"));
+  rules.push_back(std::make_unique<MainProcessBoundRule>());
+  rules.push_back(std::make_unique<InputStarvationRule>());
+  rules.push_back(std::make_unique<PinnedOveruseRule>());
+  rules.push_back(std::make_unique<ForkCostRule>());
   return rules;
 }
 

@@ -16,6 +16,7 @@
 #include "analyzer/commands.h"
 #include "analyzer/copy_analysis.h"
 #include "analyzer/findings.h"
+#include "analyzer/input_analysis.h"
 #include "analyzer/process_analysis.h"
 #include "analyzer/replay.h"
 #include "analyzer/shm_analysis.h"
@@ -48,6 +49,10 @@ class Report {
   const CopyAnalysis& copies() const { return *copies_; }
   const AllocAnalysis& allocs() const { return *allocs_; }
   const ShmAnalysis& shm() const { return *shm_; }
+  // Batch loop, pinning and device activity (input_analysis.h).
+  const InputAnalysis& input() const { return *input_; }
+  // Cores the job may use: min(affinity, cgroup quota), 0 if unknown.
+  uint32_t AvailableCores() const;
   const ProcessAnalysis& process_analysis() const { return *processes_; }
   const std::vector<ProcessSummary>& processes() const { return processes_->processes(); }
   const std::vector<Finding>& findings() const { return findings_; }
@@ -82,6 +87,7 @@ class Report {
   std::unique_ptr<AllocAnalysis> allocs_;
   std::unique_ptr<ShmAnalysis> shm_;
   std::unique_ptr<ProcessAnalysis> processes_;
+  std::unique_ptr<InputAnalysis> input_;
   std::vector<Finding> findings_;
   std::vector<PendingCheck> pending_;
   Verdict verdict_;

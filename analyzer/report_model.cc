@@ -16,7 +16,8 @@ Report::Report(Calibration calibration, const ReportOptions& options)
       copies_(std::make_unique<CopyAnalysis>(calibration_, options.top, options.stack_depth)),
       allocs_(std::make_unique<AllocAnalysis>()),
       shm_(std::make_unique<ShmAnalysis>()),
-      processes_(std::make_unique<ProcessAnalysis>()) {}
+      processes_(std::make_unique<ProcessAnalysis>()),
+      input_(std::make_unique<InputAnalysis>(calibration_)) {}
 
 Report::~Report() = default;
 
@@ -25,6 +26,15 @@ void Report::Attach(ReplayEngine* engine) {
   engine->AddAnalysis(copies_.get());
   engine->AddAnalysis(allocs_.get());
   engine->AddAnalysis(shm_.get());
+  engine->AddAnalysis(input_.get());
+}
+
+uint32_t Report::AvailableCores() const {
+  const trace::HostFacts& host = root_header_.host();
+  uint32_t cores = host.affinity_cores() > 0 ? host.affinity_cores() : host.logical_cores();
+  const uint32_t quota = host.cgroup_cpu_quota_millicores() / 1000;
+  if (host.cgroup_cpu_quota_millicores() > 0) cores = std::min(cores, std::max(quota, 1u));
+  return cores;
 }
 
 bool Report::HasErrors() const {
@@ -122,6 +132,17 @@ void Report::PickVerdict() {
   const CopyRow pageable = copies_->PageableTotal();
   verdict_.id = "not_input_bound";
   verdict_.severity = Severity::kInfo;
+  // Device activity, when recorded, is the direct evidence: the GPU's busy
+  // share from its first to its last activity.
+  if (const device::DeviceBusy* busy = input_->MainDevice()) {
+    const device::InputVerdict judged = device::JudgeInput(*busy);
+    if (judged.not_input_bound) {
+      verdict_.text = "not input-bound: the GPU was busy " + FormatPercent(judged.busy_fraction) +
+                      " of the time from its first to its last activity (device activity, " +
+                      FormatCount(busy->records) + " records); the input pipeline keeps up";
+      return;
+    }
+  }
   const uint64_t life = busiest != nullptr ? ProcessDuration(busiest->process_index) : 0;
   verdict_.text = "not input-bound: host<->device copies blocked " +
                   (busiest != nullptr ? ThreadLabel(busiest->process_index, busiest->tid)

@@ -84,6 +84,8 @@ class TextWriter {
     LargestSection();
     ProcessSection();
     ShmSection();
+    PinningSection();
+    DeviceSection();
     AllocSection();
     NoticeSection();
   }
@@ -120,6 +122,8 @@ class TextWriter {
   void LargestSection();
   void ProcessSection();
   void ShmSection();
+  void PinningSection();
+  void DeviceSection();
   void AllocSection();
   void NoticeSection();
 
@@ -484,6 +488,87 @@ void TextWriter::ShmSection() {
     if (!bus.segment.empty()) text += " in " + bus.segment;
     if (!bus.diagnosis.empty()) text += ": " + bus.diagnosis;
     out_ << "  " << style_.Bad(Wrap(text, kReportWidth - 2, kReportWidth - 2, "  ")) << '\n';
+  }
+}
+
+
+// Only when PinEvents exist (PINSCOPE_PIN=1): what pinscope pinned, what it
+// cost and what it saved against the calibrated pageable bandwidth.
+void TextWriter::PinningSection() {
+  const PinStats& pins = report_.input().pins();
+  if (!report_.input().has_pins()) return;
+  Title("Pinning (PINSCOPE_PIN)");
+  Para("Registered " + FormatCount(pins.registers) + " buffers (" + FormatBytes(pins.register_bytes) +
+       "): " + FormatCount(pins.shm_registers) + " shm (" + FormatBytes(pins.shm_bytes) + "), " +
+       FormatCount(pins.alloc_registers) + " malloc (" + FormatBytes(pins.alloc_bytes) + "), " +
+       FormatCount(pins.other_registers) + " other (" + FormatBytes(pins.other_bytes) + ").");
+  const double gib = static_cast<double>(pins.register_bytes) / (1024.0 * 1024 * 1024);
+  Para("Registration time " + FormatDuration(pins.register_ns) +
+       (gib > 0 ? " (" + FormatDuration(static_cast<uint64_t>(pins.register_ns / gib)) + " per GiB)"
+                : std::string()) +
+       "; peak pinned " + FormatBytes(pins.peak_pinned_bytes) + "; " +
+       FormatCount(pins.register_failed) + " failed, budget full " + FormatCount(pins.budget_full) +
+       " times.");
+  if (!pins.unpin_reasons.empty()) {
+    std::string reasons;
+    for (const auto& [reason, count] : pins.unpin_reasons) {
+      reasons += (reasons.empty() ? "" : ", ") + FormatCount(count) + " " + reason;
+    }
+    Para("Unpinned " + FormatCount(pins.unregisters) + ": " + reasons + ".");
+  }
+  if (pins.pinned_copies > 0) {
+    const double achieved = pins.pinned_copy_blocked_ns == 0
+                                ? 0
+                                : static_cast<double>(pins.pinned_copy_bytes) / pins.pinned_copy_blocked_ns;
+    const double calibrated = pins.pinned_copy_at_pinned_ns == 0
+                                  ? 0
+                                  : static_cast<double>(pins.pinned_copy_bytes) / pins.pinned_copy_at_pinned_ns;
+    const int64_t saved = static_cast<int64_t>(pins.pinned_copy_at_pageable_ns) -
+                          static_cast<int64_t>(pins.pinned_copy_blocked_ns) -
+                          static_cast<int64_t>(pins.register_ns);
+    Para(FormatCount(pins.pinned_copies) + " copies ran pinned thanks to pinscope (" +
+         FormatCount(pins.pinned_registered) + " registered, " + FormatCount(pins.pinned_cached) +
+         " cached), " + FormatBytes(pins.pinned_copy_bytes) + " at " + FormatGbps(achieved) +
+         " host-blocked (calibrated pinned " + FormatGbps(calibrated) + "). Time saved vs the " +
+         "calibrated pageable bandwidth, minus registration: " +
+         (saved >= 0 ? FormatDuration(static_cast<uint64_t>(saved))
+                     : "-" + FormatDuration(static_cast<uint64_t>(-saved))) + ".");
+  }
+}
+
+// Only when DeviceActivity packets exist (CUPTI).
+void TextWriter::DeviceSection() {
+  const auto& devices = report_.input().devices();
+  if (devices.empty()) return;
+  Title("Device activity (CUPTI)");
+  for (const ProcessDevice& p : devices) {
+    for (const device::CopyClassStats& c : p.result.copy_classes) {
+      Para("pid " + std::to_string(p.pid) + " " + DirectionName(static_cast<trace::Direction>(c.key.direction)) +
+           " " + MemoryKindName(static_cast<trace::MemoryKind>(c.key.host_kind)) + ": " +
+           FormatCount(c.count) + " copies, " + FormatBytes(c.bytes) + ", device " +
+           FormatDuration(c.device_ns) + " (" + FormatGbps(c.device_gbps()) + "), host blocked " +
+           FormatDuration(c.host_blocked_ns) + " (" + FormatCount(c.joined) + " joined)");
+    }
+    for (const device::DeviceBusy& busy : p.result.devices) {
+      std::string chunks;
+      for (double f : busy.chunk_busy_fraction) {
+        static const char* kBars[] = {"_", ".", ":", "-", "=", "+", "*", "#"};
+        chunks += kBars[std::min(7, static_cast<int>(f * 8))];
+      }
+      Para("pid " + std::to_string(p.pid) + " GPU " + std::to_string(busy.device_id) + ": busy " +
+           FormatPercent(busy.busy_fraction) + " of the process's life, " +
+           FormatPercent(busy.active_busy_fraction) + " from first to last activity; per chunk [" +
+           chunks + "] (_ idle .. # busy)");
+      std::string causes;
+      for (int i = 0; i < device::kGapCauses; ++i) {
+        if (busy.by_cause[i].gaps == 0) continue;
+        causes += (causes.empty() ? "" : ", ") + FormatCount(busy.by_cause[i].gaps) + " " +
+                  device::GapCauseName(static_cast<device::GapCause>(i)) + " (" +
+                  FormatDuration(busy.by_cause[i].idle_ns) + ")";
+      }
+      Para("Idle gaps over 1 ms: " + FormatCount(busy.gap_count) + ", " +
+           FormatDuration(busy.gap_ns) + (causes.empty() ? "" : "; host was in: " + causes) + ".");
+    }
   }
 }
 

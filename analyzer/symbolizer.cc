@@ -87,8 +87,8 @@ Symbolizer::~Symbolizer() = default;
 
 std::string SymbolizedFrame::ToString() const {
   if (module.empty()) return HexOffset(address);
-  std::string where = file.empty() ? module + "+" + HexOffset(module_offset)
-                                   : file + ":" + std::to_string(line);
+  std::string where =
+      file.empty() ? module + "+" + HexOffset(module_offset) : file + ":" + std::to_string(line);
   if (function.empty()) return where;
   return function + " (" + where + ")";
 }
@@ -117,8 +117,8 @@ Symbolizer::File* Symbolizer::Open(const trace::Module& m) {
   // named by build id holds the symbols and line table of the same code.
   if (!ok && m.build_id().size() > 2) {
     for (const std::string& dir : debug_dirs_) {
-      std::string path = dir + "/.build-id/" + m.build_id().substr(0, 2) + "/" +
-                         m.build_id().substr(2) + ".debug";
+      std::string path =
+          dir + "/.build-id/" + m.build_id().substr(0, 2) + "/" + m.build_id().substr(2) + ".debug";
       if (IsFile(path) && file->Report(path, &found_id) && found_id == m.build_id()) {
         ok = true;
         file->mismatch = false;
@@ -161,8 +161,8 @@ SymbolizedFrame Symbolizer::Symbolize(const trace::Module* m, uint64_t address) 
     GElf_Word shndx = 0;
     Elf* elf = nullptr;
     Dwarf_Addr bias = 0;
-    const char* name = dwfl_module_addrinfo(file->module, f.module_offset, &offset, &sym, &shndx,
-                                            &elf, &bias);
+    const char* name =
+        dwfl_module_addrinfo(file->module, f.module_offset, &offset, &sym, &shndx, &elf, &bias);
     // Only a sized symbol that really covers the address: in a stripped
     // binary the nearest remaining (dynamic) symbol below is someone else.
     if (name && sym.st_size > 0 && offset < sym.st_size) f.function = Demangle(name);

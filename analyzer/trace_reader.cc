@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -95,8 +96,21 @@ size_t TraceReader::Fill(size_t want) {
     buffer_.resize(chunk_bytes_);
     buffer_.shrink_to_fit();
   }
-  if (buffer_.size() < want) buffer_.resize(want);
-  while (end_ < want && !eof_) {
+  if (buffer_.size() < want) {
+    // Grow only as far as the file can fill: a corrupt length (up to
+    // kMaxPacketBytes) must not allocate and zero memory for bytes that are
+    // not there. Next() then sees fewer bytes than wanted: truncated.
+    size_t grow_to = want;
+    struct stat st;
+    if (fstat(fd_, &st) == 0 && st.st_size >= 0) {
+      const uint64_t size = static_cast<uint64_t>(st.st_size);
+      const uint64_t read_to = buffer_offset_ + end_;
+      const uint64_t can_hold = end_ + (size > read_to ? size - read_to : 0);
+      if (can_hold < want) grow_to = std::max(buffer_.size(), static_cast<size_t>(can_hold));
+    }
+    buffer_.resize(grow_to);
+  }
+  while (end_ < want && end_ < buffer_.size() && !eof_) {
     // Read at least a chunk when there is room, to keep syscalls few.
     const ssize_t n = read(fd_, buffer_.data() + end_, buffer_.size() - end_);
     if (n < 0) {

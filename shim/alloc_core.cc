@@ -102,7 +102,9 @@ void* OtherPvalloc(size_t n) {
   size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return g_next.memalign(page, (n + page - 1) & ~(page - 1));
 }
-void* OtherValloc(size_t n) { return g_next.memalign(static_cast<size_t>(sysconf(_SC_PAGESIZE)), n); }
+void* OtherValloc(size_t n) {
+  return g_next.memalign(static_cast<size_t>(sysconf(_SC_PAGESIZE)), n);
+}
 
 // True once g_real is usable; false while another call (dlsym's own
 // allocation, or a concurrent first call) is resolving it.
@@ -169,9 +171,13 @@ void BootFree(void* p) {
   if (p == nullptr || InArena(p)) return;
   if (Resolve()) g_real.free(p);
 }
-void* BootMemalign(size_t a, size_t n) { return Resolve() ? g_real.memalign(a, n) : ArenaAlloc(n, a); }
+void* BootMemalign(size_t a, size_t n) {
+  return Resolve() ? g_real.memalign(a, n) : ArenaAlloc(n, a);
+}
 void* BootValloc(size_t n) { return Resolve() ? g_real.valloc(n) : ArenaAlloc(n, 4096); }
-void* BootPvalloc(size_t n) { return Resolve() ? g_real.pvalloc(n) : ArenaAlloc((n + 4095) & ~size_t{4095}, 4096); }
+void* BootPvalloc(size_t n) {
+  return Resolve() ? g_real.pvalloc(n) : ArenaAlloc((n + 4095) & ~size_t{4095}, 4096);
+}
 size_t BootUsable(void* p) {
   if (p && InArena(p)) return ArenaSize(p);
   if (!Resolve()) return 0;
@@ -237,12 +243,17 @@ bool CheckChunkLayout() {
   // glibc puts the chunk size (plus 3 flag bits) in the word below the user
   // pointer: small chunks are request + 8 rounded up to 16, mmapped ones
   // request + 16 rounded up to a page. Anything else: do not trust it.
+  // The large probe is above 32 MiB (DEFAULT_MMAP_THRESHOLD_MAX): freeing a
+  // smaller mmapped chunk would raise glibc's dynamic mmap and trim
+  // thresholds and change how the program's own blocks are served. Its
+  // pages are never touched.
+  constexpr size_t kLarge = 64u << 20;
   void* small = __libc_malloc(100);
-  void* large = __libc_malloc(4u << 20);
+  void* large = __libc_malloc(kLarge);
   bool ok = small && large;
   if (ok) {
     size_t cs = ChunkSizeOf(small), cl = ChunkSizeOf(large);
-    ok = cs >= 108 && cs <= 100 + 64 && cl >= (4u << 20) + 16 && cl <= (4u << 20) + 2 * PageSize();
+    ok = cs >= 108 && cs <= 100 + 64 && cl >= kLarge + 16 && cl <= kLarge + 2 * PageSize();
     size_t us = UsableSize(small);
     ok = ok && us >= 100 && us <= cs;
   }
@@ -263,7 +274,7 @@ bool AtLeastGlibc(int major, int minor) {
 
 }  // namespace
 
-RealAlloc g_real = {BootMalloc, BootCalloc, BootRealloc, BootFree,
+RealAlloc g_real = {BootMalloc,   BootCalloc, BootRealloc, BootFree,
                     BootMemalign, BootValloc, BootPvalloc, BootUsable};
 std::atomic<size_t> g_trace_min{SIZE_MAX};
 std::atomic<size_t> g_free_min{SIZE_MAX};
@@ -335,9 +346,12 @@ void* CallocSlow(size_t nmemb, size_t size, const void* caller) {
 void* AlignedSlow(uint32_t api, size_t alignment, size_t n, const void* caller) {
   auto call = [&]() -> void* {
     switch (api) {
-      case f::kValloc: return g_real.valloc(n);
-      case f::kPvalloc: return g_real.pvalloc(n);
-      default: return g_real.memalign(alignment, n);
+      case f::kValloc:
+        return g_real.valloc(n);
+      case f::kPvalloc:
+        return g_real.pvalloc(n);
+      default:
+        return g_real.memalign(alignment, n);
     }
   };
   if (!ShouldRecord(caller)) return call();

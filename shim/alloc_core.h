@@ -125,8 +125,9 @@ inline void* Memalign(size_t alignment, size_t n, const void* caller = nullptr) 
 inline int PosixMemalign(void** out, size_t alignment, size_t n, const void* caller = nullptr) {
   if (alignment == 0 || alignment % sizeof(void*) != 0 || (alignment & (alignment - 1)) != 0)
     return EINVAL;
-  void* p = __builtin_expect(n < TraceMin(), 1) ? g_real.memalign(alignment, n)
-                                                 : AlignedSlow(fields::kPosixMemalign, alignment, n, caller);
+  void* p = __builtin_expect(n < TraceMin(), 1)
+                ? g_real.memalign(alignment, n)
+                : AlignedSlow(fields::kPosixMemalign, alignment, n, caller);
   if (p == nullptr) return ENOMEM;
   *out = p;
   return 0;

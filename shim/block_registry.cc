@@ -20,8 +20,8 @@ namespace {
 
 // Anonymous private memory: never the hooked allocator, copied by fork.
 void* MapMemory(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   return p == MAP_FAILED ? nullptr : p;
 }
 
@@ -78,7 +78,9 @@ struct PoolAllocator {
   }
   void deallocate(T* p, size_t) { pool->Free(p); }
   template <typename U>
-  bool operator==(const PoolAllocator<U>& o) const { return pool == o.pool; }
+  bool operator==(const PoolAllocator<U>& o) const {
+    return pool == o.pool;
+  }
 };
 
 }  // namespace
@@ -87,7 +89,8 @@ class BlockRegistry::Blocks {
  public:
   using Map = std::map<uint64_t, HostBlock, std::less<uint64_t>,
                        PoolAllocator<std::pair<const uint64_t, HostBlock>>>;
-  Blocks() : map(std::less<uint64_t>(), PoolAllocator<std::pair<const uint64_t, HostBlock>>(&pool)) {}
+  Blocks()
+      : map(std::less<uint64_t>(), PoolAllocator<std::pair<const uint64_t, HostBlock>>(&pool)) {}
   NodePool pool;
   Map map;
 };
@@ -279,7 +282,8 @@ bool BlockRegistry::AddMapping(const ShmMapping& m) {
       if (i + 1 > slot_high_.load(std::memory_order_relaxed))
         slot_high_.store(i + 1, std::memory_order_release);
       live_mappings_.fetch_add(1, std::memory_order_relaxed);
-      lo_.store(std::min(lo_.load(std::memory_order_relaxed), m.address), std::memory_order_release);
+      lo_.store(std::min(lo_.load(std::memory_order_relaxed), m.address),
+                std::memory_order_release);
       hi_.store(std::max(hi_.load(std::memory_order_relaxed), m.address + m.size),
                 std::memory_order_release);
     }

@@ -31,11 +31,11 @@ enum RegistryFlags : uint32_t {
 
 struct HostBlock {
   uint64_t address = 0;
-  uint64_t size = 0;       // bytes requested by the program
-  uint64_t alignment = 0;  // requested alignment, 0 = allocator default
-  uint32_t api = 0;        // fields::AllocApi
-  uint32_t flags = 0;      // RegistryFlags
-  uint32_t epoch = 0;      // BlockRegistry::epoch() of the process that recorded it
+  uint64_t size = 0;         // bytes requested by the program
+  uint64_t alignment = 0;    // requested alignment, 0 = allocator default
+  uint32_t api = 0;          // fields::AllocApi
+  uint32_t flags = 0;        // RegistryFlags
+  uint32_t epoch = 0;        // BlockRegistry::epoch() of the process that recorded it
   uint64_t payload[2] = {};  // owned by the pinning module
 };
 
@@ -57,10 +57,10 @@ struct ShmMapping {
 // One piece removed by RemoveMappings: the mapping as it was, and the part
 // of it that went away.
 struct RemovedPiece {
-  ShmMapping mapping;       // before the removal
-  uint64_t address = 0;     // start of the overlap
-  uint64_t size = 0;        // bytes of the overlap
-  bool whole = false;       // the mapping is gone entirely
+  ShmMapping mapping;    // before the removal
+  uint64_t address = 0;  // start of the overlap
+  uint64_t size = 0;     // bytes of the overlap
+  bool whole = false;    // the mapping is gone entirely
 };
 
 // Thread-safe. No method allocates through malloc or calls a hooked

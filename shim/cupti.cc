@@ -120,19 +120,21 @@ std::atomic<uint64_t> g_program_kinds{0};
 // What pinscope enabled, to undo exactly that when it steps aside.
 CUpti_ActivityKind g_enabled[8];
 int g_enabled_count = 0;
-bool g_runtime_cbids_enabled = false;
+// Runtime API records restricted to kRuntimeCbids (cuptiActivityEnableRuntimeApi).
+bool g_runtime_restricted = false;
 
 // cupti timestamp - CLOCK_MONOTONIC, ns; re-measured at every flush.
 std::atomic<int64_t> g_offset{0};
 
-// Records delivered and refused (CUPTI counts what it drops).
-std::atomic<uint64_t> g_records{0};
+// Records CUPTI dropped (no buffer), reported once at exit.
 std::atomic<uint64_t> g_dropped{0};
-std::atomic<uint64_t> g_api_records{0}, g_ext_records{0};
 
-// The runtime calls pinscope hooks: only their API records are enabled
-// (cuptiActivityEnableRuntimeApi), which is what makes CUPTI emit the
-// EXTERNAL_CORRELATION records, without a record per kernel launch.
+// CUPTI writes EXTERNAL_CORRELATION records only next to runtime (or driver)
+// API records, and on CUDA 13.0 only when the RUNTIME kind is on: enabling
+// single callback ids without it gives no records (measured on the H200).
+// So pinscope enables the kind, then switches off every runtime call but
+// these (the calls its hooks push ids around), which keeps the cost of a
+// record per kernel launch away. The list is what stays on.
 constexpr CUpti_CallbackId kRuntimeCbids[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020,
@@ -190,11 +192,21 @@ void SayUnavailable(const char* why) {
 // cuptiGetTimestamp call at start and again at every flush, so a clock step
 // misplaces at most the records of one flush period.
 void MeasureOffset() {
-  uint64_t c = 0;
-  uint64_t m0 = MonoNs();
-  if (g_api.GetTimestamp(&c) != CUPTI_SUCCESS || c == 0) return;
-  uint64_t m1 = MonoNs();
-  g_offset.store(static_cast<int64_t>(c - (m0 + (m1 - m0) / 2)), std::memory_order_relaxed);
+  // Best of three: the narrowest bracket, so a preemption in between does
+  // not skew the offset.
+  uint64_t best_width = UINT64_MAX;
+  int64_t offset = 0;
+  for (int i = 0; i < 3; ++i) {
+    uint64_t c = 0;
+    uint64_t m0 = MonoNs();
+    if (g_api.GetTimestamp(&c) != CUPTI_SUCCESS || c == 0) return;
+    uint64_t m1 = MonoNs();
+    if (m1 - m0 < best_width) {
+      best_width = m1 - m0;
+      offset = static_cast<int64_t>(c - (m0 + (m1 - m0) / 2));
+    }
+  }
+  g_offset.store(offset, std::memory_order_relaxed);
 }
 
 uint64_t ToMono(uint64_t cupti_ns) {
@@ -426,8 +438,6 @@ void HandleRecord(const CUpti_Activity* rec) {
     }
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
       auto* r = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(rec);
-      g_ext_records.fetch_add(1);
-      { static int n = 0; if (n++ < 3) Log("PSX extcorr kind=%d id=%llu corr=%u", (int)r->externalKind, (unsigned long long)r->externalId, r->correlationId); }
       if (r->externalKind != kOurKind) return;  // the program's own ids
       Packet p(f::packet::kCorrelation, MonoNs());
       p.e().Varint(f::correlation::kCorrelationId, r->correlationId);
@@ -435,10 +445,6 @@ void HandleRecord(const CUpti_Activity* rec) {
       p.Commit();
       return;
     }
-    case CUPTI_ACTIVITY_KIND_RUNTIME: case CUPTI_ACTIVITY_KIND_DRIVER: {
-      g_api_records.fetch_add(1);
-      static int n = 0; if (n++ < 3) Log("PSX api record kind=%d corr=%u cbid=%u", (int)rec->kind, reinterpret_cast<const CUpti_ActivityAPI*>(rec)->correlationId, reinterpret_cast<const CUpti_ActivityAPI*>(rec)->cbid);
-      return; }
     default:
       return;  // runtime API records (only asked for to get correlations), others
   }
@@ -450,12 +456,7 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream, uint8_t* buffer, s
   HookScope scope;
   if (buffer && valid > 0 && g_api.GetNextRecord) {
     CUpti_Activity* rec = nullptr;
-    uint64_t n = 0;
-    while (g_api.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS && rec) {
-      HandleRecord(rec);
-      ++n;
-    }
-    g_records.fetch_add(n, std::memory_order_relaxed);
+    while (g_api.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS && rec) HandleRecord(rec);
   }
   size_t dropped = 0;
   if (g_api.GetNumDropped && g_api.GetNumDropped(ctx, stream, &dropped) == CUPTI_SUCCESS)
@@ -560,10 +561,11 @@ void DisableOurKinds() {
     g_api.Disable(g_enabled[i]);
   }
   g_enabled_count = 0;
-  if (g_runtime_cbids_enabled && g_api.EnableRuntimeApi) {
-    for (CUpti_CallbackId cbid : kRuntimeCbids) g_api.EnableRuntimeApi(cbid, 0);
-  }
-  g_runtime_cbids_enabled = false;
+  // The program wants every runtime record: enabling the kind again undoes
+  // pinscope's per-call restriction (the kind overrides the per-call setting).
+  if (g_runtime_restricted && (program >> CUPTI_ACTIVITY_KIND_RUNTIME & 1))
+    g_api.Enable(CUPTI_ACTIVITY_KIND_RUNTIME);
+  g_runtime_restricted = false;
 }
 
 bool EnableKind(CUpti_ActivityKind kind, bool required, CUptiResult* rc) {
@@ -689,34 +691,23 @@ void StartLocked() {
     fail(why);
     return;
   }
-  // External correlation records come with the runtime API records: ask for
-  // those of the hooked calls only (CUDA >= 12.5); older CUPTI can only
-  // record every runtime call.
-  const char* psx = getenv("PSX_EXT");
-  if (psx && !strcmp(psx, "runtime")) {
-    EnableKind(CUPTI_ACTIVITY_KIND_RUNTIME, false, &rc);
-    Log("PSX runtime rc=%d", (int)rc);
-  } else if (psx && !strcmp(psx, "runtime_minus")) {
-    EnableKind(CUPTI_ACTIVITY_KIND_RUNTIME, false, &rc);
-    int off = 0, bad = 0;
+  // Runtime API records (see kRuntimeCbids), restricted to the hooked calls
+  // where the CUPTI can (CUDA >= 12.5) and the program did not ask for all
+  // of them itself; otherwise every runtime call makes a record (costlier).
+  if (!EnableKind(CUPTI_ACTIVITY_KIND_RUNTIME, true, &rc)) {
+    snprintf(why, sizeof why, "cuptiActivityEnable(RUNTIME) failed: %s (%d)", ResultText(rc),
+             static_cast<int>(rc));
+    DisableOurKinds();
+    fail(why);
+    return;
+  }
+  if (g_api.EnableRuntimeApi && !(g_program_kinds.load() >> CUPTI_ACTIVITY_KIND_RUNTIME & 1)) {
+    g_runtime_restricted = true;
     for (CUpti_CallbackId cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid) {
-      bool ours = false;
-      for (CUpti_CallbackId c : kRuntimeCbids) ours = ours || c == cbid;
-      if (ours) continue;
-      ++off;
-      bad += g_api.EnableRuntimeApi(cbid, 0) != CUPTI_SUCCESS;
+      bool keep = false;
+      for (CUpti_CallbackId k : kRuntimeCbids) keep = keep || k == cbid;
+      if (!keep) g_api.EnableRuntimeApi(cbid, 0);
     }
-    Log("PSX runtime_minus rc=%d off=%d bad=%d", (int)rc, off, bad);
-  } else if (psx && !strcmp(psx, "driver")) {
-    EnableKind(CUPTI_ACTIVITY_KIND_DRIVER, false, &rc);
-    Log("PSX driver rc=%d", (int)rc);
-  } else if (g_api.EnableRuntimeApi) {
-    int bad = 0;
-    for (CUpti_CallbackId cbid : kRuntimeCbids) bad += g_api.EnableRuntimeApi(cbid, 1) != CUPTI_SUCCESS;
-    Log("PSX cbid failures=%d", bad);
-    g_runtime_cbids_enabled = true;
-  } else {
-    EnableKind(CUPTI_ACTIVITY_KIND_RUNTIME, false, &rc);
   }
   // Runs before CUDA's and CUPTI's own exit handlers (registered earlier),
   // so the last buffers are flushed while CUPTI still works.
@@ -746,9 +737,7 @@ namespace cupti_internal {
 void PushSlow(uint64_t call_id) {
   if (t_pushed) return;  // nested hook: the outer call's id stays
   HookScope scope;
-  CUptiResult prc = g_api.Push(kOurKind, call_id);
-  { static int n = 0; if (n++ < 2) Log("PSX push rc=%d", (int)prc); }
-  if (prc == CUPTI_SUCCESS) t_pushed = true;
+  if (g_api.Push(kOurKind, call_id) == CUPTI_SUCCESS) t_pushed = true;
 }
 
 void PopSlow() {
@@ -779,7 +768,6 @@ void CuptiFinish() {
     MeasureOffset();
     g_api.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     g_state.store(kFinished);
-    Log("PSX totals api=%llu ext=%llu records=%llu", (unsigned long long)g_api_records.load(), (unsigned long long)g_ext_records.load(), (unsigned long long)g_records.load());
     if (uint64_t dropped = g_dropped.load()) {
       char text[160];
       snprintf(text, sizeof text,
@@ -791,19 +779,22 @@ void CuptiFinish() {
   pthread_mutex_unlock(&g_mu);
 }
 
+// Both run on the program's thread, outside any pinscope hook. They take
+// g_mu so that a start in progress on another thread completes first (and
+// is then undone) rather than registering after the program did.
 CuptiFn CuptiProgramTakesOver(const char* fn_name) {
   HookScope scope;
   if (strcmp(fn_name, "cuptiActivityRegisterTimestampCallback") != 0) g_program_owns.store(true);
+  pthread_mutex_lock(&g_mu);
   if (g_state.load() == kActive) {
-    pthread_mutex_lock(&g_mu);
     char why[256];
     snprintf(why, sizeof why,
              "the program called %s (torch.profiler or another profiler): pinscope leaves CUPTI "
              "to it from here on",
              fn_name);
     StepAsideLocked(why);
-    pthread_mutex_unlock(&g_mu);
   }
+  pthread_mutex_unlock(&g_mu);
   if (!strcmp(fn_name, "cuptiFinalize")) g_finalized.store(true);
   void* real = dlsym(RTLD_NEXT, fn_name);
   if (!real && g_handle) real = dlsym(g_handle, fn_name);
@@ -812,6 +803,7 @@ CuptiFn CuptiProgramTakesOver(const char* fn_name) {
 
 CuptiFn CuptiProgramEnables(int kind, bool enable) {
   HookScope scope;
+  pthread_mutex_lock(&g_mu);
   if (kind >= 0 && kind < 64) {
     if (enable) {
       g_program_kinds.fetch_or(1ull << kind);
@@ -819,31 +811,16 @@ CuptiFn CuptiProgramEnables(int kind, bool enable) {
       g_program_kinds.fetch_and(~(1ull << kind));
     }
   }
-  const char* name = enable ? "cuptiActivityEnable" : "cuptiActivityDisable";
   if (!enable && g_state.load() == kActive) {
     bool ours = false;
-    pthread_mutex_lock(&g_mu);
     for (int i = 0; i < g_enabled_count; ++i) ours = ours || static_cast<int>(g_enabled[i]) == kind;
-    if (ours) {
-      StepAsideLocked("the program disabled a CUPTI activity kind pinscope records");
-    }
-    pthread_mutex_unlock(&g_mu);
+    if (ours) StepAsideLocked("the program disabled a CUPTI activity kind pinscope records");
   }
+  pthread_mutex_unlock(&g_mu);
+  const char* name = enable ? "cuptiActivityEnable" : "cuptiActivityDisable";
   void* real = dlsym(RTLD_NEXT, name);
   if (!real && g_handle) real = dlsym(g_handle, name);
   return real;
-}
-
-const char* CuptiStateName() {
-  switch (g_state.load()) {
-    case kIdle: return "idle";
-    case kStarting: return "starting";
-    case kActive: return "active";
-    case kAside: return "aside";
-    case kOff: return "off";
-    case kFinished: return "finished";
-  }
-  return "?";
 }
 
 }  // namespace pinscope::shim

@@ -63,7 +63,4 @@ CuptiFn CuptiProgramTakesOver(const char* fn_name);
 // that stepping aside never disables a kind the program wants.
 CuptiFn CuptiProgramEnables(int kind, bool enable);
 
-// For tests: the state name ("idle", "active", "aside", "off", "finished").
-const char* CuptiStateName();
-
 }  // namespace pinscope::shim

@@ -20,8 +20,8 @@ PINSCOPE_EXPORT void* ps_realloc(void* p, size_t n) __asm__("realloc");
 PINSCOPE_EXPORT void* ps_reallocarray(void* p, size_t nmemb, size_t size) __asm__("reallocarray");
 PINSCOPE_EXPORT void ps_free(void* p) __asm__("free");
 PINSCOPE_EXPORT void ps_cfree(void* p) __asm__("cfree");
-PINSCOPE_EXPORT int ps_posix_memalign(void** out, size_t alignment, size_t n)
-    __asm__("posix_memalign");
+PINSCOPE_EXPORT int ps_posix_memalign(void** out, size_t alignment,
+                                      size_t n) __asm__("posix_memalign");
 PINSCOPE_EXPORT void* ps_aligned_alloc(size_t alignment, size_t n) __asm__("aligned_alloc");
 PINSCOPE_EXPORT void* ps_memalign(size_t alignment, size_t n) __asm__("memalign");
 PINSCOPE_EXPORT void* ps_valloc(size_t n) __asm__("valloc");

@@ -71,7 +71,9 @@ void Classify(CopyRecord* r, Side dst, Side src) {
 // pointers) but may synchronize after it to keep pageable semantics.
 template <typename Call>
 cudaError_t TracedCopy(CopyRecord& r, Side dst, Side src, Call&& call) {
-  if (InHook() || !Recording()) return call();
+  // While pinscope holds pinned memory, copies go through PinBeforeCopy
+  // even when the recorder is passive: pageable semantics depend on it.
+  if (InHook() || (!Recording() && !PinMayOwn())) return call();
   HookScope scope;
   NoteCudaUse();
   Classify(&r, dst, src);
@@ -360,7 +362,7 @@ cudaError_t TracedBatch(void* real_fn, bool per_thread, void* const* dsts,
     return reinterpret_cast<Batch13>(real_fn)(dsts, srcs, sizes, count, attrs, idxs, nattrs,
                                               stream);
   };
-  if (InHook() || !Recording() || !dsts || !srcs || !sizes) return call();
+  if (InHook() || (!Recording() && !PinMayOwn()) || !dsts || !srcs || !sizes) return call();
   HookScope scope;
   NoteCudaUse();
   uint64_t call_id = NextCallId();
@@ -375,18 +377,15 @@ cudaError_t TracedBatch(void* real_fn, bool per_thread, void* const* dsts,
     pre_src[i] = ClassifyPointer(srcs[i]);
     pre_dst[i] = ClassifyPointer(dsts[i]);
   }
+  // Memory pinscope pinned keeps pageable semantics here too, and stays
+  // registered while the batch may use it.
+  PinBatchTicket pins;
+  PinBeforeBatch(dsts, srcs, sizes, count, reinterpret_cast<uintptr_t>(stream), &pins);
   uint64_t t0 = MonoNs();
   CuptiPushCall(call_id);
   cudaError_t rc = call();
   CuptiPopCall();
-  // Memory pinscope pinned keeps pageable semantics here too.
-  if (rc == cudaSuccess && GetConfig().pin == PinMode::kOn) {
-    bool ours = false;
-    for (size_t i = 0; i < count && !ours; ++i)
-      ours = PinOwnsRange(reinterpret_cast<uintptr_t>(srcs[i]), sizes[i]) ||
-             PinOwnsRange(reinterpret_cast<uintptr_t>(dsts[i]), sizes[i]);
-    if (ours) PinWaitStream(reinterpret_cast<uintptr_t>(stream));
-  }
+  PinAfterBatch(&pins, rc);
   uint64_t t1 = MonoNs();
   for (size_t i = 0; i < count; ++i) {
     CopyRecord r = MakeRecord(f::kMemcpyBatchAsync, per_thread, cudaMemcpyDefault, sizes[i], stream);
@@ -397,6 +396,7 @@ cudaError_t TracedBatch(void* real_fn, bool per_thread, void* const* dsts,
     }
     r.call_id = call_id;
     r.stack_id = stack_id;
+    PinNoteBatchCopy(&pins, &r);
     r.batch_index = static_cast<uint32_t>(i);
     r.t_enter = t0;
     r.t_exit = t1;

@@ -1,7 +1,7 @@
 // Exported process-lifecycle hooks: the library constructor and destructor,
 // exit/_exit (flush and write ProcessExit), and the exec family (flush
 // before the image is replaced). fork is handled by pthread_atfork handlers
-// registered in InitProcess.
+// registered in InitProcess, plus fork() itself for pinning (below).
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <sys/syscall.h>
@@ -13,6 +13,7 @@
 #include "cuda_runtime.h"
 #include "guard.h"
 #include "log.h"
+#include "pinning.h"
 #include "recorder.h"
 #include "trace_fields.h"
 
@@ -67,6 +68,20 @@ PINSCOPE_EXPORT void _exit(int status) {
 }
 
 PINSCOPE_EXPORT void _Exit(int status) { _exit(status); }
+
+// Pinning must unpin private blocks before fork copies their pages, and
+// that needs CUDA calls, which are unsafe inside pthread_atfork handlers
+// (glibc runs them under its atfork lock; the CUDA driver, loaded after
+// pinscope, has its prepare handlers run before ours). So: here, before
+// the real fork and before any atfork handler.
+PINSCOPE_EXPORT pid_t fork(void) {
+  static auto real = Next<pid_t (*)()>("fork");
+  if (InHook()) return real();
+  PinBeforeFork();
+  pid_t pid = real();
+  if (pid != 0) PinAfterForkParent();  // the parent, or fork failed
+  return pid;
+}
 
 PINSCOPE_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
   BeforeExec();

@@ -20,12 +20,12 @@ PINSCOPE_EXPORT int ps_shm_unlink(const char* name) __asm__("shm_unlink");
 PINSCOPE_EXPORT int ps_memfd_create(const char* name, unsigned flags) __asm__("memfd_create");
 PINSCOPE_EXPORT int ps_ftruncate(int fd, off_t length) __asm__("ftruncate");
 PINSCOPE_EXPORT int ps_ftruncate64(int fd, off_t length) __asm__("ftruncate64");
-PINSCOPE_EXPORT int ps_posix_fallocate(int fd, off_t offset, off_t length)
-    __asm__("posix_fallocate");
-PINSCOPE_EXPORT int ps_posix_fallocate64(int fd, off_t offset, off_t length)
-    __asm__("posix_fallocate64");
-PINSCOPE_EXPORT void* ps_mmap(void* addr, size_t length, int prot, int flags, int fd, off_t offset)
-    __asm__("mmap");
+PINSCOPE_EXPORT int ps_posix_fallocate(int fd, off_t offset,
+                                       off_t length) __asm__("posix_fallocate");
+PINSCOPE_EXPORT int ps_posix_fallocate64(int fd, off_t offset,
+                                         off_t length) __asm__("posix_fallocate64");
+PINSCOPE_EXPORT void* ps_mmap(void* addr, size_t length, int prot, int flags, int fd,
+                              off_t offset) __asm__("mmap");
 PINSCOPE_EXPORT void* ps_mmap64(void* addr, size_t length, int prot, int flags, int fd,
                                 off_t offset) __asm__("mmap64");
 PINSCOPE_EXPORT int ps_munmap(void* addr, size_t length) __asm__("munmap");

@@ -252,7 +252,9 @@ bool Init(const void* self) {
   return true;
 }
 
-bool InShim(uint64_t pc) { return g_self_separate && pc - 1 >= g_self_start && pc - 1 < g_self_end; }
+bool InShim(uint64_t pc) {
+  return g_self_separate && pc - 1 >= g_self_start && pc - 1 < g_self_end;
+}
 
 void EnsureWritten(const uint64_t* pcs, size_t n, uint64_t ts) {
   if (!g_ready.load(std::memory_order_acquire)) return;

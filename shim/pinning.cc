@@ -3,18 +3,21 @@
 // register calls. Design and measurements: docs/pinning.md.
 //
 // Locking: one mutex guards the table of pinned blocks; it is never held
-// across a CUDA call (a block is marked kBusy while pinscope registers or
-// unregisters it outside the lock) and never taken by the allocator hooks
-// unless something is pinned.
+// across a CUDA call (a block is kRegistering/kUnpinning while pinscope
+// calls CUDA for it outside the lock) and never taken by the allocator
+// hooks unless something is pinned. A block is unregistered only once no
+// copy holds it (in_use == 0) and, in async mode, once its completion
+// events have fired.
 #include "pinning.h"
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>
-#include <sys/mman.h>
+#include <time.h>
 
 #include <atomic>
 #include <cstring>
 
+#include "block_registry.h"
 #include "clock.h"
 #include "cuda_runtime.h"
 #include "guard.h"
@@ -24,35 +27,53 @@
 
 namespace pinscope::shim {
 
-// Weak default: no host-memory registry linked (core unit tests).
-__attribute__((weak)) bool FindHostBuffer(uintptr_t, HostBuffer*) { return false; }
+// FindHostBuffer is defined next to the registry (block_registry.cc).
 
 namespace {
 
 namespace f = fields;
 
-enum BlockState : uint8_t { kEmpty = 0, kBusy = 1, kPinned = 2 };
+// kRegistering and kUnpinning are "busy": pinscope is calling CUDA for the
+// block outside the lock. A copy that meets a busy block cannot know whether
+// the memory is registered while the copy runs, so it waits (pageable
+// semantics whatever happens). kFailed remembers a buffer that
+// cudaHostRegister refused, so its later copies do not pay for the attempt
+// again (dropped with the buffer: free, realloc, munmap, program register).
+enum BlockState : uint8_t {
+  kEmpty = 0, kRegistering = 1, kPinned = 2, kUnpinning = 3, kFailed = 4
+};
+
+// Holds (or is about to hold, or still holds) a registration.
+bool Registered(uint8_t state) { return state != kEmpty && state != kFailed; }
+
+// Async mode: one completion event per stream that copied the block; a
+// copy on a fifth stream waits instead (rare: a block is usually copied on
+// one or two streams).
+constexpr int kEvents = 4;
 
 struct Block {
   uintptr_t base;
   size_t size;
   uint8_t state;
   bool shm;
-  uint32_t in_use;       // copies between PinBeforeCopy and PinAfterCopy
-  cudaEvent_t last_copy; // async mode: completes when the last copy did
+  uint32_t in_use;  // copies between PinBefore* and PinAfter*
+  cudaEvent_t ev[kEvents];
+  uint64_t ev_stream[kEvents];
 };
 
 constexpr int kMaxBlocks = 1024;
 Block g_blocks[kMaxBlocks];
 int g_high = 0;  // blocks [0, g_high) may be in use
 pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-std::atomic<int> g_count{0};  // blocks not kEmpty
-std::atomic<uint64_t> g_pinned_bytes{0};
-uint64_t g_budget = 0;
-bool g_allowed = true;  // false in a forked child of a CUDA process
+std::atomic<int> g_count{0};                // blocks not kEmpty
+std::atomic<uint64_t> g_pinned_bytes{0};    // written under g_mu (includes kRegistering)
+bool g_budget_noted = false;                // BUDGET_FULL recorded since the budget last grew
+std::atomic<int> g_forking{0};              // fork() in progress: no new registrations
+bool g_allowed = true;                      // false in a forked child of a CUDA process
+bool g_cuda_at_fork = false;                // CudaSeen() when fork was prepared
 std::atomic<bool> g_said_budget{false};
-std::atomic<bool> g_said_init{false};
-bool g_initialized = false;
+std::atomic<uint64_t> g_budget{0};
+std::atomic<bool> g_budget_ready{false};
 
 RealFn<cudaError_t (*)(void*, size_t, unsigned int)> g_register("cudaHostRegister");
 RealFn<cudaError_t (*)(void*)> g_unregister("cudaHostUnregister");
@@ -67,28 +88,11 @@ RealFn<cudaError_t (*)(int*)> g_get_device("cudaGetDevice");
 RealFn<cudaError_t (*)()> g_peek("cudaPeekAtLastError");
 RealFn<cudaError_t (*)()> g_get_last("cudaGetLastError");
 
+// One event per thread and device for PinWaitStream.
 PINSCOPE_TLS cudaEvent_t t_events[16];
 
-bool Enabled() { return GetConfig().pin != PinMode::kOff; }
-
-void InitOnce() {
-  if (g_initialized) return;
-  g_initialized = true;
-  const Config& c = GetConfig();
-  if (c.pin_budget_explicit) {
-    g_budget = c.pin_budget;
-  } else {
-    // A quarter of the memory this process may use: RAM, or the cgroup
-    // limit when lower.
-    uint64_t ram = MeminfoBytes("MemTotal:");
-    uint64_t cg = CgroupMemoryLimit();
-    uint64_t base = cg && cg < ram ? cg : ram;
-    g_budget = base / 4;
-  }
-}
-
 // Runs a CUDA call that may fail without leaving its error in the
-// program's sticky last-error slot (unless one was already pending).
+// program's last-error slot (unless one of the program's was pending).
 template <typename Call>
 cudaError_t Quiet(Call&& call) {
   auto peek = g_peek.get();
@@ -100,20 +104,20 @@ cudaError_t Quiet(Call&& call) {
 }
 
 void Emit(uint32_t op, uintptr_t addr, size_t size, uint64_t dur, int rc, const char* reason,
-          uint64_t t) {
+          uint64_t pinned_after, uint64_t t) {
   PinRecord r;
   r.op = op;
   r.address = addr;
   r.size = size;
   r.duration_ns = dur;
   r.result = rc;
-  r.pinned_bytes = g_pinned_bytes.load(std::memory_order_relaxed);
+  r.pinned_bytes = pinned_after;
   r.reason = reason;
   r.t = t;
   RecordPin(r);
 }
 
-// Index of the kPinned/kBusy block containing p, or -1. Lock held.
+// Index of the non-empty block containing p, or -1. Lock held.
 int FindLocked(uintptr_t p) {
   for (int i = 0; i < g_high; ++i) {
     const Block& b = g_blocks[i];
@@ -138,12 +142,29 @@ void FreeSlotLocked(int i) {
   while (g_high > 0 && g_blocks[g_high - 1].state == kEmpty) --g_high;
 }
 
-// Unregisters block i, which the caller marked kBusy; then frees the slot.
+void ShortSleep() {
+  timespec ts{0, 50 * 1000};
+  nanosleep(&ts, nullptr);
+}
+
+// Unregisters block i, which the caller marked kUnpinning: waits until no
+// copy holds it and its async copies are done, then frees the slot and
+// records the UNREGISTER.
 void UnpinBusy(int i, const char* reason) {
-  Block b = g_blocks[i];  // stable: kBusy blocks are only touched by us
-  if (b.last_copy) {
-    if (auto sync = g_event_sync.get()) Quiet([&] { return sync(b.last_copy); });
-    if (auto destroy = g_event_destroy.get()) Quiet([&] { return destroy(b.last_copy); });
+  // Copies that took the block before it went kUnpinning finish first (the
+  // window is one copy call, plus its wait under PINSCOPE_PIN=1).
+  for (;;) {
+    pthread_mutex_lock(&g_mu);
+    uint32_t in_use = g_blocks[i].in_use;
+    pthread_mutex_unlock(&g_mu);
+    if (in_use == 0) break;
+    ShortSleep();
+  }
+  Block b = g_blocks[i];  // stable now: nobody else touches a kUnpinning block
+  for (int k = 0; k < kEvents; ++k) {
+    if (!b.ev[k]) continue;
+    if (auto sync = g_event_sync.get()) Quiet([&] { return sync(b.ev[k]); });
+    if (auto destroy = g_event_destroy.get()) Quiet([&] { return destroy(b.ev[k]); });
   }
   uint64_t t0 = MonoNs();
   cudaError_t rc = cudaErrorUnknown;
@@ -152,36 +173,53 @@ void UnpinBusy(int i, const char* reason) {
   uint64_t t1 = MonoNs();
   pthread_mutex_lock(&g_mu);
   FreeSlotLocked(i);
-  g_pinned_bytes.fetch_sub(b.size, std::memory_order_relaxed);
+  uint64_t after = g_pinned_bytes.fetch_sub(b.size, std::memory_order_relaxed) - b.size;
+  g_budget_noted = false;  // room again: the next refusal is news
   pthread_mutex_unlock(&g_mu);
   BumpPointerGeneration();
-  Emit(f::kUnregister, b.base, b.size, t1 - t0, rc, reason, t0);
+  Emit(f::kUnregister, b.base, b.size, t1 - t0, rc, reason, after, t0);
 }
 
-// Unpins every block overlapping [p, p+n) (n == 0: the block starting at p).
-void UnpinRange(uintptr_t p, size_t n, const char* reason) {
+// Unpins every block overlapping [p, p+n) (n == 0: the block starting at
+// p), or with only_private every private (non-shm) block. Returns once none
+// is left: a block another thread is registering or unregistering right now
+// is waited for (the caller may be about to give the memory back).
+void UnpinWhere(uintptr_t p, size_t n, bool only_private, const char* reason) {
   if (g_count.load(std::memory_order_relaxed) == 0) return;
   for (;;) {
     int victim = -1;
+    bool pending = false;
     pthread_mutex_lock(&g_mu);
-    for (int i = 0; i < g_high && victim < 0; ++i) {
+    for (int i = 0; i < g_high; ++i) {
       Block& b = g_blocks[i];
-      if (b.state != kPinned) continue;
-      bool hit = n == 0 ? b.base == p : (b.base < p + n && p < b.base + b.size);
-      if (hit) {
-        b.state = kBusy;
+      if (b.state == kEmpty) continue;
+      bool hit = only_private ? !b.shm
+                 : n == 0     ? b.base == p
+                              : (b.base < p + n && p < b.base + b.size);
+      if (!hit) continue;
+      if (b.state == kFailed) {
+        if (!only_private) FreeSlotLocked(i);  // nothing to unregister
+      } else if (b.state != kPinned) {
+        pending = true;
+      } else if (victim < 0) {
+        b.state = kUnpinning;
         victim = i;
       }
     }
     pthread_mutex_unlock(&g_mu);
-    if (victim < 0) return;
-    UnpinBusy(victim, reason);
+    if (victim >= 0) {
+      UnpinBusy(victim, reason);
+    } else if (pending) {
+      ShortSleep();
+    } else {
+      return;
+    }
   }
 }
 
 cudaEvent_t ThreadEvent() {
   int dev = 0;
-  if (auto gd = g_get_device.get()) gd(&dev);
+  if (auto gd = g_get_device.get()) Quiet([&] { return gd(&dev); });
   if (dev < 0 || dev >= 16) return nullptr;
   if (!t_events[dev]) {
     if (auto create = g_event_create.get())
@@ -190,41 +228,164 @@ cudaEvent_t ThreadEvent() {
   return t_events[dev];
 }
 
+// Calls that may return before the copy is done when the host side is
+// pinned; the blocking ones (cudaMemcpy, ...) are synchronous with respect
+// to the host for pinned memory already.
 bool IsAsyncApi(uint32_t api) {
   return api == f::kMemcpyAsync || api == f::kMemcpy2DAsync || api == f::kMemcpy3DAsync ||
+         api == f::kMemcpyToSymbolAsync || api == f::kMemcpyFromSymbolAsync ||
          api == f::kMemcpyBatchAsync;
+}
+
+bool Capturing(uint64_t stream) {
+  auto cap = g_is_capturing.get();
+  if (!cap) return false;
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  cudaError_t rc = Quiet([&] { return cap(reinterpret_cast<cudaStream_t>(stream), &st); });
+  return rc != cudaSuccess || st != cudaStreamCaptureStatusNone;
+}
+
+uint64_t DerivedBudget() {
+  // A quarter of the memory this process may use: RAM, or the cgroup limit
+  // when lower. Without /proc/meminfo: 1 GiB.
+  uint64_t ram = MeminfoBytes("MemTotal:");
+  uint64_t cg = CgroupMemoryLimit();
+  uint64_t base = cg && (cg < ram || !ram) ? cg : ram;
+  return base ? base / 4 : uint64_t{1} << 30;
+}
+
+// Async mode: records the completion of the copy just issued on `stream`
+// in block i's event for that stream. Returns false when it could not
+// (the caller then waits for the stream instead).
+bool RecordBlockEvent(int i, uint64_t stream) {
+  cudaEvent_t ev = nullptr;
+  int free_k = -1;
+  pthread_mutex_lock(&g_mu);
+  for (int k = 0; k < kEvents; ++k) {
+    if (g_blocks[i].ev[k] && g_blocks[i].ev_stream[k] == stream) ev = g_blocks[i].ev[k];
+    if (!g_blocks[i].ev[k] && free_k < 0) free_k = k;
+  }
+  pthread_mutex_unlock(&g_mu);
+  if (!ev) {
+    if (free_k < 0) return false;  // a fifth stream
+    auto create = g_event_create.get();
+    if (!create || Quiet([&] { return create(&ev, cudaEventDisableTiming); }) != cudaSuccess)
+      return false;
+    // Install it unless another thread did meanwhile (the block is in use,
+    // so it stays put; only its event slots may change).
+    cudaEvent_t spare = nullptr;
+    pthread_mutex_lock(&g_mu);
+    int k = -1;
+    for (int j = 0; j < kEvents && k < 0; ++j)
+      if (g_blocks[i].ev[j] && g_blocks[i].ev_stream[j] == stream) k = j;
+    if (k >= 0) {
+      spare = ev;
+      ev = g_blocks[i].ev[k];
+    } else {
+      for (int j = 0; j < kEvents && k < 0; ++j)
+        if (!g_blocks[i].ev[j]) k = j;
+      if (k >= 0) {
+        g_blocks[i].ev[k] = ev;
+        g_blocks[i].ev_stream[k] = stream;
+      } else {
+        spare = ev;
+        ev = nullptr;
+      }
+    }
+    pthread_mutex_unlock(&g_mu);
+    if (spare)
+      if (auto destroy = g_event_destroy.get()) Quiet([&] { return destroy(spare); });
+    if (!ev) return false;
+  }
+  auto rec = g_event_record.get();
+  return rec && Quiet([&] { return rec(ev, reinterpret_cast<cudaStream_t>(stream)); }) ==
+                    cudaSuccess;
+}
+
+// After a copy that used block i (ticket held): pageable semantics or, in
+// async mode, the block's completion event.
+void FinishUse(int i, uint64_t stream, bool wait) {
+  if (wait || !RecordBlockEvent(i, stream)) PinWaitStream(stream);
+}
+
+void Release(int i) {
+  pthread_mutex_lock(&g_mu);
+  if (g_blocks[i].in_use) --g_blocks[i].in_use;
+  pthread_mutex_unlock(&g_mu);
+}
+
+// The host side of a copy record: address and kind slot, or 0.
+uint64_t HostSide(CopyRecord* r, uint32_t** kind) {
+  if (r->direction == f::kH2D) {
+    *kind = &r->src_kind;
+    return r->src_address;
+  }
+  if (r->direction == f::kD2H) {
+    *kind = &r->dst_kind;
+    return r->dst_address;
+  }
+  return 0;
 }
 
 }  // namespace
 
+
 uint64_t PinnedBytes() { return g_pinned_bytes.load(std::memory_order_relaxed); }
+
+uint64_t PinBudget() {
+  if (g_budget_ready.load(std::memory_order_acquire)) return g_budget.load(std::memory_order_relaxed);
+  const Config& c = GetConfig();
+  uint64_t b = c.pin_budget_explicit ? c.pin_budget : DerivedBudget();
+  g_budget.store(b, std::memory_order_relaxed);  // racing threads store the same value
+  g_budget_ready.store(true, std::memory_order_release);
+  return b;
+}
+
+bool PinMayOwn() { return g_count.load(std::memory_order_relaxed) > 0; }
 
 PinTicket PinBeforeCopy(CopyRecord* r) {
   PinTicket t;
-  uint64_t host = 0;
   uint32_t* kind = nullptr;
-  if (r->direction == f::kH2D) {
-    host = r->src_address;
-    kind = &r->src_kind;
-  } else if (r->direction == f::kD2H) {
-    host = r->dst_address;
-    kind = &r->dst_kind;
-  }
+  uint64_t host = HostSide(r, &kind);
   if (!host) return t;
+  const PinMode mode = GetConfig().pin;
+  bool async_api = IsAsyncApi(r->api);
+  t.stream = r->stream;
   // Memory pinscope pinned is the program's pageable memory.
   if (g_count.load(std::memory_order_relaxed) > 0) {
+    int found = -1;
+    uint8_t state = kEmpty;
     pthread_mutex_lock(&g_mu);
-    int i = FindLocked(host);
-    if (i >= 0 && g_blocks[i].state == kPinned) {
-      ++g_blocks[i].in_use;
-      t.block = static_cast<uint64_t>(i) + 1;
+    found = FindLocked(host);
+    if (found >= 0) {
+      state = g_blocks[found].state;
+      if (state == kPinned) ++g_blocks[found].in_use;
     }
     pthread_mutex_unlock(&g_mu);
-    if (t.block) {
+    if (found >= 0 && state == kFailed) {
+      r->pin = *kind == f::kPinned ? f::kPinByProgram : f::kPinFailed;
+      return t;
+    }
+    if (found >= 0) {
       *kind = f::kPageable;
+      if (state != kPinned) {
+        // Being registered or unregistered by another thread right now:
+        // whether the copy sees it pinned is a race, so wait either way.
+        r->pin = f::kPinSkippedCapture;
+        t.wait_after = async_api;
+        return t;
+      }
+      t.block = static_cast<uint64_t>(found) + 1;
       r->pin = f::kPinCached;
-      t.wait_after = GetConfig().pin == PinMode::kOn && IsAsyncApi(r->api);
-      t.stream = r->stream;
+      if (async_api && mode != PinMode::kAsync) {
+        // Waiting on a capturing stream would invalidate the program's
+        // capture (cudaEventSynchronize is not allowed there).
+        if (Capturing(r->stream)) {
+          r->pin = f::kPinSkippedCapture;
+        } else {
+          t.wait_after = true;
+        }
+      }
       return t;
     }
   }
@@ -232,8 +393,7 @@ PinTicket PinBeforeCopy(CopyRecord* r) {
     r->pin = f::kPinByProgram;
     return t;
   }
-  if (!Enabled() || *kind != f::kPageable || !g_allowed) return t;
-  InitOnce();
+  if (mode == PinMode::kOff || *kind != f::kPageable || !g_allowed || !Recording()) return t;
   HostBuffer buf;
   if (!FindHostBuffer(host, &buf) || host + r->bytes > buf.base + buf.size) {
     r->pin = f::kPinSkippedUnknownBuffer;
@@ -243,32 +403,50 @@ PinTicket PinBeforeCopy(CopyRecord* r) {
     r->pin = f::kPinSkippedSmall;
     return t;
   }
-  if (auto cap = g_is_capturing.get()) {
-    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    if (Quiet([&] { return cap(reinterpret_cast<cudaStream_t>(r->stream), &st); }) !=
-            cudaSuccess ||
-        st != cudaStreamCaptureStatusNone) {
-      r->pin = f::kPinSkippedCapture;
-      return t;
-    }
+  if (g_forking.load(std::memory_order_acquire) > 0 || Capturing(r->stream)) {
+    r->pin = f::kPinSkippedCapture;
+    return t;
   }
+  uint64_t budget = PinBudget();
   pthread_mutex_lock(&g_mu);
   int slot = -1;
-  bool over_budget = g_pinned_bytes.load(std::memory_order_relaxed) + buf.size > g_budget;
-  if (!over_budget && FindLocked(host) < 0) slot = AllocSlotLocked();
+  bool raced = FindLocked(host) >= 0;  // another thread is registering it
+  bool forking = g_forking.load(std::memory_order_acquire) > 0;
+  bool over_budget = false, say_full = false;
+  uint64_t held = g_pinned_bytes.load(std::memory_order_relaxed);
+  if (!raced && !forking) {
+    over_budget = held + buf.size > budget;
+    if (over_budget) {
+      say_full = !g_budget_noted;
+      g_budget_noted = true;
+    } else {
+      slot = AllocSlotLocked();
+    }
+  }
   if (slot >= 0) {
-    g_blocks[slot] = Block{buf.base, buf.size, kBusy, buf.shm, 0, nullptr};
+    g_blocks[slot] = Block{};
+    g_blocks[slot].base = buf.base;
+    g_blocks[slot].size = buf.size;
+    g_blocks[slot].state = kRegistering;
+    g_blocks[slot].shm = buf.shm;
     g_count.fetch_add(1, std::memory_order_relaxed);
-    g_pinned_bytes.fetch_add(buf.size, std::memory_order_relaxed);
+    g_pinned_bytes.fetch_add(buf.size, std::memory_order_relaxed);  // reserved
   }
   pthread_mutex_unlock(&g_mu);
   if (slot < 0) {
-    r->pin = over_budget ? f::kPinSkippedBudget : f::kPinSkippedCapture;
     if (over_budget) {
-      LogOnce(&g_said_budget,
-              "PINSCOPE_PIN_BUDGET (%llu MiB) is full: further buffers are copied pageable",
-              static_cast<unsigned long long>(g_budget >> 20));
-      Emit(f::kBudgetFull, buf.base, buf.size, 0, 0, "budget", MonoNs());
+      r->pin = f::kPinSkippedBudget;
+      if (say_full) {
+        LogOnce(&g_said_budget,
+                "PINSCOPE_PIN_BUDGET (%llu MiB) is full: further buffers are copied pageable",
+                static_cast<unsigned long long>(budget >> 20));
+        Emit(f::kBudgetFull, buf.base, buf.size, 0, 0, "budget", held, MonoNs());
+      }
+    } else {
+      // A busy block (raced), a fork under way, or a full table.
+      *kind = f::kPageable;
+      r->pin = f::kPinSkippedCapture;
+      t.wait_after = raced && async_api;
     }
     return t;
   }
@@ -278,53 +456,111 @@ PinTicket PinBeforeCopy(CopyRecord* r) {
   if (auto reg = g_register.get())
     rc = Quiet([&] { return reg(reinterpret_cast<void*>(buf.base), buf.size, flags); });
   uint64_t t1 = MonoNs();
-  cudaEvent_t ev = nullptr;
-  if (rc == cudaSuccess && GetConfig().pin == PinMode::kAsync) {
-    if (auto create = g_event_create.get())
-      Quiet([&] { return create(&ev, cudaEventDisableTiming); });
-  }
+  uint64_t after;
   pthread_mutex_lock(&g_mu);
   if (rc == cudaSuccess) {
     g_blocks[slot].state = kPinned;
     g_blocks[slot].in_use = 1;
-    g_blocks[slot].last_copy = ev;
+    after = g_pinned_bytes.load(std::memory_order_relaxed);
   } else {
-    FreeSlotLocked(slot);
-    g_pinned_bytes.fetch_sub(buf.size, std::memory_order_relaxed);
+    g_blocks[slot].state = kFailed;
+    after = g_pinned_bytes.fetch_sub(buf.size, std::memory_order_relaxed) - buf.size;
   }
   pthread_mutex_unlock(&g_mu);
   if (rc != cudaSuccess) {
     r->pin = f::kPinFailed;
-    Emit(f::kRegisterFailed, buf.base, buf.size, t1 - t0, rc, nullptr, t0);
+    Emit(f::kRegisterFailed, buf.base, buf.size, t1 - t0, rc, buf.shm ? "shm" : "malloc", after,
+         t0);
     return t;
   }
   BumpPointerGeneration();
-  Emit(f::kRegister, buf.base, buf.size, t1 - t0, rc, buf.shm ? "shm" : "malloc", t0);
+  Emit(f::kRegister, buf.base, buf.size, t1 - t0, rc, buf.shm ? "shm" : "malloc", after, t0);
   r->pin = f::kPinRegistered;
   t.block = static_cast<uint64_t>(slot) + 1;
-  t.wait_after = GetConfig().pin == PinMode::kOn && IsAsyncApi(r->api);
-  t.stream = r->stream;
+  // Capture was checked above: the stream is not capturing.
+  t.wait_after = async_api && mode != PinMode::kAsync;
   return t;
 }
 
 void PinAfterCopy(CopyRecord* r, PinTicket* t, int rc) {
-  if (!t->block) return;
-  int i = static_cast<int>(t->block - 1);
-  cudaStream_t stream = reinterpret_cast<cudaStream_t>(t->stream);
-  if (rc == cudaSuccess && t->wait_after) {
-    // Pageable semantics: the call returns only once the host buffer may be
-    // reused (H2D source consumed, D2H destination written). facts §6.
-    PinWaitStream(t->stream);
-  } else if (rc == cudaSuccess && GetConfig().pin == PinMode::kAsync) {
-    pthread_mutex_lock(&g_mu);
-    cudaEvent_t ev = g_blocks[i].last_copy;
-    pthread_mutex_unlock(&g_mu);
-    if (ev)
-      if (auto rec = g_event_record.get()) Quiet([&] { return rec(ev, stream); });
+  if (!t->block) {
+    if (t->wait_after && rc == cudaSuccess) PinWaitStream(t->stream);
+    return;
   }
+  int i = static_cast<int>(t->block - 1);
+  bool async_mode = GetConfig().pin == PinMode::kAsync;
+  // Pageable semantics: the call returns only once the host buffer may be
+  // reused (H2D source consumed, D2H destination written). facts section 6.
+  // In async mode the block's event says when pinscope may unpin it.
+  if (rc == cudaSuccess && IsAsyncApi(r->api) && (t->wait_after || async_mode))
+    FinishUse(i, t->stream, t->wait_after);
+  Release(i);
+}
+
+void PinBeforeBatch(void* const* dsts, const void* const* srcs, const size_t* sizes,
+                    size_t count, uint64_t stream, PinBatchTicket* t) {
+  t->n = 0;
+  t->wait = false;
+  t->stream = stream;
+  if (g_count.load(std::memory_order_relaxed) == 0 || !dsts || !srcs) return;
+  bool touched = false;
   pthread_mutex_lock(&g_mu);
-  if (g_blocks[i].in_use) --g_blocks[i].in_use;
+  for (size_t e = 0; e < 2 * count; ++e) {
+    uintptr_t p = reinterpret_cast<uintptr_t>(e % 2 ? srcs[e / 2] : dsts[e / 2]);
+    int i = p ? FindLocked(p) : -1;
+    if (i < 0 || g_blocks[i].state == kFailed) continue;
+    touched = true;
+    if (g_blocks[i].state != kPinned) {
+      t->wait = true;
+      continue;
+    }
+    bool held = false;
+    for (int k = 0; k < t->n && !held; ++k) held = t->slot[k] == i;
+    if (held) continue;
+    if (t->n == PinBatchTicket::kMax) {
+      t->wait = true;  // not held: the wait covers it
+      continue;
+    }
+    ++g_blocks[i].in_use;
+    t->slot[t->n] = i;
+    t->base[t->n] = g_blocks[i].base;
+    t->size[t->n] = g_blocks[i].size;
+    ++t->n;
+  }
   pthread_mutex_unlock(&g_mu);
+  if (touched && GetConfig().pin != PinMode::kAsync) t->wait = !Capturing(stream);
+}
+
+void PinAfterBatch(PinBatchTicket* t, int rc) {
+  // Even a failed batch may have issued some of its copies: wait anyway.
+  (void)rc;
+  bool async_mode = GetConfig().pin == PinMode::kAsync;
+  bool waited = false;
+  if (t->wait) {
+    PinWaitStream(t->stream);
+    waited = true;
+  }
+  for (int k = 0; k < t->n; ++k) {
+    if (!waited && async_mode && !RecordBlockEvent(t->slot[k], t->stream)) {
+      PinWaitStream(t->stream);
+      waited = true;
+    }
+    Release(t->slot[k]);
+  }
+}
+
+void PinNoteBatchCopy(const PinBatchTicket* t, CopyRecord* r) {
+  uint32_t* kind = nullptr;
+  uint64_t host = HostSide(r, &kind);
+  if (!host) return;
+  for (int k = 0; k < t->n; ++k) {
+    if (host >= t->base[k] && host < t->base[k] + t->size[k]) {
+      *kind = f::kPageable;
+      r->pin = f::kPinCached;
+      return;
+    }
+  }
+  if (*kind == f::kPinned) r->pin = f::kPinByProgram;
 }
 
 void PinWaitStream(uint64_t stream_value) {
@@ -344,25 +580,29 @@ bool PinOwnsRange(uintptr_t p, size_t n) {
   pthread_mutex_lock(&g_mu);
   for (int i = 0; i < g_high && !hit; ++i) {
     const Block& b = g_blocks[i];
-    hit = b.state != kEmpty && b.base < p + (n ? n : 1) && p < b.base + b.size;
+    hit = Registered(b.state) && b.base < p + (n ? n : 1) && p < b.base + b.size;
   }
   pthread_mutex_unlock(&g_mu);
   return hit;
 }
 
 void PinReleaseRange(void* p, size_t n, const char* reason) {
-  UnpinRange(reinterpret_cast<uintptr_t>(p), n ? n : 1, reason);
+  UnpinWhere(reinterpret_cast<uintptr_t>(p), n ? n : 1, false, reason);
 }
 
 bool PinProgramUnregister(void* p, int* rc) {
   if (g_count.load(std::memory_order_relaxed) == 0) return false;
   pthread_mutex_lock(&g_mu);
   int i = FindLocked(reinterpret_cast<uintptr_t>(p));
+  bool ours = i >= 0 && Registered(g_blocks[i].state);
+  // The program changes what is registered there: a refusal remembered
+  // for this buffer may not hold any more.
+  if (i >= 0 && g_blocks[i].state == kFailed) FreeSlotLocked(i);
   pthread_mutex_unlock(&g_mu);
-  if (i < 0) return false;
+  if (!ours) return false;
   // The program never registered this range: answer as CUDA answers for
   // unregistered memory, by asking it about memory that surely is not
-  // registered, so the sticky error state matches too.
+  // registered, so the last-error state matches too.
   static char never_registered;
   auto unreg = g_unregister.get();
   *rc = unreg ? unreg(&never_registered) : cudaErrorHostMemoryNotRegistered;
@@ -371,44 +611,46 @@ bool PinProgramUnregister(void* p, int* rc) {
 
 void PinOnFree(void* p, const char* reason) {
   if (g_count.load(std::memory_order_relaxed) == 0 || !p) return;
-  UnpinRange(reinterpret_cast<uintptr_t>(p), 0, reason);
+  UnpinWhere(reinterpret_cast<uintptr_t>(p), 0, false, reason);
 }
 
 void PinOnUnmap(void* p, size_t n) {
   if (g_count.load(std::memory_order_relaxed) == 0 || !p) return;
-  UnpinRange(reinterpret_cast<uintptr_t>(p), n ? n : 1, "munmap");
+  UnpinWhere(reinterpret_cast<uintptr_t>(p), n ? n : 1, false, "munmap");
 }
 
+void PinBeforeFork() {
+  // New registrations are refused from here on (PinBeforeCopy checks under
+  // the lock); those already under way finish first and are unpinned too.
+  g_forking.fetch_add(1, std::memory_order_acq_rel);
+  // The kernel copies pinned private pages at fork (facts section 5: 8 GiB
+  // made one fork take 3.4 s): unpin them first. Shared mappings are not
+  // copied and stay pinned. The parent pins them again on their next copy.
+  UnpinWhere(0, 0, true, "fork");
+}
+
+void PinAfterForkParent() { g_forking.fetch_sub(1, std::memory_order_acq_rel); }
+
 void PinForkPrepare() {
-  if (g_count.load(std::memory_order_relaxed) == 0) return;
-  // The kernel copies pinned private pages at fork (facts §5): unpin them
-  // first. Shared mappings are not copied and stay pinned.
-  for (;;) {
-    int victim = -1;
-    pthread_mutex_lock(&g_mu);
-    for (int i = 0; i < g_high && victim < 0; ++i) {
-      if (g_blocks[i].state == kPinned && !g_blocks[i].shm) {
-        g_blocks[i].state = kBusy;
-        victim = i;
-      }
-    }
-    pthread_mutex_unlock(&g_mu);
-    if (victim < 0) return;
-    UnpinBusy(victim, "fork");
-  }
+  // No CUDA call here (see pinning.h): remember whether this process used
+  // CUDA, for the child.
+  g_cuda_at_fork = CudaSeen();
 }
 
 void PinForkChild() {
   // The blocks belong to the parent's CUDA context; the child never
-  // unregisters them and never pins (it has no context of its own yet, and
-  // CUDA does not survive fork).
+  // unregisters them (its free/munmap of an inherited block is not
+  // pinscope's business) and never pins if the parent used CUDA: the
+  // parent's context does not survive fork and the child has none.
   pthread_mutex_init(&g_mu, nullptr);
   memset(static_cast<void*>(g_blocks), 0, sizeof g_blocks);
   g_high = 0;
   g_count.store(0);
   g_pinned_bytes.store(0);
+  g_budget_noted = false;
+  g_forking.store(0);
   memset(static_cast<void*>(t_events), 0, sizeof t_events);
-  if (CudaSeen()) g_allowed = false;
+  if (g_cuda_at_fork || CudaSeen()) g_allowed = false;
 }
 
 }  // namespace pinscope::shim

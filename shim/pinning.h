@@ -2,6 +2,10 @@
 // program copies to or from the GPU get registered with cudaHostRegister so
 // the copy runs at DMA speed, while the copy keeps pageable semantics (the
 // call returns only once the host side may be reused). docs/pinning.md.
+//
+// Contract: thread-safe; never allocates through malloc; never holds its
+// lock across a CUDA call; never calls CUDA from a pthread_atfork handler
+// (fork is prepared by the fork() hook, PinBeforeFork).
 #pragma once
 
 #include <cstddef>
@@ -15,15 +19,39 @@ namespace pinscope::shim {
 struct PinTicket {
   bool wait_after = false;  // synchronize so the copy keeps pageable semantics
   uint64_t stream = 0;
-  uint64_t block = 0;       // registry handle of the pinned block, 0 if none
+  uint64_t block = 0;       // 1 + slot of the pinned block held in use, 0 if none
 };
 
 // Called before the real copy with the classified record; may register the
-// host buffer, and sets r->pin (fields::PinOutcome) and r->src_kind/dst_kind
-// stay as the program's memory was (pageable).
+// host buffer. Sets r->pin (fields::PinOutcome), and reports memory that
+// pinscope pinned as the program's kind (PAGEABLE) in r->src_kind/dst_kind.
+// A block in the ticket stays registered until PinAfterCopy.
 PinTicket PinBeforeCopy(CopyRecord* r);
-// Called after the real copy returned `rc` (a cudaError_t).
+// Called after the real copy returned `rc` (a cudaError_t): waits for the
+// stream (PINSCOPE_PIN=1) or records the block's completion event (async).
 void PinAfterCopy(CopyRecord* r, PinTicket* t, int rc);
+
+// cudaMemcpyBatchAsync: the blocks a batch touches are held in use across
+// the call like a single copy's (up to kMax; more makes the batch wait).
+struct PinBatchTicket {
+  static constexpr int kMax = 16;
+  int n = 0;
+  int slot[kMax];
+  uintptr_t base[kMax];
+  size_t size[kMax];
+  bool wait = false;  // synchronize the stream after the call
+  uint64_t stream = 0;
+};
+void PinBeforeBatch(void* const* dsts, const void* const* srcs, const size_t* sizes,
+                    size_t count, uint64_t stream, PinBatchTicket* t);
+void PinAfterBatch(PinBatchTicket* t, int rc);
+// Sets the pin outcome and the host side's kind of one recorded element.
+void PinNoteBatchCopy(const PinBatchTicket* t, CopyRecord* r);
+
+// True when pinscope may hold pinned memory now (one relaxed load): a copy
+// hook must then go through PinBeforeCopy even while the recorder is
+// passive, or a pinned buffer would be copied asynchronously.
+bool PinMayOwn();
 
 // The program is about to register [p, p+n) itself: pinscope drops its own
 // registrations overlapping it so the program's call succeeds.
@@ -36,16 +64,14 @@ bool PinProgramUnregister(void* p, int* rc);
 // Allocator and mapping events (called from the malloc/mmap hooks, outside
 // any lock those hooks hold): a block going away must be unpinned first.
 // `reason` is recorded ("free", "realloc", "munmap"). Cheap when nothing
-// is pinned (one relaxed load).
+// is pinned (one relaxed load). Waits for copies in flight on the block.
 void PinOnFree(void* p, const char* reason);
 void PinOnUnmap(void* p, size_t n);
 
-// True if [p, p+n) overlaps memory pinscope pinned (used by hooks that do
-// not go through PinBeforeCopy, e.g. cudaMemcpyBatchAsync, to keep
-// pageable semantics by synchronizing after the call).
+// True if [p, p+n) overlaps memory pinscope pinned.
 bool PinOwnsRange(uintptr_t p, size_t n);
 // Keeps pageable semantics after a call that may have used pinscope's
-// pinned memory asynchronously: waits for `stream` (PINSCOPE_PIN=1 only).
+// pinned memory asynchronously: waits for `stream`.
 void PinWaitStream(uint64_t stream);
 
 // The host buffer (malloc block or shared-memory mapping) containing p, as
@@ -60,9 +86,18 @@ bool FindHostBuffer(uintptr_t p, HostBuffer* out);
 
 // Bytes pinscope holds pinned now.
 uint64_t PinnedBytes();
+// The budget in force (PINSCOPE_PIN_BUDGET or the derived default).
+uint64_t PinBudget();
 
-// fork(): prepare unpins idle blocks so fork does not copy pinned pages;
-// the child forgets every block (they belong to the parent's CUDA context).
+// fork(). The fork() hook calls PinBeforeFork before the real fork: it
+// unpins private blocks (the kernel would copy their pages eagerly, facts
+// section 5) and refuses new registrations until PinAfterForkParent (in the
+// parent) or PinForkChild. The pthread_atfork handlers (PinForkPrepare from
+// the recorder's prepare, PinForkChild from its child handler) make no CUDA
+// call: the child forgets every block (they belong to the parent's CUDA
+// context) and never pins if the parent had used CUDA.
+void PinBeforeFork();
+void PinAfterForkParent();
 void PinForkPrepare();
 void PinForkChild();
 

@@ -26,9 +26,9 @@ namespace {
 using Obj = void*;
 
 struct Api {
-  int (*is_initialized)();  // Py_IsInitialized
-  int (*is_finalizing)();   // Py_IsFinalizing (3.13) / _Py_IsFinalizing; optional
-  int (*gil_check)();       // PyGILState_Check
+  int (*is_initialized)();     // Py_IsInitialized
+  int (*is_finalizing)();      // Py_IsFinalizing (3.13) / _Py_IsFinalizing; optional
+  int (*gil_check)();          // PyGILState_Check
   Obj (*this_thread_state)();  // PyGILState_GetThisThreadState: this thread's, from TSS
   Obj (*current_state)();      // PyThreadState_GetUnchecked (3.13) / _PyThreadState_UncheckedGet
   Obj (*get_frame)();          // PyEval_GetFrame: borrowed
@@ -36,15 +36,15 @@ struct Api {
   Obj (*frame_code)(Obj);      // PyFrame_GetCode (3.9+): new reference
   int (*frame_line)(Obj);      // PyFrame_GetLineNumber
   int (*addr2line)(Obj, int);  // PyCode_Addr2Line
-  Obj (*get_attr)(Obj, const char*);      // PyObject_GetAttrString: new reference
-  const char* (*as_utf8)(Obj, ssize_t*);  // PyUnicode_AsUTF8AndSize: borrowed buffer
-  void (*incref)(Obj);  // Py_IncRef
-  void (*decref)(Obj);  // Py_DecRef
-  int (*gc_disable)();  // PyGC_Disable (3.10+): previous state
-  int (*gc_enable)();   // PyGC_Enable
-  void (*err_fetch)(Obj*, Obj*, Obj*);  // PyErr_Fetch
-  void (*err_restore)(Obj, Obj, Obj);   // PyErr_Restore
-  const char* (*version)();             // Py_GetVersion
+  Obj (*get_attr)(Obj, const char*);              // PyObject_GetAttrString: new reference
+  const char* (*as_utf8)(Obj, ssize_t*);          // PyUnicode_AsUTF8AndSize: borrowed buffer
+  void (*incref)(Obj);                            // Py_IncRef
+  void (*decref)(Obj);                            // Py_DecRef
+  int (*gc_disable)();                            // PyGC_Disable (3.10+): previous state
+  int (*gc_enable)();                             // PyGC_Enable
+  void (*err_fetch)(Obj*, Obj*, Obj*);            // PyErr_Fetch
+  void (*err_restore)(Obj, Obj, Obj);             // PyErr_Restore
+  const char* (*version)();                       // Py_GetVersion
   uintptr_t code_type, frame_type, unicode_type;  // &PyCode_Type, &PyFrame_Type, &PyUnicode_Type
 };
 
@@ -60,8 +60,8 @@ struct Layout {
   size_t frame_owner;     // 3.11+ owner (char)
   int owner_cstack;       // FRAME_OWNED_BY_CSTACK (3.12+), -1 before
   size_t code_filename, code_name;
-  size_t code_adaptive;       // co_code_adaptive (3.11+)
-  size_t code_firsttraceable;  // _co_firsttraceable (int, 3.11+)
+  size_t code_adaptive;             // co_code_adaptive (3.11+)
+  size_t code_firsttraceable;       // _co_firsttraceable (int, 3.11+)
   size_t ascii_size, compact_size;  // sizeof PyASCIIObject / PyCompactUnicodeObject
 };
 constexpr size_t kNone = ~size_t{0};
@@ -103,7 +103,7 @@ class Reader {
 
   bool Read(uintptr_t addr, void* out, size_t n) {
     if (!ok_) return false;
-    if (careful_) {
+    if (careful_ && addr >= 4096) {
       iovec local{out, n};
       iovec remote{reinterpret_cast<void*>(addr), n};
       ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
@@ -116,7 +116,7 @@ class Reader {
         return false;
       }
     }
-    if (addr == 0) {
+    if (addr < 4096) {  // a null pointer plus a field offset
       ok_ = false;
       memset(out, 0, n);
       return false;
@@ -214,8 +214,9 @@ inline uint64_t Mix(uint64_t a, uint64_t b) {
 uint64_t CodeTag(Reader& r, uintptr_t code, uintptr_t* file, uintptr_t* name) {
   *file = r.Ptr(code + g_layout->code_filename);
   *name = r.Ptr(code + g_layout->code_name);
-  return Mix(*file ^ (*name << 1), r.Get<uint64_t>(*file + kStrHash) ^
-                                       (r.Get<uint64_t>(*name + kStrHash) << 1)) | 1;
+  return Mix(*file ^ (*name << 1),
+             r.Get<uint64_t>(*file + kStrHash) ^ (r.Get<uint64_t>(*name + kStrHash) << 1)) |
+         1;
 }
 
 // File and function name ids of a code object met in a frame walk.
@@ -391,19 +392,18 @@ size_t ApiWalk(uint64_t* ids, size_t max, bool* truncated) {
 bool Init() {
   if (g_ok) return true;
   Api a{};
-  bool ok = Resolve(&a.is_initialized, "Py_IsInitialized") &&
-            Resolve(&a.gil_check, "PyGILState_Check") &&
-            Resolve(&a.this_thread_state, "PyGILState_GetThisThreadState") &&
-            Resolve(&a.current_state, "PyThreadState_GetUnchecked", "_PyThreadState_UncheckedGet") &&
-            Resolve(&a.get_frame, "PyEval_GetFrame") &&
-            Resolve(&a.frame_back, "PyFrame_GetBack") &&
-            Resolve(&a.frame_code, "PyFrame_GetCode") &&
-            Resolve(&a.frame_line, "PyFrame_GetLineNumber") &&
-            Resolve(&a.get_attr, "PyObject_GetAttrString") &&
-            Resolve(&a.as_utf8, "PyUnicode_AsUTF8AndSize") &&
-            Resolve(&a.incref, "Py_IncRef") && Resolve(&a.decref, "Py_DecRef") &&
-            Resolve(&a.gc_disable, "PyGC_Disable") && Resolve(&a.gc_enable, "PyGC_Enable") &&
-            Resolve(&a.err_fetch, "PyErr_Fetch") && Resolve(&a.err_restore, "PyErr_Restore");
+  bool ok =
+      Resolve(&a.is_initialized, "Py_IsInitialized") && Resolve(&a.gil_check, "PyGILState_Check") &&
+      Resolve(&a.this_thread_state, "PyGILState_GetThisThreadState") &&
+      Resolve(&a.current_state, "PyThreadState_GetUnchecked", "_PyThreadState_UncheckedGet") &&
+      Resolve(&a.get_frame, "PyEval_GetFrame") && Resolve(&a.frame_back, "PyFrame_GetBack") &&
+      Resolve(&a.frame_code, "PyFrame_GetCode") &&
+      Resolve(&a.frame_line, "PyFrame_GetLineNumber") &&
+      Resolve(&a.get_attr, "PyObject_GetAttrString") &&
+      Resolve(&a.as_utf8, "PyUnicode_AsUTF8AndSize") && Resolve(&a.incref, "Py_IncRef") &&
+      Resolve(&a.decref, "Py_DecRef") && Resolve(&a.gc_disable, "PyGC_Disable") &&
+      Resolve(&a.gc_enable, "PyGC_Enable") && Resolve(&a.err_fetch, "PyErr_Fetch") &&
+      Resolve(&a.err_restore, "PyErr_Restore");
   if (!ok) return false;  // no Python, or older than 3.10 (no PyGC_Disable)
   Resolve(&a.is_finalizing, "Py_IsFinalizing", "_Py_IsFinalizing");
   Resolve(&a.addr2line, "PyCode_Addr2Line");
@@ -441,7 +441,9 @@ size_t Capture(uint64_t* ids, size_t max, bool* truncated) {
   int walk = g_walk.load(std::memory_order_acquire);
   if (walk == kChecked) {
     Reader r(false);
-    return Walk(r, ids, max, truncated);
+    size_t n = Walk(r, ids, max, truncated);
+    if (!r.ok()) *truncated = true;  // something unexpected ended the walk early
+    return n;
   }
   // The first walk of the process: careful reads and type checks (one thread
   // at a time; the others use the C API meanwhile, or have no frames).

@@ -108,7 +108,7 @@ void EncodeHeader(Encoder* e) {
   long n = ReadSmallFile("/proc/self/cmdline", buf, sizeof buf);
   for (long i = 0; i < n;) {
     size_t len = strnlen(buf + i, static_cast<size_t>(n - i));
-    e->Bytes(h::kCmdline, buf + i, len);
+    if (len) e->StringN(h::kCmdline, buf + i, len); else e->Bytes(h::kCmdline, "", 0);
     i += static_cast<long>(len) + 1;
   }
   char exe[4096];
@@ -128,7 +128,8 @@ void EncodeHeader(Encoder* e) {
   e->Varint(c::kTraceMin, g_config.trace_min);
   e->Varint(c::kPinMode, static_cast<uint32_t>(g_config.pin));
   e->Varint(c::kPinMin, g_config.pin_min);
-  e->Varint(c::kPinBudget, g_config.pin_budget);
+  // The budget in force (derived when PINSCOPE_PIN_BUDGET is unset).
+  e->Varint(c::kPinBudget, g_config.pin == PinMode::kOff ? g_config.pin_budget : PinBudget());
   e->Varint(c::kStackDepth, g_config.stack_depth);
   e->Bool(c::kCupti, g_config.cupti);
   e->Varint(c::kFlushMs, g_config.flush_ms);
@@ -145,6 +146,7 @@ void WriteCounters() {
   p.e().Varint(c::kAllocsRecorded, g_allocs.load(std::memory_order_relaxed));
   p.e().Varint(c::kBytesWritten, g_writer.bytes_written());
   p.e().Varint(c::kDropped, g_dropped.load(std::memory_order_relaxed));
+  p.e().Varint(c::kPinnedBytes, PinnedBytes());
   p.Commit();
 }
 
@@ -331,6 +333,10 @@ void GoPassive(const char* code, const char* why) {
 void ForkPrepare() {
   // Before taking the writer lock: unpinning records PinEvents.
   PinForkPrepare();
+  // From here until the parent/child handler, this thread records nothing:
+  // an atfork handler of another library that runs after ours (and may
+  // free a recorded block) must not wait for the writer lock we hold.
+  ++t_hook_depth;
   pthread_mutex_lock(&g_open_mu);
   g_writer.LockForFork();
 }
@@ -338,9 +344,11 @@ void ForkPrepare() {
 void ForkParent() {
   g_writer.UnlockInParent();
   pthread_mutex_unlock(&g_open_mu);
+  --t_hook_depth;
 }
 
 void ForkChild() {
+  --t_hook_depth;
   g_writer.ResetInChild();
   pthread_mutex_init(&g_open_mu, nullptr);
   g_open.store(false);

@@ -50,7 +50,8 @@ int RawShmOpen(const char* name, int oflag, mode_t mode) {
     errno = EINVAL;
     return -1;
   }
-  return static_cast<int>(syscall(SYS_openat, AT_FDCWD, path, oflag | O_NOFOLLOW | O_CLOEXEC, mode));
+  return static_cast<int>(
+      syscall(SYS_openat, AT_FDCWD, path, oflag | O_NOFOLLOW | O_CLOEXEC, mode));
 }
 int RawShmUnlink(const char* name) {
   char path[4096];
@@ -103,13 +104,34 @@ void ResolveAll() {
   done.store(true, std::memory_order_release);
 }
 
-int BootShmOpen(const char* n, int o, mode_t m) { ResolveAll(); return g_real.shm_open(n, o, m); }
-int BootShmUnlink(const char* n) { ResolveAll(); return g_real.shm_unlink(n); }
-int BootMemfd(const char* n, unsigned f) { ResolveAll(); return g_real.memfd_create(n, f); }
-int BootFtruncate(int fd, off_t l) { ResolveAll(); return g_real.ftruncate(fd, l); }
-int BootFtruncate64(int fd, off_t l) { ResolveAll(); return g_real.ftruncate64(fd, l); }
-int BootFallocate(int fd, off_t o, off_t l) { ResolveAll(); return g_real.posix_fallocate(fd, o, l); }
-int BootFallocate64(int fd, off_t o, off_t l) { ResolveAll(); return g_real.posix_fallocate64(fd, o, l); }
+int BootShmOpen(const char* n, int o, mode_t m) {
+  ResolveAll();
+  return g_real.shm_open(n, o, m);
+}
+int BootShmUnlink(const char* n) {
+  ResolveAll();
+  return g_real.shm_unlink(n);
+}
+int BootMemfd(const char* n, unsigned f) {
+  ResolveAll();
+  return g_real.memfd_create(n, f);
+}
+int BootFtruncate(int fd, off_t l) {
+  ResolveAll();
+  return g_real.ftruncate(fd, l);
+}
+int BootFtruncate64(int fd, off_t l) {
+  ResolveAll();
+  return g_real.ftruncate64(fd, l);
+}
+int BootFallocate(int fd, off_t o, off_t l) {
+  ResolveAll();
+  return g_real.posix_fallocate(fd, o, l);
+}
+int BootFallocate64(int fd, off_t o, off_t l) {
+  ResolveAll();
+  return g_real.posix_fallocate64(fd, o, l);
+}
 void* BootMmap(void* a, size_t l, int p, int f, int fd, off_t o) {
   ResolveAll();
   return g_real.mmap(a, l, p, f, fd, o);
@@ -118,8 +140,14 @@ void* BootMmap64(void* a, size_t l, int p, int f, int fd, off_t o) {
   ResolveAll();
   return g_real.mmap64(a, l, p, f, fd, o);
 }
-int BootMunmap(void* a, size_t l) { ResolveAll(); return g_real.munmap(a, l); }
-int BootClose(int fd) { ResolveAll(); return g_real.close(fd); }
+int BootMunmap(void* a, size_t l) {
+  ResolveAll();
+  return g_real.munmap(a, l);
+}
+int BootClose(int fd) {
+  ResolveAll();
+  return g_real.close(fd);
+}
 
 // --- state -------------------------------------------------------------------------
 
@@ -180,7 +208,8 @@ bool TrackedEntry(int fd, Identity* id) {
 }
 
 void UntrackFd(int fd) {
-  if (FdTracked(fd)) g_fds.load(std::memory_order_acquire)[fd].state.store(0, std::memory_order_release);
+  if (FdTracked(fd))
+    g_fds.load(std::memory_order_acquire)[fd].state.store(0, std::memory_order_release);
 }
 
 // The tracked entry of fd if the fd still refers to that object (dup2 or
@@ -267,7 +296,7 @@ void ForgetRange(uint64_t addr, uint64_t len, uint64_t t0) {
   uint32_t epoch = Registry().epoch();
   for (size_t i = 0; i < m && i < kCap; ++i) {
     const RemovedPiece& p = pieces[i];
-    if (p.whole) g_job.Remove(ProcessId(), p.mapping.address);
+    if (p.whole) g_job.Remove(ProcessId(), p.mapping.device, p.mapping.inode);
     // A forked child unmapping what it inherited: the parent's mapping, not
     // an event of this process.
     if (p.mapping.epoch != epoch) continue;
@@ -336,8 +365,9 @@ struct Out {
 
 }  // namespace
 
-RealShm g_real = {BootShmOpen, BootShmUnlink, BootMemfd, BootFtruncate, BootFtruncate64,
-                  BootFallocate, BootFallocate64, BootMmap, BootMmap64, BootMunmap, BootClose};
+RealShm g_real = {BootShmOpen,     BootShmUnlink, BootMemfd,       BootFtruncate,
+                  BootFtruncate64, BootFallocate, BootFallocate64, BootMmap,
+                  BootMmap64,      BootMunmap,    BootClose};
 std::atomic<FdEntry*> g_fds{nullptr};
 
 JobTable& Job() { return g_job; }
@@ -367,9 +397,14 @@ void InitShm() {
 }
 
 // --- hooks' slow paths ---------------------------------------------------------------
+// Unlike the allocator's, these record calls made inside another pinscope
+// hook too: the CUDA driver opens its own segment (/cuda_injection_path_shm)
+// while it initializes, often inside the program's first hooked CUDA call,
+// and that segment is to be recorded (driver_internal). Recording a shm
+// event calls nothing that comes back into these paths.
 
 int ShmOpen(const char* name, int oflag, mode_t mode) {
-  if (InHook() || !Recording()) return g_real.shm_open(name, oflag, mode);
+  if (!Recording()) return g_real.shm_open(name, oflag, mode);
   HookScope scope;
   uint64_t t0 = MonoNs();
   int fd = -1;
@@ -411,7 +446,7 @@ int ShmOpen(const char* name, int oflag, mode_t mode) {
 }
 
 int ShmUnlink(const char* name) {
-  if (InHook() || !Recording()) return g_real.shm_unlink(name);
+  if (!Recording()) return g_real.shm_unlink(name);
   HookScope scope;
   uint64_t t0 = MonoNs();
   Identity id;
@@ -432,7 +467,7 @@ int ShmUnlink(const char* name) {
 }
 
 int MemfdCreate(const char* name, unsigned flags) {
-  if (InHook() || !Recording()) return g_real.memfd_create(name, flags);
+  if (!Recording()) return g_real.memfd_create(name, flags);
   HookScope scope;
   uint64_t t0 = MonoNs();
   int fd = g_real.memfd_create(name, flags);
@@ -453,7 +488,7 @@ int MemfdCreate(const char* name, unsigned flags) {
 
 int FtruncateSlow(int fd, off_t length, bool is64) {
   auto call = [&] { return is64 ? g_real.ftruncate64(fd, length) : g_real.ftruncate(fd, length); };
-  if (InHook() || !Recording() || InForeignChild()) return call();
+  if (!Recording() || InForeignChild()) return call();
   HookScope scope;
   uint64_t t0 = MonoNs();
   Identity id;
@@ -473,7 +508,7 @@ int PosixFallocateSlow(int fd, off_t offset, off_t length, bool is64) {
     return is64 ? g_real.posix_fallocate64(fd, offset, length)
                 : g_real.posix_fallocate(fd, offset, length);
   };
-  if (InHook() || !Recording() || InForeignChild()) return call();
+  if (!Recording() || InForeignChild()) return call();
   HookScope scope;
   uint64_t t0 = MonoNs();
   Identity id;
@@ -492,14 +527,15 @@ void* MmapSlow(void* addr, size_t length, int prot, int flags, int fd, off_t off
     return is64 ? g_real.mmap64(addr, length, prot, flags, fd, offset)
                 : g_real.mmap(addr, length, prot, flags, fd, offset);
   };
-  if (InHook() || InForeignChild()) return call();
+  // Not recording: the registry holds no mapping a MAP_FIXED could replace.
+  if (!Recording() || InForeignChild()) return call();
   HookScope scope;
   uint64_t t0 = MonoNs();
   uint64_t a = reinterpret_cast<uintptr_t>(addr);
   // MAP_FIXED replaces whatever lay there: those mappings end now.
   if ((flags & MAP_FIXED) && Registry().MayOverlapMappings(a, length)) ForgetRange(a, length, t0);
   Identity id;
-  bool shm = Recording() && fd >= 0 && !(flags & MAP_ANONYMOUS) && IdentifyShm(fd, &id);
+  bool shm = fd >= 0 && !(flags & MAP_ANONYMOUS) && IdentifyShm(fd, &id);
   void* p = call();
   int err = p == MAP_FAILED ? errno : 0;
   if (shm) {
@@ -740,11 +776,12 @@ void JobTable::Add(uint32_t pid, uint64_t address, uint64_t device, uint64_t ino
   }
 }
 
-void JobTable::Remove(uint32_t pid, uint64_t address) {
+void JobTable::Remove(uint32_t pid, uint64_t device, uint64_t inode) {
   if (!slots_) return;
   for (size_t i = 0; i < kSlots; ++i) {
     Slot& s = slots_[i];
-    if (s.state.load(std::memory_order_acquire) != 2 || s.pid != pid || s.address != address)
+    if (s.state.load(std::memory_order_acquire) != 2 || s.pid != pid || s.device != device ||
+        s.inode != inode)
       continue;
     uint32_t live = 2;
     s.state.compare_exchange_strong(live, 0);

@@ -99,7 +99,8 @@ inline void* Mmap(void* addr, size_t length, int prot, int flags, int fd, off_t 
   return MmapSlow(addr, length, prot, flags, fd, offset, is64);
 }
 inline int Munmap(void* addr, size_t length) {
-  if (__builtin_expect(!Registry().MayOverlapMappings(reinterpret_cast<uintptr_t>(addr), length), 1))
+  if (__builtin_expect(!Registry().MayOverlapMappings(reinterpret_cast<uintptr_t>(addr), length),
+                       1))
     return g_real.munmap(addr, length);
   return MunmapSlow(addr, length);
 }
@@ -119,9 +120,9 @@ bool NameFromFdLink(const char* link, char* out, size_t cap, bool* memfd);
 
 // Inputs of the /dev/shm-full diagnosis.
 struct ShmSpace {
-  bool known = false;        // statfs of /dev/shm worked
-  uint64_t capacity = 0;     // bytes
-  uint64_t free_bytes = 0;   // bytes available
+  bool known = false;       // statfs of /dev/shm worked
+  uint64_t capacity = 0;    // bytes
+  uint64_t free_bytes = 0;  // bytes available
 };
 struct JobUsage {
   uint64_t segments = 0;  // distinct live segments mapped by the job's processes
@@ -161,7 +162,9 @@ class JobTable {
   // Maps the shared table; false if mmap failed (then every method is a no-op).
   bool Create();
   void Add(uint32_t pid, uint64_t address, uint64_t device, uint64_t inode, uint64_t size);
-  void Remove(uint32_t pid, uint64_t address);
+  // Drops one slot of this process for the object (a mapping of it went
+  // away entirely; trims leave the slot, whatever its address became).
+  void Remove(uint32_t pid, uint64_t device, uint64_t inode);
   // Distinct live (device, inode) pairs of live processes, and their sizes
   // (the largest mapping of each). Signal-safe.
   JobUsage Usage() const;

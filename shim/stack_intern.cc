@@ -188,7 +188,8 @@ bool Init() {
       !g_code.Init(kMaxCodeObjects) || !g_sites.Init(kMaxSites))
     return false;
   if (!g_string_entries)
-    g_string_entries = static_cast<StringEntry*>(MapZeroed((kMaxStrings + 1) * sizeof(StringEntry)));
+    g_string_entries =
+        static_cast<StringEntry*>(MapZeroed((kMaxStrings + 1) * sizeof(StringEntry)));
   if (!g_frame_entries)
     g_frame_entries = static_cast<FrameEntry*>(MapZeroed((kMaxFrames + 1) * sizeof(FrameEntry)));
   if (!g_arena) g_arena = static_cast<char*>(MapZeroed(kStringArenaBytes));
@@ -261,7 +262,8 @@ uint64_t InternString(const char* str, size_t n) {
 }
 
 bool EnsureStringWritten(uint64_t id, uint64_t ts) {
-  if (id == 0 || id > kMaxStrings || !Ready()) return false;
+  if (id == 0) return true;  // no string (the table was full): nothing to write
+  if (id > kMaxStrings || !Ready()) return false;
   StringEntry& e = g_string_entries[id];
   if (!ClaimWrite(&e.mark)) return true;
   Packet p(fields::packet::kInternedString, ts);
@@ -277,7 +279,8 @@ uint64_t InternFrame(uint64_t filename_id, uint64_t function_id, uint32_t line) 
   if (line > 0x7FFFFF) line = 0x7FFFFF;
   // Exact key: string ids are < 2^20 (kMaxStrings), lines < 2^23.
   static_assert(kMaxStrings < (1u << 20));
-  uint64_t key = (1ull << 63) | (filename_id & 0xFFFFF) << 43 | (function_id & 0xFFFFF) << 23 | line;
+  uint64_t key =
+      (1ull << 63) | (filename_id & 0xFFFFF) << 43 | (function_id & 0xFFFFF) << 23 | line;
   Slot* s = g_frames.Find(key, 0, true, [&]() -> uint64_t {
     uint64_t id = g_next_frame.fetch_add(1, std::memory_order_relaxed) + 1;
     if (id > kMaxFrames) return 0;

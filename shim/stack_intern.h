@@ -63,7 +63,8 @@ uint64_t InternStack(Hash128 h, Mark** mark);
 // Process-wide string ids, shared by everything the shim interns (Python file
 // and function names; kernel names later). 0 when full or empty.
 uint64_t InternString(const char* s, size_t n);
-// Writes the InternedString packet if this file lacks it. False if dropped.
+// Writes the InternedString packet if this file lacks it. False if dropped;
+// true for id 0 (no string: nothing to write).
 bool EnsureStringWritten(uint64_t id, uint64_t ts);
 
 // --- Python frames (PythonFrame) ----------------------------------------

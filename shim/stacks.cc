@@ -71,7 +71,8 @@ void LoadLibunwind() {
   if (dladdr(reinterpret_cast<void*>(&CaptureStack), &di) && di.dli_fname) {
     const char* slash = strrchr(di.dli_fname, '/');
     if (slash) {
-      size_t n = std::min(static_cast<size_t>(slash - di.dli_fname + 1), sizeof path - sizeof kName);
+      size_t n =
+          std::min(static_cast<size_t>(slash - di.dli_fname + 1), sizeof path - sizeof kName);
       memcpy(path, di.dli_fname, n);
       memcpy(path + n, kName, sizeof kName);
       tried[0] = path;
@@ -143,8 +144,8 @@ __attribute__((noinline)) size_t CaptureNative(void* ra, uint64_t* out, uint32_t
 
 // First sight of a stack in this file: its modules, its Python frames (and
 // their strings), then the Stack packet itself.
-__attribute__((noinline)) bool WriteStack(uint64_t id, const uint64_t* words, size_t nn,
-                                          size_t np, bool ntrunc, bool ptrunc, uint64_t ts) {
+__attribute__((noinline)) bool WriteStack(uint64_t id, const uint64_t* words, size_t nn, size_t np,
+                                          bool ntrunc, bool ptrunc, uint64_t ts) {
   modules::EnsureWritten(words, nn, ts);
   for (size_t i = 0; i < np; ++i) intern::EnsureFrameWritten(words[nn + i], ts);
   namespace s = fields::stack;

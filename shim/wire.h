@@ -33,11 +33,59 @@ class Encoder {
     RawVarint(n);
     Raw(data, n);
   }
+  // proto3 `string` fields must hold valid UTF-8 (a parser rejects the
+  // whole packet otherwise), but argv, file and shm names are arbitrary
+  // bytes: invalid sequences are written as '?'.
   void String(uint32_t field, const char* s) {
-    if (s && *s) Bytes(field, s, strlen(s));
+    if (s && *s) StringN(field, s, strlen(s));
   }
   void StringN(uint32_t field, const char* s, size_t n) {
-    if (n) Bytes(field, s, n);
+    if (!n) return;
+    const uint8_t* u = reinterpret_cast<const uint8_t*>(s);
+    if (ValidUtf8(u, n)) {
+      Bytes(field, s, n);
+      return;
+    }
+    Tag(field, 2);
+    RawVarint(n);  // replacement keeps the length: one '?' per bad byte
+    for (size_t i = 0; i < n;) {
+      size_t len = Utf8SeqLen(u + i, n - i);
+      if (len == 0) {
+        uint8_t q = '?';
+        Raw(&q, 1);
+        ++i;
+      } else {
+        Raw(u + i, len);
+        i += len;
+      }
+    }
+  }
+  // Length of the valid UTF-8 sequence at p, 0 if invalid.
+  static size_t Utf8SeqLen(const uint8_t* p, size_t avail) {
+    uint8_t c = p[0];
+    if (c < 0x80) return 1;
+    size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (len == 0 || len > avail) return 0;
+    for (size_t k = 1; k < len; ++k)
+      if ((p[k] & 0xC0) != 0x80) return 0;
+    uint32_t cp = c & (0x7F >> len);
+    for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (p[k] & 0x3F);
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+      return 0;
+    return len;
+  }
+  static bool ValidUtf8(const uint8_t* p, size_t n) {
+    for (size_t i = 0; i < n;) {
+      if (p[i] < 0x80) {
+        ++i;
+        continue;
+      }
+      size_t len = Utf8SeqLen(p + i, n - i);
+      if (!len) return false;
+      i += len;
+    }
+    return true;
   }
   // A packed repeated varint field.
   void PackedVarints(uint32_t field, const uint64_t* v, size_t n) {

@@ -32,20 +32,20 @@ run() {  # run NAME [ENV=V...] -- CMD...: pinscope run into $W/NAME, no report
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
   local t0=$(date +%s.%N)
-  env "${envs[@]}" pinscope run --no-report -o "$W/$name" -- "$@"
+  timeout -k 5 "${STEP_TIMEOUT:-120}" env "${envs[@]}" pinscope run --no-report -o "$W/$name" -- "$@"
   local rc=$?
   echo "[$name] exit $rc in $(echo "$(date +%s.%N) - $t0" | bc) s"
   return $rc
 }
 
-if [ "$phase" = validate ]; then
+if [ "$phase" = validate ] || [ "$phase" = all ]; then
   step "shim from source on this machine (g++ $(g++ -dumpversion), cmake $(cmake --version | head -1))"
   rm -rf /tmp/deps /tmp/srcbuild; mkdir -p /tmp/deps
   for d in .gpu/debs/*.deb; do dpkg -x "$d" /tmp/deps; done
   (cmake -S . -B /tmp/srcbuild -DPINSCOPE_BUILD_ANALYZER=OFF -DPINSCOPE_BUILD_TESTS=OFF \
      -DCMAKE_PREFIX_PATH=/tmp/deps/usr >/tmp/srcbuild.log 2>&1 &&
    cmake --build /tmp/srcbuild -j16 >>/tmp/srcbuild.log 2>&1 &&
-   echo "source build OK: $(ls -la /tmp/srcbuild/lib/libpinscope.so)") || { echo "source build FAILED"; tail -20 /tmp/srcbuild.log; }
+   echo "source build OK: $(ls -la /tmp/srcbuild/lib/libpinscope.so)" || { echo "source build FAILED"; tail -20 /tmp/srcbuild.log; }) > /tmp/srcbuild.result 2>&1 &
 
   step "calibrate"
   pinscope calibrate --output "$W/calibration.json"
@@ -57,9 +57,6 @@ if [ "$phase" = validate ]; then
   step "issue 2/3/6: seed benchmark, num_workers=0 (example trace) and 4"
   run seed0 -- $PY tools/bench/seedbench.py --samples 1280 --configs 0f
   run seed4 -- $PY tools/bench/seedbench.py --samples 2560 --configs 4f
-  run seed8 -- $PY tools/bench/seedbench.py --samples 2560 --configs 8f
-  run seed8pin -- $PY tools/bench/seedbench.py --samples 2560 --configs 8t
-  run seed0pin -- $PY tools/bench/seedbench.py --samples 1280 --configs 0t
 
   if [ -f tests/gpu/cupti_check.py ]; then
     step "issue 7: CUPTI"
@@ -81,13 +78,16 @@ if [ "$phase" = validate ]; then
   run fork_pin PINSCOPE_PIN=1 PINSCOPE_PIN_BUDGET=16G -- $PY tests/gpu/pinning_check.py fork --gib 8
 fi
 
-if [ "$phase" = bench ]; then
-  step "calibrate"
-  pinscope calibrate --output "$W/calibration.json"
-  cfgs="0f,0t,4f,4t,8f,8t"
-  for rep in 1 2 3; do
+if [ "$phase" = all ]; then
+  step "pack validation"
+  tar czf "$OUT/runs-validate.tgz" -C "$W" . && ls -la "$OUT"
+fi
+
+if [ "$phase" = bench ] || [ "$phase" = all ]; then
+  cfgs="${BENCH_CONFIGS:-0f,0t,4f,4t,8f,8t}"
+  for rep in $(seq 1 "${BENCH_REPEATS:-3}"); do
     step "seedbench rep $rep"
-    $PY tools/bench/seedbench.py --samples 2560 --configs $cfgs --json "$W/bench_none_$rep.json"
+    timeout -k 5 150 $PY tools/bench/seedbench.py --samples 2560 --configs $cfgs --json "$W/bench_none_$rep.json"
     run bench_ps_$rep -- $PY tools/bench/seedbench.py --samples 2560 --configs $cfgs --json "$W/bench_ps_$rep.json"
     run bench_pin_$rep PINSCOPE_PIN=1 -- $PY tools/bench/seedbench.py --samples 2560 --configs $cfgs --json "$W/bench_pin_$rep.json"
   done
@@ -105,5 +105,6 @@ if [ "$phase" = bench ]; then
   fi
 fi
 
+if [ -f /tmp/srcbuild.result ]; then wait; step "shim source build result"; cat /tmp/srcbuild.result; fi
 step "pack"
 tar czf "$OUT/runs-$phase.tgz" -C "$W" . && ls -la "$OUT"

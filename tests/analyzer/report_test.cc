@@ -229,17 +229,5 @@ TEST(ReportTest, BadCalibrationPathIsAnError) {
   EXPECT_EQ(err.str(), "pinscope report: calibration /nonexistent/cal.json: cannot open\n");
 }
 
-TEST(ReportTest, ExportAndDiffAreStubs) {
-  std::ostringstream out, err;
-  EXPECT_EQ(RunExport(ExportOptions{"run", "out.pftrace"}, out, err), 2);
-  EXPECT_EQ(err.str(), "pinscope export: not implemented yet\n");
-  std::ostringstream err2;
-  DiffOptions diff;
-  diff.run_a = "a";
-  diff.run_b = "b";
-  EXPECT_EQ(RunDiff(diff, out, err2), 2);
-  EXPECT_EQ(err2.str(), "pinscope diff: not implemented yet\n");
-}
-
 }  // namespace
 }  // namespace pinscope

@@ -159,6 +159,9 @@ TEST(CuptiE2E, DeviceRecordsJoinToTheirHostCalls) {
   EXPECT_EQ(r.Diag("cupti_loaded_before"), 0);
   EXPECT_EQ(r.Diag("fake_pushes"), 5);
   EXPECT_EQ(r.Diag("fake_pops"), 5);
+  // Runtime API records (needed for the correlations) only for the hooked
+  // calls: every other runtime callback id is switched off.
+  EXPECT_GE(r.Diag("fake_runtime_off"), 400);
   EXPECT_EQ(CountLines(r.err, "CUPTI"), 0) << r.err;
   EXPECT_EQ(p.Notices("cupti_started"), 1);
   EXPECT_NE(p.NoticeText("cupti_started").find(FAKE_CUPTI), std::string::npos);
@@ -300,6 +303,20 @@ INSTANTIATE_TEST_SUITE_P(Modes, CuptiUnavailable, ::testing::Range(0, 5),
                            return std::string(DegradedCases()[i.param].name);
                          });
 
+TEST(CuptiE2E, RealCuptiWithoutGpuFailsCleanly) {
+  if (!*REAL_CUPTI) GTEST_SKIP() << "no libcupti.so.13 in the CUDA toolkit";
+  if (access("/dev/nvidiactl", F_OK) == 0) GTEST_SKIP() << "a GPU driver is present";
+  Env e;
+  e.Set("PINSCOPE_CUPTI_PATH", REAL_CUPTI);
+  Result base = RunJob(CUPTI_JOB, {}, e, /*preload=*/false);
+  Result r = RunJob(CUPTI_JOB, {}, e);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.out, base.out);
+  EXPECT_EQ(CountLines(r.err, kStderrLine), 1) << r.err;
+  EXPECT_EQ(r.root().Notices("cupti_unavailable"), 1);
+  EXPECT_EQ(r.root().Of(t::TracePacket::kCopy).size(), 3u);
+}
+
 TEST(CuptiE2E, OffMeansNotEvenLoaded) {
   Env e = WithFake();
   e.Set("PINSCOPE_CUPTI", "0");
@@ -327,19 +344,29 @@ TEST(CuptiE2E, LoadedOnlyAtTheFirstCudaCall) {
 
 // --- another CUPTI client takes over -----------------------------------------------
 
-TEST(CuptiE2E, StepsAsideWhenTheProgramRegistersItsOwnBuffers) {
-  Result base = RunJob(CUPTI_PROFILER_JOB, {}, Env(), /*preload=*/false);
-  Result r = RunJob(CUPTI_PROFILER_JOB, {}, Env());  // finds the linked double itself
+class CuptiProfiler : public ::testing::TestWithParam<bool> {};
+
+// Like torch.profiler: registers its buffers (and, in TSC mode, its clock
+// first); pinscope must step aside at the first of those calls.
+TEST_P(CuptiProfiler, StepsAsideWhenTheProgramTakesCupti) {
+  bool tsc = GetParam();
+  std::vector<std::string> args;
+  if (tsc) args.push_back("tsc");
+  Result base = RunJob(CUPTI_PROFILER_JOB, args, Env(), /*preload=*/false);
+  Result r = RunJob(CUPTI_PROFILER_JOB, args, Env());  // finds the linked double itself
   ASSERT_EQ(base.status, 0) << base.err;
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, base.out);
   // The program's profiling is intact: its own kinds, all its records, none
   // of pinscope's correlation ids.
-  for (const char* k : {"register_rc", "memcpy_still_enabled", "program_memcpy", "program_kernel",
+  for (const char* k : {"register_rc", "memcpy_still_enabled", "runtime_still_enabled",
+                        "runtime_calls_off", "program_memcpy", "program_kernel",
                         "program_custom0", "program_custom2", "program_other_corr"})
     EXPECT_EQ(r.Diag(k), base.Diag(k)) << k;
   EXPECT_EQ(r.Diag("register_rc"), 0);
   EXPECT_EQ(r.Diag("memcpy_still_enabled"), 1);  // enabled by the program before registering
+  EXPECT_EQ(r.Diag("runtime_still_enabled"), 1);
+  EXPECT_EQ(r.Diag("runtime_calls_off"), 0);  // pinscope's per-call restriction undone
   EXPECT_EQ(r.Diag("pinscope_kernels_disabled"), 1);  // pinscope's own kind was undone
   EXPECT_EQ(r.Diag("program_memcpy"), 3);
   EXPECT_EQ(r.Diag("program_custom0"), 3);
@@ -350,8 +377,10 @@ TEST(CuptiE2E, StepsAsideWhenTheProgramRegistersItsOwnBuffers) {
   const ProcessTrace& p = r.root();
   EXPECT_EQ(p.Notices("cupti_started"), 1);
   EXPECT_EQ(p.Notices("cupti_unavailable"), 1);
-  EXPECT_NE(p.NoticeText("cupti_unavailable").find("cuptiActivityRegisterCallbacks"),
-            std::string::npos);
+  EXPECT_NE(p.NoticeText("cupti_unavailable")
+                .find(tsc ? "cuptiActivityRegisterTimestampCallback" : "cuptiActivityRegisterCallbacks"),
+            std::string::npos)
+      << p.NoticeText("cupti_unavailable");
   EXPECT_EQ(CountLines(r.err, kStderrLine), 1) << r.err;
   EXPECT_EQ(p.Of(t::TracePacket::kCopy).size(), 6u);
   std::set<uint64_t> calls;
@@ -363,5 +392,10 @@ TEST(CuptiE2E, StepsAsideWhenTheProgramRegistersItsOwnBuffers) {
     memcpys += q->device().kind() == t::ACT_MEMCPY;
   EXPECT_EQ(memcpys, 2);
 }
+
+INSTANTIATE_TEST_SUITE_P(Clock, CuptiProfiler, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return std::string(i.param ? "KinetoTsc" : "Default");
+                         });
 
 }  // namespace

@@ -74,8 +74,8 @@ int main(int argc, char** argv) {
   if (do_sleep) usleep(300 * 1000);
   fakecupti_stats s{};
   if (FakeStats(&s)) {
-    fprintf(diag, "fake_pushes=%lu\nfake_pops=%lu\nfake_flushes=%lu\n", s.pushes[kCustom2],
-            s.pops[kCustom2], s.flushes);
+    fprintf(diag, "fake_pushes=%lu\nfake_pops=%lu\nfake_flushes=%lu\nfake_runtime_off=%lu\n",
+            s.pushes[kCustom2], s.pops[kCustom2], s.flushes, s.runtime_cbids_off);
   }
   if (do_fork) {
     fflush(stdout);

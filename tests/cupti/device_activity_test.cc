@@ -242,6 +242,7 @@ TEST(Busy, UnionOfKernelsCopiesAndMemsetsPerChunk) {
   EXPECT_EQ(ref, b.chunk_busy_fraction);
   EXPECT_EQ(b.leading_idle_ns, 0u);
   EXPECT_EQ(b.trailing_idle_ns, 4 * ms);
+  EXPECT_DOUBLE_EQ(b.active_busy_fraction, 18.0 / 26.0);
   EXPECT_EQ(b.gap_count, 1u);
   EXPECT_EQ(b.gap_ns, 8 * ms);
   ASSERT_EQ(b.longest_gaps.size(), 1u);
@@ -310,7 +311,7 @@ TEST(Busy, GapsAreAttributedToWhatTheHostWasDoing) {
 
   InputVerdict v = JudgeInput(b);
   EXPECT_FALSE(v.not_input_bound);
-  EXPECT_DOUBLE_EQ(v.busy_fraction, 50.0 / 110.0);
+  EXPECT_DOUBLE_EQ(v.busy_fraction, 50.0 / 110.0);  // no leading or trailing idle here
   EXPECT_DOUBLE_EQ(v.input_idle_fraction, 40.0 / 110.0);
 }
 
@@ -435,13 +436,30 @@ TEST(Busy, LongHostIntervalsSurvivePruning) {
 TEST(Verdict, BusyGpuIsNotInputBound) {
   DeviceBusy b;
   b.window = {0, 100 * ms};
-  b.busy_fraction = 0.9;
+  b.active_busy_fraction = 0.9;
   EXPECT_TRUE(JudgeInput(b).not_input_bound);
-  b.busy_fraction = 0.899;
+  b.active_busy_fraction = 0.899;
   EXPECT_FALSE(JudgeInput(b).not_input_bound);
   EXPECT_TRUE(JudgeInput(b, 0.8).not_input_bound);
   DeviceBusy empty;
   EXPECT_FALSE(JudgeInput(empty).not_input_bound);
+}
+
+TEST(Verdict, StartUpAndTeardownDoNotDiluteAGpuBoundLoop) {
+  // 2 s of start-up after CUPTI started, 8 s of back-to-back matmuls with
+  // 50 us launch gaps every 10 ms, 1 s of teardown.
+  GpuBusyTracker t(AlignedOptions());
+  for (uint64_t s = 2 * kSec; s < 10 * kSec; s += 10 * ms) t.AddDevice(Rec(kActKernel, s, s + 10 * ms - 50 * us));
+  DeviceBusy b = t.Finish({0, 11 * kSec})[0];
+  EXPECT_EQ(b.leading_idle_ns, 2 * kSec);
+  EXPECT_EQ(b.trailing_idle_ns, 1 * kSec + 50 * us);
+  EXPECT_EQ(b.busy_ns, 800 * (10 * ms - 50 * us));
+  EXPECT_NEAR(b.busy_fraction, 0.7236, 1e-4);
+  EXPECT_EQ(b.gap_count, 0u);  // 50 us gaps are below the 1 ms threshold
+  InputVerdict v = JudgeInput(b);
+  EXPECT_TRUE(v.not_input_bound);
+  EXPECT_NEAR(v.busy_fraction, 0.995, 1e-4);
+  EXPECT_DOUBLE_EQ(v.input_idle_fraction, 0.0);
 }
 
 // --- all together --------------------------------------------------------------

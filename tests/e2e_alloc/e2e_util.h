@@ -101,8 +101,8 @@ struct RunResult {
 
 // Runs argv with the environment plus `env` (NAME=VALUE each), stdout and
 // stderr captured in files under `dir`.
-inline RunResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                     const std::string& dir) {
+inline RunResult RunCommand(const std::vector<std::string>& argv,
+                            const std::vector<std::string>& env, const std::string& dir) {
   std::vector<std::string> envs;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;

@@ -38,7 +38,8 @@ uint32_t g_next_correlation = 100;
 unsigned long g_kernel_count = 0;
 size_t g_dropped = 0;
 fakecupti_stats g_stats{};
-bool g_runtime_cbid[1024];
+// Runtime callback ids switched off one by one (cuptiActivityEnableRuntimeApi).
+bool g_runtime_cbid_off[1024];
 // Records waiting for a flush; each kept as its own byte string.
 std::vector<std::vector<uint8_t>>* g_queue = nullptr;
 
@@ -64,12 +65,10 @@ void Queue(const T& rec) {  // g_mu held
   g_queue->emplace_back(p, p + sizeof rec);
 }
 
-bool RuntimeRecordsOn() {
-  if (On(CUPTI_ACTIVITY_KIND_RUNTIME)) return true;
-  for (bool b : g_runtime_cbid)
-    if (b) return true;
-  return false;
-}
+// As measured with CUDA 13.0's CUPTI: external correlation records come
+// only with the RUNTIME kind on (single callback ids alone give none). The
+// simulated calls are copies, whose ids pinscope keeps on.
+bool RuntimeRecordsOn() { return On(CUPTI_ACTIVITY_KIND_RUNTIME); }
 
 // One simulated API call: `start` is when its region opened.
 void MakeApiCall(uint64_t start) {  // g_mu held
@@ -186,6 +185,10 @@ FAKE_API CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
   if (static_cast<int>(kind) <= 0 || static_cast<int>(kind) >= 64) return CUPTI_ERROR_INVALID_KIND;
   pthread_mutex_lock(&g_mu);
   g_enabled |= 1ull << static_cast<int>(kind);
+  if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) {  // the kind overrides per-call settings
+    for (bool& off : g_runtime_cbid_off) off = false;
+    g_stats.runtime_cbids_off = 0;
+  }
   pthread_mutex_unlock(&g_mu);
   return CUPTI_SUCCESS;
 }
@@ -202,12 +205,12 @@ FAKE_API CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_
   if (GetMode() == Mode::kFailEnable) return CUPTI_ERROR_NOT_INITIALIZED;
   if (cbid >= 1024) return CUPTI_ERROR_INVALID_PARAMETER;
   pthread_mutex_lock(&g_mu);
-  if (g_runtime_cbid[cbid] != (enable != 0)) {
-    g_runtime_cbid[cbid] = enable != 0;
+  if (g_runtime_cbid_off[cbid] != (enable == 0)) {
+    g_runtime_cbid_off[cbid] = enable == 0;
     if (enable) {
-      ++g_stats.runtime_cbids;
+      --g_stats.runtime_cbids_off;
     } else {
-      --g_stats.runtime_cbids;
+      ++g_stats.runtime_cbids_off;
     }
   }
   pthread_mutex_unlock(&g_mu);

@@ -11,9 +11,9 @@
 // or a test calls fakecupti_simulate_api(). Each such call yields, if the
 // kinds are enabled:
 //   - one CUpti_ActivityExternalCorrelation per non-empty id stack of the
-//     calling thread (only when runtime API records are on: the kind
-//     CUPTI_ACTIVITY_KIND_RUNTIME or any cuptiActivityEnableRuntimeApi cbid,
-//     as with the real CUPTI),
+//     calling thread, only while the kind CUPTI_ACTIVITY_KIND_RUNTIME is on
+//     (as CUDA 13.0's CUPTI does: per-call cuptiActivityEnableRuntimeApi
+//     alone gives none),
 //   - one CUpti_ActivityMemcpy6 (H2D, pageable -> device, FAKECUPTI_BYTES
 //     bytes, default 4096, stream 7, device 0),
 //   - one CUpti_ActivityKernel10 named "fake_kernel_a" / "fake_kernel_b"
@@ -43,7 +43,8 @@ struct fakecupti_stats {
   unsigned long api_calls;        // records made (see above)
   unsigned long flushes;          // cuptiActivityFlushAll calls
   unsigned long records_delivered;
-  unsigned long runtime_cbids;    // cbids currently enabled one by one
+  unsigned long runtime_cbids_off;  // runtime callback ids switched off one by
+                                    // one (enabling the RUNTIME kind resets)
 };
 void fakecupti_get_stats(struct fakecupti_stats* out);
 

@@ -48,9 +48,12 @@ def main(run):
         if api_name(c.api) != "MEMCPY_ASYNC":
             problems.append(f"copy {c.call_id}: api {api_name(c.api)} (torch uses cudaMemcpyAsync)")
         # Blocking: torch follows a blocking copy with cudaStreamSynchronize
-        # on the same thread before anything else.
+        # of the copy's stream on the same thread before anything else
+        # (torch.cuda.synchronize() is cudaDeviceSynchronize: not this).
         nxt = events[i + 1] if i + 1 < len(events) else None
-        blocking = bool(nxt is not None and nxt.WhichOneof("data") == "sync" and nxt.tid == p.tid)
+        blocking = bool(nxt is not None and nxt.WhichOneof("data") == "sync" and nxt.tid == p.tid
+                        and nxt.sync.api == pb2.STREAM_SYNCHRONIZE
+                        and nxt.sync.stream == c.stream)
         got[(dir_name(c.direction), c.bytes, host_kind, blocking)] += 1
     want = collections.Counter((e["direction"], e["bytes"], e["host_kind"], e["blocking"])
                                for e in expected["copies"])

@@ -43,7 +43,8 @@ std::vector<std::string> EventsAbout(const e2e::ProcessTrace& t, std::vector<con
   return out;
 }
 
-std::string Alloc(const char* api, const void* p, size_t n, size_t align = 0, const void* old = nullptr) {
+std::string Alloc(const char* api, const void* p, size_t n, size_t align = 0,
+                  const void* old = nullptr) {
   return std::string("alloc ") + api + " " + std::to_string(U(p)) + " " + std::to_string(n) + " " +
          std::to_string(align) + " " + std::to_string(U(old));
 }
@@ -104,13 +105,20 @@ TEST_F(AllocCoreTest, RecordsAtAndAboveTheThreshold) {
   for (const void* p : all) a::Free(const_cast<void*>(p));
   EXPECT_FALSE(Registry().FindBlock(U(big), &b));
   size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  std::vector<std::string> want = {
-      Alloc("MALLOC", big, kMiB),          Alloc("CALLOC", zeroed, 2 * kMiB),
-      Alloc("POSIX_MEMALIGN", aligned, 2 * kMiB + 3, 4096),
-      Alloc("ALIGNED_ALLOC", al, kMiB, 1 << 16), Alloc("MEMALIGN", mem, kMiB, 512),
-      Alloc("VALLOC", va, kMiB, page),     Alloc("PVALLOC", pv, kMiB + 1, page),
-      Free(big, false),    Free(zeroed, false), Free(aligned, false), Free(al, false),
-      Free(mem, false),    Free(va, false),     Free(pv, false)};
+  std::vector<std::string> want = {Alloc("MALLOC", big, kMiB),
+                                   Alloc("CALLOC", zeroed, 2 * kMiB),
+                                   Alloc("POSIX_MEMALIGN", aligned, 2 * kMiB + 3, 4096),
+                                   Alloc("ALIGNED_ALLOC", al, kMiB, 1 << 16),
+                                   Alloc("MEMALIGN", mem, kMiB, 512),
+                                   Alloc("VALLOC", va, kMiB, page),
+                                   Alloc("PVALLOC", pv, kMiB + 1, page),
+                                   Free(big, false),
+                                   Free(zeroed, false),
+                                   Free(aligned, false),
+                                   Free(al, false),
+                                   Free(mem, false),
+                                   Free(va, false),
+                                   Free(pv, false)};
   EXPECT_EQ(EventsAbout(ReadOwnTrace(), all), want);
 }
 
@@ -131,11 +139,11 @@ TEST_F(AllocCoreTest, ReallocAcrossTheThreshold) {
   HostBlock b;
   EXPECT_FALSE(Registry().FindBlock(U(arr), &b));
   a::Free(shrunk);
-  EXPECT_EQ(EventsAbout(ReadOwnTrace(), {small, grown, moved, shrunk, arr}),
-            (std::vector<std::string>{
-                Alloc("REALLOC", grown, 2 * kMiB, 0, small), Free(grown, true),
-                Alloc("REALLOC", moved, 4 * kMiB, 0, grown), Free(moved, true),
-                Alloc("REALLOCARRAY", arr, 3 * kMiB), Free(arr, true)}));
+  EXPECT_EQ(
+      EventsAbout(ReadOwnTrace(), {small, grown, moved, shrunk, arr}),
+      (std::vector<std::string>{Alloc("REALLOC", grown, 2 * kMiB, 0, small), Free(grown, true),
+                                Alloc("REALLOC", moved, 4 * kMiB, 0, grown), Free(moved, true),
+                                Alloc("REALLOCARRAY", arr, 3 * kMiB), Free(arr, true)}));
 }
 
 TEST_F(AllocCoreTest, FailedReallocKeepsTheBlock) {

@@ -3,6 +3,8 @@
 // handler, growth past one pool chunk, threads, and fork (entries kept and
 // marked inherited, the lock usable in the child even if another thread was
 // using it at the moment of fork).
+#include "block_registry.h"
+
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -14,7 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include "block_registry.h"
 #include "pinning.h"
 
 namespace pinscope::shim {

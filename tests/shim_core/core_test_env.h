@@ -5,6 +5,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <string>
@@ -30,6 +31,15 @@ inline const std::string& TraceDir() {
     InitProcess();
     alloc::InitAlloc();
     shm::InitShm();
+    // Removed when the test process ends (forked children _exit first),
+    // unless PINSCOPE_KEEP_TEST_TRACES is set.
+    static std::string keep = d;
+    atexit(+[] {
+      if (getenv("PINSCOPE_KEEP_TEST_TRACES")) return;
+      std::string cmd = "rm -rf '" + keep + "'";
+      if (system(cmd.c_str()) != 0) {
+      }
+    });
     return d;
   }();
   return dir;

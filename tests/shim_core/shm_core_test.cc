@@ -167,11 +167,12 @@ TEST(JobTable, DistinctLiveSegmentsAcrossProcesses) {
   EXPECT_EQ(u.bytes, 11 * kMiB);
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
-  job.Remove(me, 0x9000);
-  job.Remove(me, 0x2000);
+  job.Remove(me, 5, 100);  // one of the two mappings of 100
+  job.Remove(me, 5, 101);
+  job.Remove(me, 5, 999);  // not there: nothing happens
   u = job.Usage();
   EXPECT_EQ(u.segments, 1u);
-  EXPECT_EQ(u.bytes, 4 * kMiB);
+  EXPECT_EQ(u.bytes, 8 * kMiB);  // the first slot of 100 went, the 8 MiB one is left
   EXPECT_TRUE(job.FirstDiagnosis());
   EXPECT_FALSE(job.FirstDiagnosis());
 }
@@ -227,9 +228,8 @@ TEST_F(ShmCoreTest, SegmentLifeIsRecorded) {
   for (const auto* pk : own.Shm())
     if (pk->shm().name() == me) ops.push_back(pk->shm().op());
   EXPECT_EQ(ops, (std::vector<trace::ShmOp>{trace::SHM_CREATE, trace::SHM_TRUNCATE,
-                                            trace::SHM_FALLOCATE, trace::SHM_MAP,
-                                            trace::SHM_UNLINK, trace::SHM_UNMAP,
-                                            trace::SHM_CLOSE}));
+                                            trace::SHM_FALLOCATE, trace::SHM_MAP, trace::SHM_UNLINK,
+                                            trace::SHM_UNMAP, trace::SHM_CLOSE}));
 }
 
 TEST_F(ShmCoreTest, OtherFilesAndAnonymousMemoryPassThrough) {

@@ -2,7 +2,7 @@
 # LD_PRELOAD=libpinscope.so): two copies of known size from known lines.
 # ctypes.PyDLL keeps the GIL during the foreign call; ctypes.CDLL releases
 # it (as PyTorch does around its operators).
-#   python3 py_stacks.py LIBPY_HELPER
+#   python3 py_stacks.py LIBPY_HELPER [extra]
 import ctypes
 import sys
 
@@ -24,4 +24,26 @@ def main():
         sys.exit(1)
 
 
-main()  # @py-module
+# "extra": a copy from a generator (4 KiB) and one under 40 levels of Python
+# recursion (3 KiB), for the depth limit.
+def gen_copy():
+    yield ctypes.PyDLL(LIB).stacks_py_copy(4)  # @py-gen
+
+
+def recurse(n):
+    if n == 0:
+        return ctypes.PyDLL(LIB).stacks_py_copy(3)  # @py-recurse-leaf
+    return recurse(n - 1)  # @py-recurse
+
+
+def extra():
+    if next(gen_copy()) != 0:  # @py-extra-gen
+        sys.exit(1)
+    if recurse(40) != 0:
+        sys.exit(1)
+
+
+if len(sys.argv) > 2 and sys.argv[2] == "extra":
+    extra()  # @py-extra-module
+else:
+    main()  # @py-module

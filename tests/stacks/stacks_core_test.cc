@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,7 +22,12 @@
 #include "stacks.h"
 #include "tests/stacks/trace_file.h"
 
-// --- malloc counting --------------------------------------------------------
+// --- malloc counting (not under sanitizers, which bring their own malloc) ---
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PINSCOPE_COUNT_MALLOC 0
+#else
+#define PINSCOPE_COUNT_MALLOC 1
+#endif
 extern "C" void* __libc_malloc(size_t);
 extern "C" void* __libc_calloc(size_t, size_t);
 extern "C" void* __libc_realloc(void*, size_t);
@@ -35,6 +41,7 @@ inline void Count() {
 }
 }  // namespace
 
+#if PINSCOPE_COUNT_MALLOC
 extern "C" void* malloc(size_t n) {
   Count();
   return __libc_malloc(n);
@@ -51,6 +58,7 @@ extern "C" void* memalign(size_t a, size_t n) {
   Count();
   return __libc_memalign(a, n);
 }
+#endif
 
 namespace pinscope::stacks_test {
 
@@ -107,12 +115,14 @@ TEST(StacksCore, CallerOfCaptureStackIsTheFirstFrame) {
   auto fa = NativeFrames(sym, t, a);
   ASSERT_GE(fa.size(), 2u);
   EXPECT_EQ(fa[0].function, "pinscope::stacks_test::sites::SiteA()");
-  EXPECT_EQ(fa[1].function,
-            "pinscope::stacks_test::StacksCore_CallerOfCaptureStackIsTheFirstFrame_Test::TestBody()");
+  EXPECT_EQ(
+      fa[1].function,
+      "pinscope::stacks_test::StacksCore_CallerOfCaptureStackIsTheFirstFrame_Test::TestBody()");
   auto fr = NativeFrames(sym, t, r);
   ASSERT_GE(fr.size(), 4u);
   EXPECT_EQ(fr[0].function, "pinscope::stacks_test::sites::SiteA()");
-  for (int i = 1; i <= 3; ++i) EXPECT_EQ(fr[i].function, "pinscope::stacks_test::sites::Recurse(int)");
+  for (int i = 1; i <= 3; ++i)
+    EXPECT_EQ(fr[i].function, "pinscope::stacks_test::sites::Recurse(int)");
 }
 
 TEST(StacksCore, EachStackIsWrittenOnceUnderConcurrency) {
@@ -184,6 +194,7 @@ TEST(StacksCore, FullTableGivesNoIdAndCountsIt) {
 }
 
 TEST(StacksCore, NoMallocOnceWarm) {
+  if (!PINSCOPE_COUNT_MALLOC) GTEST_SKIP() << "sanitizer build: malloc is not counted";
   sites::SiteA();  // warm: this thread's libunwind caches exist, the stack is interned
   g_mallocs = 0;
   g_counting = true;
@@ -239,6 +250,61 @@ TEST(StacksCore, ForkedChildWritesKnownStacksAgain) {
   auto frames = NativeFrames(sym, child, a);
   ASSERT_FALSE(frames.empty());
   EXPECT_EQ(frames[0].function, "pinscope::stacks_test::sites::SiteA()");
+}
+
+// A module loaded after start-up, unloaded, and loaded again from the same
+// path at another address: each load gets its own Module packet, and the
+// pcs of each stack resolve in the module that was there at the time.
+TEST(StacksCore, ModulesLoadedLaterAndAgainElsewhere) {
+  using CallFn = uint64_t (*)(uint64_t(*)());
+  uint64_t ids[2];
+  uintptr_t bases[2];
+  void* blocker = nullptr;
+  size_t blocked = 0;
+  for (int round = 0; round < 2; ++round) {
+    void* h = dlopen(PINSCOPE_DL_HELPER_PATH, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h, nullptr) << dlerror();
+    auto call = reinterpret_cast<CallFn>(dlsym(h, "stacks_dl_call"));
+    ASSERT_NE(call, nullptr);
+    Dl_info info{};
+    ASSERT_TRUE(dladdr(reinterpret_cast<void*>(call), &info));
+    bases[round] = reinterpret_cast<uintptr_t>(info.dli_fbase);
+    ids[round] = call(&sites::SiteB);
+    ASSERT_NE(ids[round], 0u);
+    ASSERT_EQ(dlclose(h), 0);
+    if (round == 0) {
+      // Keep the loader from mapping it at the same place again.
+      blocked = 4096;  // its first page is enough: the loader maps it whole
+      blocker = mmap(info.dli_fbase, blocked, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+      ASSERT_NE(blocker, MAP_FAILED);
+    }
+  }
+  munmap(blocker, blocked);
+  ASSERT_NE(bases[0], bases[1]);
+  EXPECT_NE(ids[0], ids[1]);
+  TraceFile t = ReadOwnTrace();
+  ExpectSelfContained(t);
+  int helper_modules = 0;
+  for (const trace::TracePacket& p : t.packets) {
+    if (p.has_module() && p.module().path() == PINSCOPE_DL_HELPER_PATH) {
+      ++helper_modules;
+      EXPECT_TRUE(p.module().load_address() == bases[0] || p.module().load_address() == bases[1]);
+      EXPECT_FALSE(p.module().build_id().empty());
+    }
+  }
+  EXPECT_EQ(helper_modules, 2);
+  Symbolizer sym;
+  for (int round = 0; round < 2; ++round) {
+    auto frames = NativeFrames(sym, t, ids[round]);
+    ASSERT_GE(frames.size(), 2u);
+    EXPECT_EQ(frames[0].function, "pinscope::stacks_test::sites::SiteB()");
+    EXPECT_EQ(frames[1].function, "stacks_dl_call") << frames[1].ToString();
+    EXPECT_EQ(frames[1].module, PINSCOPE_DL_HELPER_PATH);
+    const trace::Module* m = t.modules.Find(t.stacks.at(ids[round]).native_pcs(1) - 1);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->load_address(), bases[round]);
+  }
 }
 
 }  // namespace pinscope::stacks_test

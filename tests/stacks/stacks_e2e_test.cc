@@ -194,8 +194,9 @@ TEST(StacksE2E, ThreadsShareOneInternedStack) {
   for (const trace::CopyEvent& c : t.copies) EXPECT_EQ(c.stack_id(), t.stacks.begin()->first);
   Symbolizer sym;
   auto frames = NativeFrames(sym, t, t.stacks.begin()->first);
-  EXPECT_EQ(Names(frames, 4), (std::vector<std::string>{"chain::Inner(int)", "chain::Middle(int)",
-                                                        "chain::Outer(int)", "chain::Worker(void*)"}));
+  EXPECT_EQ(Names(frames, 4),
+            (std::vector<std::string>{"chain::Inner(int)", "chain::Middle(int)",
+                                      "chain::Outer(int)", "chain::Worker(void*)"}));
 }
 
 // --- Python -------------------------------------------------------------
@@ -290,9 +291,9 @@ TEST_P(StacksPython, ExactFramesWithAndWithoutTheGil) {
     for (const trace::CopyEvent& c : t.copies) {
       ASSERT_NE(c.stack_id(), 0u);
       auto frames = NativeFrames(sym, t, c.stack_id());
-      EXPECT_EQ(Names(frames, 3), (std::vector<std::string>{"pyhelper::Inner(int)",
-                                                            "pyhelper::Outer(int)",
-                                                            "stacks_py_copy"}));
+      EXPECT_EQ(Names(frames, 3),
+                (std::vector<std::string>{"pyhelper::Inner(int)", "pyhelper::Outer(int)",
+                                          "stacks_py_copy"}));
       EXPECT_FALSE(t.stacks.at(c.stack_id()).python_truncated());
       // 1 KiB: ctypes.PyDLL, the GIL is held; 2 KiB: ctypes.CDLL releases it.
       const bool gil = c.bytes() == 1024;
@@ -302,6 +303,41 @@ TEST_P(StacksPython, ExactFramesWithAndWithoutTheGil) {
         EXPECT_EQ(py, gil ? with_gil : without_gil);
       } else {
         EXPECT_TRUE(py.empty()) << c.bytes();
+      }
+    }
+  }
+}
+
+TEST_P(StacksPython, GeneratorFramesAndThePythonDepthLimit) {
+  const std::string python = GetParam();
+  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << python << " not installed";
+  const PyFrame gen{kPyScript, "gen_copy", uint32_t(MarkerLine(kPyScript, "# @py-gen"))};
+  const PyFrame extra_gen{kPyScript, "extra", uint32_t(MarkerLine(kPyScript, "# @py-extra-gen"))};
+  const PyFrame module{kPyScript, "<module>",
+                       uint32_t(MarkerLine(kPyScript, "# @py-extra-module"))};
+  const PyFrame leaf{kPyScript, "recurse", uint32_t(MarkerLine(kPyScript, "# @py-recurse-leaf"))};
+  const PyFrame level{kPyScript, "recurse", uint32_t(MarkerLine(kPyScript, "# @py-recurse"))};
+  for (const char* walk : {"PINSCOPE_PY_WALK=1", "PINSCOPE_PY_WALK=0"}) {
+    SCOPED_TRACE(walk);
+    RunResult run = RunTraced({python, kPyScript, PINSCOPE_PY_HELPER_PATH, "extra"},
+                              {walk, "PINSCOPE_STACKS=8"});
+    ASSERT_EQ(run.files.size(), 1u);
+    const TraceFile& t = run.files[0];
+    ExpectSelfContained(t);
+    ASSERT_EQ(t.copies.size(), 2u);
+    for (const trace::CopyEvent& c : t.copies) {
+      const trace::Stack& s = t.stacks.at(c.stack_id());
+      EXPECT_LE(s.native_pcs_size(), 8);
+      std::vector<PyFrame> py = PythonFrames(t, c.stack_id());
+      if (c.bytes() == 4096) {
+        EXPECT_EQ(py, (std::vector<PyFrame>{gen, extra_gen, module}));
+        EXPECT_FALSE(s.python_truncated());
+      } else {
+        ASSERT_EQ(c.bytes(), 3072u);
+        std::vector<PyFrame> expected(8, level);
+        expected[0] = leaf;
+        EXPECT_EQ(py, expected);
+        EXPECT_TRUE(s.python_truncated());
       }
     }
   }

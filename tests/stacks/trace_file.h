@@ -86,7 +86,8 @@ inline std::vector<std::string> TraceFiles(const std::string& dir) {
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d)) {
       std::string name = e->d_name;
-      if (name.size() > 8 && name.substr(name.size() - 8) == ".pstrace") out.push_back(dir + "/" + name);
+      if (name.size() > 8 && name.substr(name.size() - 8) == ".pstrace")
+        out.push_back(dir + "/" + name);
     }
     closedir(d);
   }
@@ -125,7 +126,8 @@ inline std::vector<SymbolizedFrame> NativeFrames(Symbolizer& sym, const TraceFil
   std::vector<SymbolizedFrame> out;
   auto it = t.stacks.find(id);
   if (it == t.stacks.end()) return out;
-  for (uint64_t pc : it->second.native_pcs()) out.push_back(sym.SymbolizeReturnAddress(t.modules, pc));
+  for (uint64_t pc : it->second.native_pcs())
+    out.push_back(sym.SymbolizeReturnAddress(t.modules, pc));
   return out;
 }
 
@@ -151,12 +153,16 @@ inline std::vector<PyFrame> PythonFrames(const TraceFile& t, uint64_t id) {
   return out;
 }
 
-// 1-based line of the source line holding `marker` (e.g. "// @inner").
+// 1-based line of the source line holding `marker` (e.g. "// @inner") as a
+// whole word ("// @fork" does not match "// @fork-loop").
 inline int MarkerLine(const std::string& source, const std::string& marker) {
   std::ifstream in(source);
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find(marker) != std::string::npos) return n;
+    size_t at = line.find(marker);
+    if (at == std::string::npos) continue;
+    size_t end = at + marker.size();
+    if (end == line.size() || line[end] == ' ') return n;
   }
   ADD_FAILURE() << marker << " not found in " << source;
   return -1;

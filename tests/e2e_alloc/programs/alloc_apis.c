@@ -27,6 +27,13 @@ static void Free(void* p, int recorded) {
 }
 
 int main(void) {
+  /* pinscope must not change how glibc serves blocks: with its default
+     dynamic thresholds a 2 MiB block is mmapped (chunk flag IS_MMAPPED). */
+  char* fresh = malloc(2 * MiB);
+  CHECK(fresh && (((size_t*)fresh)[-1] & 2) != 0);
+  Expect("alloc MALLOC %llu %u 0 0", U(fresh), 2 * MiB);
+  Free(fresh, 1);
+
   /* malloc: just below and at the threshold. */
   errno = 1234;
   char* below = malloc(MiB - 1);

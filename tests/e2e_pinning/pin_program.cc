@@ -1,0 +1,710 @@
+// e2e_pinning_prog: an unmodified CUDA program (linked against the CUDA 13
+// runtime double) whose large pageable buffers pinscope may pin behind its
+// back (PINSCOPE_PIN). One scenario per run: e2e_pinning_prog SCENARIO.
+// It checks what it computes itself (exit 91 on wrong data where the answer
+// does not depend on the pinning mode) and prints what it observed as
+// "key=value" lines; the checker (e2e_pinning_test) compares both with the
+// trace. Addresses go to stdout so the checker can match PinEvents.
+#include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fake_cudart.h"
+#include "program_util.h"
+
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// Neither is a recorded block: pinscope cannot pin them.
+char g_static[8 * kMiB];
+char g_check[24 * kMiB];  // verification copies land here (pageable)
+
+void Fail(const char* what) {
+  fprintf(stderr, "e2e_pinning_prog: %s\n", what);
+  fflush(stderr);
+  exit(91);
+}
+
+char* Memalign(size_t n) {
+  void* p = nullptr;
+  if (posix_memalign(&p, 64, n) != 0) Fail("posix_memalign");
+  return static_cast<char*>(p);
+}
+
+// 1 when all n bytes of p equal c.
+bool All(const char* p, size_t n, char c) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != c) return false;
+  return true;
+}
+
+// What a buffer holds: 1 = the expected value everywhere, 2 = the other one
+// everywhere, 0 = a mix (never acceptable).
+int Observed(const char* p, size_t n, char want, char other) {
+  if (All(p, n, want)) return 1;
+  if (All(p, n, other)) return 2;
+  return 0;
+}
+
+// Device contents, read back through a pageable (unrecorded) buffer.
+const char* DeviceBytes(const void* dev, size_t n) {
+  CK(cudaMemcpy(g_check, dev, n, cudaMemcpyDeviceToHost));
+  return g_check;
+}
+
+void* DevAlloc(size_t n) {
+  void* d = nullptr;
+  CK(cudaMalloc(&d, n));
+  return d;
+}
+
+void PutStats(const char* prefix) {
+  fakecuda_stats s;
+  fakecuda_get_stats(&s);
+  std::string p = prefix;
+  Put((p + "register_calls").c_str(), s.host_register_calls);
+  Put((p + "unregister_calls").c_str(), s.host_unregister_calls);
+  Put((p + "registered_bytes").c_str(), s.registered_bytes);
+}
+
+// --- 1. decisions ------------------------------------------------------------
+
+void Decisions() {
+  const size_t big_n = 16 * kMiB;
+  void* dev = DevAlloc(big_n);
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+
+  char* big = Memalign(big_n);
+  memset(big, 'a', big_n);
+  PutPtr("big", big);
+  CK(cudaMemcpy(dev, big, big_n, cudaMemcpyHostToDevice));  // 1: REGISTERED
+  Put("big_registered_after_first", fakecuda_is_registered(big));
+  memset(big, 'b', big_n);
+  CK(cudaMemcpyAsync(dev, big, big_n, cudaMemcpyHostToDevice, s));  // 2: CACHED
+  CK(cudaStreamSynchronize(s));
+  if (!All(DeviceBytes(dev, big_n), big_n, 'b')) Fail("big: device data");  // 3
+  memset(big, 0, big_n);
+  CK(cudaMemcpyAsync(big, dev, big_n, cudaMemcpyDeviceToHost, s));  // 4: CACHED (D2H)
+  CK(cudaStreamSynchronize(s));
+  if (!All(big, big_n, 'b')) Fail("big: D2H data");
+
+  char* small = static_cast<char*>(malloc(kMiB));  // recorded, below PINSCOPE_PIN_MIN
+  PutPtr("small", small);
+  memset(small, 's', kMiB);
+  CK(cudaMemcpy(dev, small, kMiB, cudaMemcpyHostToDevice));  // 5: SKIPPED_SMALL
+  Put("small_registered", fakecuda_is_registered(small));
+
+  PutPtr("static", g_static);
+  CK(cudaMemcpy(dev, g_static, sizeof g_static, cudaMemcpyHostToDevice));  // 6: UNKNOWN
+  char on_stack[64 * 1024];
+  memset(on_stack, 1, sizeof on_stack);
+  PutPtr("stack", on_stack);
+  CK(cudaMemcpy(dev, on_stack, sizeof on_stack, cudaMemcpyHostToDevice));  // 7: UNKNOWN
+
+  void* ha = nullptr;
+  CK(cudaHostAlloc(&ha, 8 * kMiB, cudaHostAllocDefault));
+  PutPtr("hostalloc", ha);
+  CK(cudaMemcpy(dev, ha, 8 * kMiB, cudaMemcpyHostToDevice));  // 8: BY_PROGRAM
+  char* reg = Memalign(big_n);
+  memset(reg, 'r', big_n);
+  PutPtr("program_registered", reg);
+  CK(cudaHostRegister(reg, big_n, cudaHostRegisterDefault));
+  CK(cudaMemcpyAsync(dev, reg, big_n, cudaMemcpyHostToDevice, s));  // 9: BY_PROGRAM
+  CK(cudaStreamSynchronize(s));
+  CK(cudaHostUnregister(reg));
+  PutStats("");
+
+  CK(cudaFreeHost(ha));
+  free(reg);
+  free(small);
+  free(big);  // UNREGISTER "free" when pinned
+  Put("big_registered_after_free", fakecuda_is_registered(big));
+}
+
+// --- 2. semantics ---------------------------------------------------------------
+
+// The hazard of facts section 6: the stream is busy, the copy is issued, the
+// host touches the buffer at once. Prints 1 (pageable semantics) or 2
+// (asynchronous behaviour) for each case; the checker decides which is
+// right for the mode.
+void Hazard() {
+  const size_t n = 16 * kMiB;
+  void* dev = DevAlloc(n);
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  char* src = Memalign(n);
+  char* dst = Memalign(n);
+  PutPtr("src", src);
+  PutPtr("dst", dst);
+
+  // H2D from a buffer pinned by this copy (REGISTERED), then again (CACHED).
+  const char fills[2][2] = {{'A', 'B'}, {'C', 'D'}};
+  const char* keys[2] = {"h2d_registered", "h2d_cached"};
+  for (int i = 0; i < 2; ++i) {
+    memset(src, fills[i][0], n);
+    CK(fakecuda_sleep_on_stream(s, 100));
+    CK(cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s));
+    memset(src, fills[i][1], n);  // the program's next use of its buffer
+    CK(cudaStreamSynchronize(s));
+    Put(keys[i], Observed(DeviceBytes(dev, n), n, fills[i][0], fills[i][1]));
+  }
+  // D2H into a buffer pinned by this copy, then again: read at once.
+  const char d2h[2][2] = {{'D', 'x'}, {'E', 'y'}};  // {device has, host had}
+  const char* dkeys[2] = {"d2h_registered", "d2h_cached"};
+  for (int i = 0; i < 2; ++i) {
+    memset(g_check, d2h[i][0], n);
+    CK(cudaMemcpy(dev, g_check, n, cudaMemcpyHostToDevice));
+    memset(dst, d2h[i][1], n);
+    CK(fakecuda_sleep_on_stream(s, 100));
+    CK(cudaMemcpyAsync(dst, dev, n, cudaMemcpyDeviceToHost, s));
+    Put(dkeys[i], Observed(dst, n, d2h[i][0], d2h[i][1]));
+    CK(cudaStreamSynchronize(s));
+    if (!All(dst, n, d2h[i][0])) Fail("D2H: data after the sync");
+  }
+  free(src);
+  free(dst);
+}
+
+// cudaMemcpyToSymbolAsync / FromSymbolAsync with a pinscope-pinned host
+// side: the same hazard through the symbol entry points.
+char g_symbol[16 * kMiB];
+
+void Symbol() {
+  const size_t n = sizeof g_symbol;
+  CK(fakecuda_register_symbol(g_symbol, n));
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  char* src = Memalign(n);
+  char* dst = Memalign(n);
+  PutPtr("src", src);
+  PutPtr("dst", dst);
+  PutPtr("symbol", g_symbol);
+  memset(src, 'H', n);
+  CK(fakecuda_sleep_on_stream(s, 100));
+  CK(cudaMemcpyToSymbolAsync(g_symbol, src, n, 0, cudaMemcpyHostToDevice, s));
+  memset(src, 'I', n);
+  CK(cudaStreamSynchronize(s));
+  Put("to_symbol", Observed(g_symbol, n, 'H', 'I'));  // the double's "device" is host memory
+  memset(dst, 'w', n);
+  CK(fakecuda_sleep_on_stream(s, 100));
+  CK(cudaMemcpyFromSymbolAsync(dst, g_symbol, n, 0, cudaMemcpyDeviceToHost, s));
+  Put("from_symbol", Observed(dst, n, 'H', 'w'));
+  CK(cudaStreamSynchronize(s));
+  free(src);
+  free(dst);
+}
+
+// The recorder goes passive (its trace folder fills up) while pinscope
+// holds a pinned buffer: copies of that buffer must keep pageable
+// semantics all the same.
+void Passive() {
+  const size_t n = 16 * kMiB;
+  void* dev = DevAlloc(n);
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  char* big = Memalign(n);
+  memset(big, 'a', n);
+  PutPtr("big", big);
+  CK(cudaMemcpy(dev, big, n, cudaMemcpyHostToDevice));  // pinned
+  char tiny[64] = {};
+  for (int round = 0; round < 4; ++round) {  // ~8000 packets: the 64 KiB folder fills
+    for (int i = 0; i < 2000; ++i) CK(cudaMemcpy(dev, tiny, sizeof tiny, cudaMemcpyHostToDevice));
+    usleep(100 * 1000);  // let the flusher hit the full disk
+  }
+  Put("big_registered", fakecuda_is_registered(big));
+  memset(big, 'A', n);
+  CK(fakecuda_sleep_on_stream(s, 100));
+  CK(cudaMemcpyAsync(dev, big, n, cudaMemcpyHostToDevice, s));
+  memset(big, 'B', n);
+  CK(cudaStreamSynchronize(s));
+  Put("h2d_passive", Observed(DeviceBytes(dev, n), n, 'A', 'B'));
+  free(big);
+  Put("big_registered_after_free", fakecuda_is_registered(big));
+}
+
+// cudaMemcpyBatchAsync on buffers pinscope pinned earlier.
+void Batch() {
+  const size_t n = 16 * kMiB, half = n / 2;
+  void* dev = DevAlloc(n);
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  char* src = Memalign(n);
+  char* dst = Memalign(n);
+  PutPtr("src", src);
+  PutPtr("dst", dst);
+  memset(src, 0, n);
+  CK(cudaMemcpy(dev, src, n, cudaMemcpyHostToDevice));  // pins src
+  CK(cudaMemcpy(dst, dev, n, cudaMemcpyDeviceToHost));  // pins dst
+  PutPtr("dev", dev);
+
+  cudaMemcpyAttributes attr;
+  memset(&attr, 0, sizeof attr);
+  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  size_t idx = 0;
+  // H2D: two halves of src.
+  memset(src, 'F', n);
+  CK(fakecuda_sleep_on_stream(s, 100));
+  {
+    void* dsts[2] = {dev, static_cast<char*>(dev) + half};
+    const void* srcs[2] = {src, src + half};
+    size_t sizes[2] = {half, half};
+    CK(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, &attr, &idx, 1, s));
+  }
+  memset(src, 'G', n);
+  CK(cudaStreamSynchronize(s));
+  Put("batch_h2d", Observed(DeviceBytes(dev, n), n, 'F', 'G'));
+  // D2H into the two halves of dst: read at once.
+  memset(dst, 'z', n);
+  CK(fakecuda_sleep_on_stream(s, 100));
+  {
+    void* dsts[2] = {dst, dst + half};
+    const void* srcs[2] = {dev, static_cast<char*>(dev) + half};
+    size_t sizes[2] = {half, half};
+    CK(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, &attr, &idx, 1, s));
+  }
+  Put("batch_d2h", Observed(dst, n, 'F', 'z'));
+  CK(cudaStreamSynchronize(s));
+  free(src);
+  free(dst);
+}
+
+// --- 3. budget --------------------------------------------------------------------
+
+void Budget() {
+  const size_t n = 8 * kMiB;
+  void* dev = DevAlloc(n);
+  char* b[4];
+  for (int i = 0; i < 3; ++i) {
+    b[i] = Memalign(n);
+    memset(b[i], 'a' + i, n);
+    PutPtr(("b" + std::to_string(i)).c_str(), b[i]);
+  }
+  for (int i = 0; i < 3; ++i) {
+    CK(cudaMemcpy(dev, b[i], n, cudaMemcpyHostToDevice));  // b2: over budget
+    if (!All(DeviceBytes(dev, n), n, 'a' + i)) Fail("budget: device data");
+  }
+  CK(cudaMemcpy(dev, b[2], n, cudaMemcpyHostToDevice));  // still over budget
+  free(b[0]);                                            // frees 8 MiB of budget
+  b[3] = Memalign(n);
+  memset(b[3], 'd', n);
+  PutPtr("b3", b[3]);
+  CK(cudaMemcpy(dev, b[3], n, cudaMemcpyHostToDevice));  // pinned now
+  if (!All(DeviceBytes(dev, n), n, 'd')) Fail("budget: device data");
+  Put("b3_registered", fakecuda_is_registered(b[3]));
+  for (int i = 1; i < 4; ++i) free(b[i]);
+}
+
+// A plain job for the settings tests: a 1 MiB and a 16 MiB buffer, copied
+// both ways, results checked.
+void Simple() {
+  const size_t n = 16 * kMiB;
+  void* dev = DevAlloc(n);
+  char* small = static_cast<char*>(malloc(kMiB));
+  char* big = Memalign(n);
+  PutPtr("small", small);
+  PutPtr("big", big);
+  memset(small, 1, kMiB);
+  memset(big, 2, n);
+  CK(cudaMemcpy(dev, small, kMiB, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dev, big, n, cudaMemcpyHostToDevice));
+  memset(big, 0, n);
+  CK(cudaMemcpy(big, dev, n, cudaMemcpyDeviceToHost));
+  if (!All(big, n, 2)) Fail("simple: data");
+  Put("ok", 1);
+  free(small);
+  free(big);
+}
+
+// cudaHostRegister refuses the buffer (the program registered its first
+// page itself: 712): the copy goes pageable, and later copies do not try
+// again until the program's own unregister changes the picture.
+void RegisterFails() {
+  const size_t n = 16 * kMiB;
+  void* dev = DevAlloc(n);
+  char* buf = Memalign(n);
+  memset(buf, 'f', n);
+  PutPtr("buf", buf);
+  CK(cudaHostRegister(buf, 4096, cudaHostRegisterDefault));
+  char* part = buf + 8 * kMiB;
+  CK(cudaMemcpy(dev, part, 4 * kMiB, cudaMemcpyHostToDevice));  // FAILED (712)
+  Put("last_error_after_failed_pin", cudaGetLastError());
+  CK(cudaMemcpy(dev, part, 4 * kMiB, cudaMemcpyHostToDevice));  // FAILED, no new attempt
+  if (!All(DeviceBytes(dev, 4 * kMiB), 4 * kMiB, 'f')) Fail("register fails: device data");
+  PutStats("before_");
+  CK(cudaHostUnregister(buf));
+  CK(cudaMemcpy(dev, part, 4 * kMiB, cudaMemcpyHostToDevice));  // REGISTERED
+  free(buf);
+  PutStats("");
+}
+
+// --- 4. invalidation ------------------------------------------------------------
+
+void FreeReuse() {
+  // A fixed mmap threshold: 16 MiB blocks are mmapped chunks, so the block
+  // that follows the free gets the same address back (the kernel reuses the
+  // hole) - the case where a stale registration would answer 712.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  const size_t n = 16 * kMiB;
+  void* dev = DevAlloc(n);
+  char* a = static_cast<char*>(malloc(n));
+  memset(a, 'a', n);
+  PutPtr("a", a);
+  CK(cudaMemcpy(dev, a, n, cudaMemcpyHostToDevice));
+  Put("a_registered", fakecuda_is_registered(a));
+  free(a);
+  Put("a_registered_after_free", fakecuda_is_registered(a));
+  char* b = static_cast<char*>(malloc(n));
+  memset(b, 'b', n);
+  PutPtr("b", b);
+  Put("same_address", a == b);
+  CK(cudaMemcpy(dev, b, n, cudaMemcpyHostToDevice));
+  if (!All(DeviceBytes(dev, n), n, 'b')) Fail("reuse: device data");
+  Put("b_registered", fakecuda_is_registered(b));
+  free(b);
+  PutStats("");
+}
+
+void Realloc() {
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  const size_t n = 16 * kMiB, grown = 24 * kMiB, shrunk = 8 * kMiB;
+  void* dev = DevAlloc(grown);
+  char* p = static_cast<char*>(malloc(n));
+  memset(p, 'p', n);
+  PutPtr("p", p);
+  CK(cudaMemcpy(dev, p, n, cudaMemcpyHostToDevice));
+  char* q = static_cast<char*>(realloc(p, grown));
+  if (!q || !All(q, n, 'p')) Fail("realloc grow lost data");
+  memset(q + n, 'q', grown - n);
+  PutPtr("q", q);
+  CK(cudaMemcpy(dev, q, grown, cudaMemcpyHostToDevice));
+  const char* d = DeviceBytes(dev, grown);
+  if (!All(d, n, 'p') || !All(d + n, grown - n, 'q')) Fail("realloc grow: device data");
+  char* r = static_cast<char*>(realloc(q, shrunk));
+  if (!r || !All(r, shrunk, 'p')) Fail("realloc shrink lost data");
+  PutPtr("r", r);
+  CK(cudaMemcpy(dev, r, shrunk, cudaMemcpyHostToDevice));
+  Put("r_registered", fakecuda_is_registered(r));
+  free(r);
+  PutStats("");
+}
+
+// A shm mapping as a DataLoader batch arrives: shm_open, ftruncate, mmap
+// MAP_SHARED, unlink at once.
+char* MapShm(size_t n, int prot, const char* tag) {
+  std::string name = "/pinscope_e2e_pin_" + std::to_string(getpid()) + "_" + tag;
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) Fail("shm_open");
+  if (ftruncate(fd, static_cast<off_t>(n)) != 0) Fail("ftruncate");
+  void* p = mmap(nullptr, n, prot, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) Fail("mmap");
+  shm_unlink(name.c_str());
+  close(fd);
+  return static_cast<char*>(p);
+}
+
+void Shm() {
+  const size_t n = 16 * kMiB;
+  void* dev = DevAlloc(n);
+  char* m1 = MapShm(n, PROT_READ | PROT_WRITE, "a");
+  memset(m1, 'm', n);
+  PutPtr("m1", m1);
+  CK(cudaMemcpy(dev, m1, n, cudaMemcpyHostToDevice));
+  if (!All(DeviceBytes(dev, n), n, 'm')) Fail("shm: device data");
+  Put("m1_registered", fakecuda_is_registered(m1));
+  if (munmap(m1, n) != 0) Fail("munmap");
+  Put("m1_registered_after_munmap", fakecuda_is_registered(m1));
+
+  // Unmapping the middle releases the whole registration; what is left of
+  // the mapping can be pinned again on its next copy.
+  char* m2 = MapShm(n, PROT_READ | PROT_WRITE, "b");
+  memset(m2, 'n', n);
+  PutPtr("m2", m2);
+  CK(cudaMemcpy(dev, m2, n, cudaMemcpyHostToDevice));
+  if (munmap(m2 + 4 * kMiB, 4 * kMiB) != 0) Fail("munmap middle");
+  Put("m2_registered_after_hole", fakecuda_is_registered(m2));
+  CK(cudaMemcpy(dev, m2, 4 * kMiB, cudaMemcpyHostToDevice));  // the first piece
+  if (!All(DeviceBytes(dev, 4 * kMiB), 4 * kMiB, 'n')) Fail("shm piece: device data");
+  if (munmap(m2, 4 * kMiB) != 0 || munmap(m2 + 8 * kMiB, 8 * kMiB) != 0) Fail("munmap rest");
+
+  // A read-only mapping (registered read-only).
+  char* m3 = MapShm(n, PROT_READ, "c");
+  PutPtr("m3", m3);
+  CK(cudaMemcpy(dev, m3, n, cudaMemcpyHostToDevice));
+  if (!All(DeviceBytes(dev, n), n, 0)) Fail("read-only shm: device data");
+  if (munmap(m3, n) != 0) Fail("munmap");
+  PutStats("");
+}
+
+// --- 5. fork -------------------------------------------------------------------
+
+void Fork() {
+  const size_t n = 16 * kMiB, sn = 8 * kMiB;
+  void* dev = DevAlloc(n);
+  char* priv = Memalign(n);
+  memset(priv, 'P', n);
+  PutPtr("priv", priv);
+  CK(cudaMemcpy(dev, priv, n, cudaMemcpyHostToDevice));  // REGISTERED
+  char* shm = MapShm(sn, PROT_READ | PROT_WRITE, "f");
+  memset(shm, 'S', sn);
+  PutPtr("shm", shm);
+  CK(cudaMemcpy(dev, shm, sn, cudaMemcpyHostToDevice));  // REGISTERED (shm)
+
+  int ready[2];
+  if (pipe(ready) != 0) Fail("pipe");
+  pid_t pid = fork();
+  if (pid < 0) Fail("fork");
+  if (pid == 0) {
+    // The child: no CUDA at all. The double's counters are the parent's
+    // copy; start them from zero to see what this process does.
+    fakecuda_reset_stats();
+    Put("child_priv_registered", fakecuda_is_registered(priv));
+    Put("child_shm_registered", fakecuda_is_registered(shm));
+    memset(priv, 'C', n);  // copy-on-write: the parent must not see this
+    if (write(ready[1], "x", 1) != 1) _exit(92);
+    free(priv);
+    munmap(shm, sn);
+    PutStats("child_");
+    exit(0);
+  }
+  char c;
+  if (read(ready[0], &c, 1) != 1) Fail("read");
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    Fail("child failed");
+  Put("child_pid", static_cast<unsigned long long>(pid));
+  Put("parent_sees_own_data", All(priv, n, 'P'));
+  Put("parent_priv_registered_after_fork", fakecuda_is_registered(priv));
+  Put("parent_shm_registered_after_fork", fakecuda_is_registered(shm));
+  CK(cudaMemcpy(dev, priv, n, cudaMemcpyHostToDevice));  // REGISTERED again
+  if (!All(DeviceBytes(dev, n), n, 'P')) Fail("fork: device data");
+  CK(cudaMemcpy(dev, shm, sn, cudaMemcpyHostToDevice));  // CACHED
+  free(priv);
+  munmap(shm, sn);
+}
+
+// --- 8. no CUDA context: a forked child that copies ----------------------------
+
+void ChildCopies() {
+  const size_t n = 16 * kMiB;
+  void* dev = DevAlloc(n);
+  char* a = Memalign(n);
+  memset(a, 'a', n);
+  PutPtr("a", a);
+  CK(cudaMemcpy(dev, a, n, cudaMemcpyHostToDevice));  // the parent uses CUDA
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) Fail("fork");
+  if (pid == 0) {
+    fakecuda_reset_stats();
+    char* b = Memalign(n);
+    memset(b, 'b', n);
+    PutPtr("child_b", b);
+    // The double lets a forked child copy; the real runtime would refuse.
+    CK(cudaMemcpy(dev, b, n, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dev, b, n, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dev, a, n, cudaMemcpyHostToDevice));
+    if (!All(DeviceBytes(dev, n), n, 'a')) _exit(93);
+    Put("child_b_registered", fakecuda_is_registered(b));
+    PutStats("child_");
+    free(b);
+    exit(0);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    Fail("child failed");
+  Put("child_pid", static_cast<unsigned long long>(pid));
+  free(a);
+}
+
+// --- 6. the program's own register / unregister -----------------------------------
+
+void Interplay() {
+  const size_t n = 16 * kMiB;
+  void* dev = DevAlloc(n);
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+
+  // (a) The program registers a buffer pinscope pinned, then unregisters it.
+  char* a = Memalign(n);
+  memset(a, 'a', n);
+  PutPtr("a", a);
+  CK(cudaMemcpy(dev, a, n, cudaMemcpyHostToDevice));  // REGISTERED
+  Put("a_register_rc", cudaHostRegister(a, n, cudaHostRegisterDefault));
+  Put("a_registered", fakecuda_is_registered(a));
+  CK(cudaMemcpyAsync(dev, a, n, cudaMemcpyHostToDevice, s));  // BY_PROGRAM
+  CK(cudaStreamSynchronize(s));
+  Put("a_unregister_rc", cudaHostUnregister(a));
+  Put("a_registered_after_unregister", fakecuda_is_registered(a));
+
+  // (b) The program unregisters a range only pinscope registered.
+  char* b = Memalign(n);
+  memset(b, 'b', n);
+  PutPtr("b", b);
+  CK(cudaMemcpy(dev, b, n, cudaMemcpyHostToDevice));  // REGISTERED
+  Put("b_unregister_rc", cudaHostUnregister(b));
+  Put("b_last_error", cudaGetLastError());
+  Put("b_last_error_again", cudaGetLastError());
+  Put("b_registered", fakecuda_is_registered(b));
+  CK(cudaMemcpy(dev, b, n, cudaMemcpyHostToDevice));  // CACHED
+  // ... and registers a piece of it: pinscope's whole registration goes.
+  Put("b_piece_register_rc", cudaHostRegister(b + 4 * kMiB, 4 * kMiB, cudaHostRegisterDefault));
+  Put("b_piece_unregister_rc", cudaHostUnregister(b + 4 * kMiB));
+
+  // (c) torch's pinned memory: cudaHostAlloc + cudaFreeHost.
+  void* h = nullptr;
+  CK(cudaHostAlloc(&h, n, cudaHostAllocDefault));
+  PutPtr("h", h);
+  memset(h, 'h', n);
+  CK(cudaMemcpyAsync(dev, h, n, cudaMemcpyHostToDevice, s));  // BY_PROGRAM
+  CK(cudaStreamSynchronize(s));
+  Put("h_free_rc", cudaFreeHost(h));
+
+  // (d) torch's register path: malloc + touch + cudaHostRegister, copy,
+  // cudaHostUnregister + free.
+  char* t = Memalign(n);
+  memset(t, 't', n);
+  PutPtr("t", t);
+  CK(cudaHostRegister(t, n, cudaHostRegisterDefault));
+  CK(cudaMemcpyAsync(dev, t, n, cudaMemcpyHostToDevice, s));  // BY_PROGRAM
+  CK(cudaStreamSynchronize(s));
+  if (!All(DeviceBytes(dev, n), n, 't')) Fail("interplay: device data");
+  CK(cudaHostUnregister(t));
+  free(t);
+  free(a);
+  free(b);
+  PutStats("");
+}
+
+// --- 7. threads -------------------------------------------------------------------
+
+constexpr int kThreads = 4, kRounds = 5, kIters = 10;
+char g_thread_check[kThreads][6 * kMiB];
+std::atomic<int> g_thread_failures{0};
+
+void ThreadBody(int id) {
+  const size_t n = 6 * kMiB;
+  void* dev = nullptr;
+  cudaStream_t s;
+  if (cudaMalloc(&dev, n) != cudaSuccess || cudaStreamCreate(&s) != cudaSuccess) {
+    g_thread_failures.fetch_add(1);
+    return;
+  }
+  for (int round = 0; round < kRounds; ++round) {
+    char* src = Memalign(n);
+    char* dst = Memalign(n);
+    for (int it = 0; it < kIters; ++it) {
+      char v = static_cast<char>(1 + id * 50 + round * kIters + it);
+      memset(src, v, n);
+      bool ok = cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s) == cudaSuccess;
+      memset(src, 0, n);  // pageable semantics: the copy already has the data
+      ok = ok && cudaMemcpyAsync(dst, dev, n, cudaMemcpyDeviceToHost, s) == cudaSuccess;
+      ok = ok && All(dst, n, v);  // and the D2H already landed
+      ok = ok && cudaMemcpy(g_thread_check[id], dev, n, cudaMemcpyDeviceToHost) == cudaSuccess;
+      ok = ok && All(g_thread_check[id], n, v);
+      if (!ok) g_thread_failures.fetch_add(1);
+    }
+    free(src);  // while other threads copy their own buffers
+    free(dst);
+  }
+}
+
+// One CUDA call on the main thread first, so the trace's CudaRuntimeInfo
+// is written before any thread copies (the recorder writes it on the first
+// CUDA call, and another thread's copy could otherwise overtake it).
+void NoteCudaFirst() { CK(cudaDeviceSynchronize()); }
+
+void Threads() {
+  NoteCudaFirst();
+  std::vector<std::thread> ts;
+  for (int i = 0; i < kThreads; ++i) ts.emplace_back(ThreadBody, i);
+  for (auto& t : ts) t.join();
+  Put("failures", static_cast<unsigned long long>(g_thread_failures.load()));
+  PutStats("");
+}
+
+// Forks while another thread keeps copying a pinned buffer: fork waits for
+// the copy in flight before it unpins, the copying thread never sees wrong
+// data, nothing deadlocks.
+void ForkThreads() {
+  NoteCudaFirst();
+  const size_t n = 8 * kMiB;
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0}, copies{0};
+  std::thread copier([&] {
+    void* dev = nullptr;
+    cudaStream_t s;
+    if (cudaMalloc(&dev, n) != cudaSuccess || cudaStreamCreate(&s) != cudaSuccess) {
+      failures.fetch_add(1);
+      return;
+    }
+    char* buf = Memalign(n);
+    static char check[8 * kMiB];
+    for (int it = 0; !stop.load() || it < 20; ++it) {
+      char v = static_cast<char>(1 + it % 100);
+      memset(buf, v, n);
+      bool ok = cudaMemcpyAsync(dev, buf, n, cudaMemcpyHostToDevice, s) == cudaSuccess;
+      memset(buf, 0, n);
+      ok = ok && cudaMemcpy(check, dev, n, cudaMemcpyDeviceToHost) == cudaSuccess;
+      ok = ok && All(check, n, v);
+      if (!ok) failures.fetch_add(1);
+      copies.fetch_add(1);
+    }
+    free(buf);
+  });
+  while (copies.load() < 3) usleep(1000);
+  for (int i = 0; i < 5; ++i) {
+    pid_t pid = fork();
+    if (pid < 0) Fail("fork");
+    if (pid == 0) _exit(0);
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) Fail("child failed");
+    usleep(5000);
+  }
+  // Two more copies after the last fork: the buffer is pinned again when
+  // the copier frees it.
+  int seen = copies.load();
+  while (copies.load() < seen + 2) usleep(1000);
+  stop.store(true);
+  copier.join();
+  Put("failures", static_cast<unsigned long long>(failures.load()));
+  PutStats("");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string s = argc > 1 ? argv[1] : "";
+  PutPtr("check", g_check);
+  if (s == "decisions") Decisions();
+  else if (s == "hazard") Hazard();
+  else if (s == "batch") Batch();
+  else if (s == "symbol") Symbol();
+  else if (s == "passive") Passive();
+  else if (s == "budget") Budget();
+  else if (s == "register_fails") RegisterFails();
+  else if (s == "simple") Simple();
+  else if (s == "free_reuse") FreeReuse();
+  else if (s == "realloc") Realloc();
+  else if (s == "shm") Shm();
+  else if (s == "fork") Fork();
+  else if (s == "child_copies") ChildCopies();
+  else if (s == "fork_threads") ForkThreads();
+  else if (s == "interplay") Interplay();
+  else if (s == "threads") Threads();
+  else {
+    fprintf(stderr, "unknown scenario %s\n", s.c_str());
+    return 2;
+  }
+  return 0;
+}
