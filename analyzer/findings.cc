@@ -243,21 +243,59 @@ class InputStarvationRule : public BottleneckRule {
   }
   void Evaluate(const Report& report, std::vector<Finding>* findings) const override {
     const BatchLoop& loop = report.input().loop();
-    const uint64_t workers = report.input().workers();
-    if (workers == 0 || loop.median_interval_ns < 2 * loop.median_copy_ns || GpuBusy(report)) return;
-    // Per-worker production: segments created per second of worker life.
+    if (report.input().workers() == 0 || loop.median_interval_ns < 2 * loop.median_copy_ns ||
+        GpuBusy(report))
+      return;
+    // Workers alive at once (persistent_workers=False forks a new set every
+    // epoch, so the total count overstates it), and what one worker takes
+    // per batch: its life over the shm segments (batches) it made.
     uint64_t segments = 0, worker_ns = 0;
+    std::vector<std::pair<uint64_t, int>> edges;
     for (const ProcessSummary& p : report.processes()) {
-      if (p.origin != trace::ORIGIN_FORK || p.helper) continue;
+      if (p.origin != trace::ORIGIN_FORK || p.helper || p.end_ns <= p.start_ns) continue;
       segments += p.shm_created;
-      worker_ns += p.end_ns > p.start_ns ? p.end_ns - p.start_ns : 0;
+      worker_ns += p.end_ns - p.start_ns;
+      edges.push_back({p.start_ns, +1});
+      edges.push_back({p.end_ns, -1});
     }
     if (segments == 0 || worker_ns == 0) return;
-    const double per_worker_rate = static_cast<double>(segments) / (worker_ns / 1e9);  // /s
+    std::sort(edges.begin(), edges.end());
+    int alive = 0, concurrent = 0;
+    for (const auto& e : edges) concurrent = std::max(concurrent, alive += e.second);
+    const uint64_t workers = static_cast<uint64_t>(std::max(concurrent, 1));
+    const double per_batch_ns = static_cast<double>(worker_ns) / segments;  // one worker
+    const double supply_ns = per_batch_ns / workers;  // all workers together
+    const double gap_ns = static_cast<double>(loop.median_interval_ns);
+    // The main thread only starves when batches arrive no faster than it
+    // takes them; otherwise its own work between batches is the limit and
+    // more workers cannot help (we do not see CPU time, so say both).
+    if (gap_ns > 1.25 * supply_ns) {
+      Finding f;
+      f.id = "main_loop_bound";
+      f.title = "main loop bound (not the workers)";
+      f.saving_ns = 0;
+      f.fraction = 0;
+      f.significant = false;
+      f.severity = Severity::kInfo;
+      f.verdict = "main loop bound: the main thread takes " + FormatDuration(loop.median_interval_ns) +
+                  " per batch while its " + std::to_string(workers) +
+                  " workers can supply one every " + FormatDuration(static_cast<uint64_t>(supply_ns)) +
+                  ": more workers will not help";
+      f.evidence = FormatCount(segments) + " batches (shm segments) made by workers at " +
+                   FormatDuration(static_cast<uint64_t>(per_batch_ns)) + " each, " +
+                   std::to_string(workers) + " at once; main-thread interval between batch copies " +
+                   FormatDuration(loop.median_interval_ns) + " (copy " +
+                   FormatDuration(loop.median_copy_ns) + ").";
+      f.action = "Look at what the main loop does between batches (the step, host-side work, "
+                 "synchronization); num_workers is not the limit. pinscope does not record CPU "
+                 "time, so it cannot say which.";
+      findings->push_back(std::move(f));
+      return;
+    }
     const uint32_t cores = report.AvailableCores();
     const uint64_t max_workers = cores > 1 ? cores - 1 : 1;
-    const double per_batch_ns = 1e9 / per_worker_rate;  // one worker's time per segment
-    uint64_t wanted = static_cast<uint64_t>(per_batch_ns / std::max<uint64_t>(loop.median_copy_ns, 1)) + 1;
+    uint64_t wanted =
+        static_cast<uint64_t>(per_batch_ns / std::max<uint64_t>(loop.median_copy_ns, 1)) + 1;
     wanted = std::min(std::max(wanted, workers + 1), max_workers);
     if (wanted <= workers) return;
     uint64_t saving = 0;
@@ -275,13 +313,13 @@ class InputStarvationRule : public BottleneckRule {
     f.fraction = Share(saving, life);
     f.significant = f.fraction >= kSignificantFraction;
     f.severity = f.significant ? Severity::kWarning : Severity::kInfo;
-    f.verdict = "input starvation: the main thread waits " + FormatDuration(loop.median_interval_ns) +
-                " between batch copies (copy " + FormatDuration(loop.median_copy_ns) + ") while " +
-                std::to_string(workers) + " workers each make " +
-                FormatCount(static_cast<uint64_t>(per_worker_rate + 0.5)) +
-                " shm segments/s: use num_workers=" + std::to_string(wanted);
-    f.evidence = FormatCount(segments) + " shm segments made by " + std::to_string(workers) +
-                 " workers; " + CoresText(report) + "; /dev/shm peak " +
+    f.verdict = "input starvation: the main thread takes a batch every " +
+                FormatDuration(loop.median_interval_ns) + " (copy " +
+                FormatDuration(loop.median_copy_ns) + "), as fast as its " + std::to_string(workers) +
+                " workers make them (" + FormatDuration(static_cast<uint64_t>(per_batch_ns)) +
+                " each): use num_workers=" + std::to_string(wanted);
+    f.evidence = FormatCount(segments) + " shm segments made by workers, " +
+                 std::to_string(workers) + " at once; " + CoresText(report) + "; /dev/shm peak " +
                  FormatBytes(shm.peak_bytes()) + ", x" + std::to_string(wanted) + "/" +
                  std::to_string(workers) + " = " + FormatBytes(shm_needed) + " of " +
                  FormatBytes(shm.capacity_bytes()) + " capacity.";

@@ -53,6 +53,16 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
       }
     }
   }
+  // The main loop between two batch-sized H2D copies of the root's main
+  // thread is getting the next batch (making it with num_workers=0, waiting
+  // for a worker otherwise): GPU idle gaps there are input-bound time.
+  if (static_cast<int>(process.pid()) == root_pid_ && tid == process.pid() &&
+      copy.direction() == trace::H2D && copy.bytes() >= kMinBatchBytes) {
+    PerProcess& state = Process(process.index());
+    if (state.device && state.last_batch_end_ns && state.last_batch_end_ns < ctx.event.time_ns)
+      state.device->OnLoaderWait({state.last_batch_end_ns, ctx.event.time_ns});
+    state.last_batch_end_ns = ctx.event.time_ns + ctx.blocked_ns;
+  }
   // Copies that ran pinned because pinscope pinned their host side.
   if (copy.pin() == trace::PIN_REGISTERED || copy.pin() == trace::PIN_CACHED) {
     const bool h2d = copy.direction() == trace::H2D;

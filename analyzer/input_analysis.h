@@ -100,7 +100,11 @@ class InputAnalysis : public Analysis {
     uint64_t records = 0;
     uint64_t peak_pinned = 0;
     uint64_t last_advance_ns = 0;
+    uint64_t last_batch_end_ns = 0;  // end of the last batch-sized H2D copy (root main thread)
   };
+  // H2D copies this large on the root's main thread count as batches for
+  // gap attribution (labels and indices are smaller).
+  static constexpr uint64_t kMinBatchBytes = 1ull << 20;
   PerProcess& Process(int index);
 
   const Calibration& calibration_;

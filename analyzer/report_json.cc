@@ -330,6 +330,51 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                         {"message", problem.message}});
   }
   j["problems"] = problems;
+  // Additive keys (schema_version 1): batch loop, pinning, device activity.
+  const InputAnalysis& input = report.input();
+  const BatchLoop& loop = input.loop();
+  j["batch_loop"] = {{"found", loop.found},
+                     {"batches", loop.batches},
+                     {"batch_bytes", loop.batch_bytes},
+                     {"median_interval_ns", loop.median_interval_ns},
+                     {"median_copy_ns", loop.median_copy_ns},
+                     {"workers", input.workers()},
+                     {"available_cores", report.AvailableCores()}};
+  if (input.has_pins()) {
+    const PinStats& p = input.pins();
+    nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
+    for (const auto& [reason, count] : p.unpin_reasons) reasons[reason] = count;
+    j["pinning"] = {{"registers", p.registers},
+                    {"register_bytes", p.register_bytes},
+                    {"register_ns", p.register_ns},
+                    {"shm_registers", p.shm_registers},
+                    {"shm_bytes", p.shm_bytes},
+                    {"alloc_registers", p.alloc_registers},
+                    {"alloc_bytes", p.alloc_bytes},
+                    {"register_failed", p.register_failed},
+                    {"budget_full", p.budget_full},
+                    {"unpin_reasons", reasons},
+                    {"peak_pinned_bytes", p.peak_pinned_bytes},
+                    {"pinned_copies", p.pinned_copies},
+                    {"pinned_copy_bytes", p.pinned_copy_bytes},
+                    {"pinned_copy_blocked_ns", p.pinned_copy_blocked_ns},
+                    {"pinned_copy_at_pageable_ns", p.pinned_copy_at_pageable_ns}};
+  }
+  if (!input.devices().empty()) {
+    nlohmann::ordered_json devices = nlohmann::ordered_json::array();
+    for (const ProcessDevice& pd : input.devices()) {
+      for (const device::DeviceBusy& busy : pd.result.devices) {
+        devices.push_back({{"pid", pd.pid},
+                           {"device_id", busy.device_id},
+                           {"busy_fraction", busy.busy_fraction},
+                           {"active_busy_fraction", busy.active_busy_fraction},
+                           {"chunk_busy_fraction", busy.chunk_busy_fraction},
+                           {"gap_count", busy.gap_count},
+                           {"gap_ns", busy.gap_ns}});
+      }
+    }
+    j["device_activity"] = devices;
+  }
   return j;
 }
 

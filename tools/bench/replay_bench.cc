@@ -13,6 +13,7 @@
 // Not a test: numbers depend on the machine. Packets are framed as the shim
 // frames them (0x0A, a padded 4-byte length); nested messages are encoded by
 // libprotobuf with minimal lengths.
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -321,10 +322,23 @@ int Replay(const std::string& dir) {
   const double cpu = CpuSeconds(after) - CpuSeconds(before);
   // Events = every packet of every file, headers included.
   const uint64_t events = engine.info().packets + engine.info().processes.size();
+  // Resident memory now, split into heap/anonymous and file-backed (code).
+  long rss_anon = 0, rss_file = 0;
+  if (std::FILE* status = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof(line), status) != nullptr) {
+      std::sscanf(line, "RssAnon: %ld", &rss_anon);
+      std::sscanf(line, "RssFile: %ld", &rss_file);
+    }
+    std::fclose(status);
+  }
+  const struct mallinfo2 heap = mallinfo2();
   std::printf("events=%" PRIu64 " cpu_s=%.2f wall_s=%.2f events_per_cpu_s=%.0f maxrss_kib=%ld "
+              "rss_anon_kib=%ld rss_file_kib=%ld heap_in_use_kib=%zu heap_arena_kib=%zu "
               "copies=%" PRIu64 " verdict=%s\n",
-              events, cpu, wall, events / cpu, after.ru_maxrss, report.copies().total().count,
-              report.verdict().id.c_str());
+              events, cpu, wall, events / cpu, after.ru_maxrss, rss_anon, rss_file,
+              heap.uordblks / 1024, (heap.arena + heap.hblkhd) / 1024,
+              report.copies().total().count, report.verdict().id.c_str());
   return 0;
 }
 
