@@ -256,8 +256,8 @@ class DiffTextWriter {
     const std::string tb = VerdictTitle(rb_);
     const bool moved = ra_.verdict().id != rb_.verdict().id;
     out_ << '\n'
-         << style_.Bold("verdict: ") << ta << " -> "
-         << (moved ? style_.Bold(tb) : tb) << (moved ? "  (moved)" : "  (unchanged)") << '\n';
+         << style_.Bold("verdict: ") << ta << " -> " << (moved ? style_.Bold(tb) : tb)
+         << (moved ? "  (moved)" : "  (unchanged)") << '\n';
     out_ << Wrap("  A  ", ra_.verdict().text, "     ") << '\n';
     out_ << Wrap("  B  ", rb_.verdict().text, "     ") << '\n';
   }
@@ -273,8 +273,7 @@ class DiffTextWriter {
       table.AddRow({label, MainLoopLabel(rate), rate.found ? FormatDuration(rate.span_ns()) : "-",
                     rate.found ? StringPrintf("%.2f", rate.PerSecond()) : "-"});
     }
-    table.AddRow({"change", "", "",
-                  Change(a_.main_loop.PerSecond(), b_.main_loop.PerSecond())});
+    table.AddRow({"change", "", "", Change(a_.main_loop.PerSecond(), b_.main_loop.PerSecond())});
     table.Render(out_, style_);
     if (a_.main_loop.found && b_.main_loop.found &&
         a_.main_loop.copy_bytes != b_.main_loop.copy_bytes) {
@@ -323,8 +322,7 @@ class DiffTextWriter {
       const CopyRow a = FindRow(ra_, key);
       const CopyRow b = FindRow(rb_, key);
       const auto gbps = [](const CopyRow& row) {
-        return row.blocked_ns == 0 ? std::string("-")
-                                   : StringPrintf("%.1f", row.AchievedGbps());
+        return row.blocked_ns == 0 ? std::string("-") : StringPrintf("%.1f", row.AchievedGbps());
       };
       table.AddRow({RowName(key), "A", FormatCount(a.count), FormatBytes(a.bytes),
                     FormatDuration(a.blocked_ns), gbps(a), FormatDuration(a.loss_ns)});
@@ -424,36 +422,35 @@ json JsonDiff(const DiffSide& a, const DiffSide& b) {
   j["main_loop"] = {
       {"a", LoopJson(a.main_loop, ra.start_ns())},
       {"b", LoopJson(b.main_loop, rb.start_ns())},
-      {"change_fraction", pa > 0 && pb > 0 ? json(std::round((pb - pa) / pa * 1e6) / 1e6)
-                                           : json(nullptr)}};
+      {"change_fraction",
+       pa > 0 && pb > 0 ? json(std::round((pb - pa) / pa * 1e6) / 1e6) : json(nullptr)}};
   json classes = json::array();
   for (const ClassDelta& c : Classes(ra, rb)) {
-    classes.push_back({{"id", c.id},
-                       {"title", c.title},
-                       {"kind", KindName(c.kind)},
-                       {"a", ClassJson(c.a)},
-                       {"b", ClassJson(c.b)},
-                       {"delta_saving_ns",
-                        Delta(c.a ? c.a->saving_ns : 0, c.b ? c.b->saving_ns : 0)}});
+    classes.push_back(
+        {{"id", c.id},
+         {"title", c.title},
+         {"kind", KindName(c.kind)},
+         {"a", ClassJson(c.a)},
+         {"b", ClassJson(c.b)},
+         {"delta_saving_ns", Delta(c.a ? c.a->saving_ns : 0, c.b ? c.b->saving_ns : 0)}});
   }
   j["classes"] = classes;
   json copies = json::array();
   for (const RowKey& key : RowKeys(ra, rb)) {
     const CopyRow ca = FindRow(ra, key);
     const CopyRow cb = FindRow(rb, key);
-    copies.push_back(
-        {{"direction", DirectionName(static_cast<trace::Direction>(key.first))},
-         {"memory", MemoryKindName(static_cast<trace::MemoryKind>(key.second))},
-         {"a", RowJson(ca)},
-         {"b", RowJson(cb)},
-         {"delta",
-          {{"count", Delta(ca.count, cb.count)},
-           {"bytes", Delta(ca.bytes, cb.bytes)},
-           {"blocked_ns", Delta(ca.blocked_ns, cb.blocked_ns)},
-           {"achieved_gbps", ca.blocked_ns > 0 && cb.blocked_ns > 0
-                                 ? json(Rate(cb.AchievedGbps() - ca.AchievedGbps()))
-                                 : json(nullptr)},
-           {"loss_ns", Delta(ca.loss_ns, cb.loss_ns)}}}});
+    copies.push_back({{"direction", DirectionName(static_cast<trace::Direction>(key.first))},
+                      {"memory", MemoryKindName(static_cast<trace::MemoryKind>(key.second))},
+                      {"a", RowJson(ca)},
+                      {"b", RowJson(cb)},
+                      {"delta",
+                       {{"count", Delta(ca.count, cb.count)},
+                        {"bytes", Delta(ca.bytes, cb.bytes)},
+                        {"blocked_ns", Delta(ca.blocked_ns, cb.blocked_ns)},
+                        {"achieved_gbps", ca.blocked_ns > 0 && cb.blocked_ns > 0
+                                              ? json(Rate(cb.AchievedGbps() - ca.AchievedGbps()))
+                                              : json(nullptr)},
+                        {"loss_ns", Delta(ca.loss_ns, cb.loss_ns)}}}});
   }
   j["copies"] = copies;
   json problems = json::array();
@@ -528,7 +525,8 @@ int DiffRuns(const DiffOptions& options, bool color, std::ostream& out, std::ost
     out << JsonDiff(a, b).dump(2) << '\n';
     for (const Report* report : {report_a.get(), report_b.get()}) {
       for (const Problem& problem : report->problems()) {
-        if (problem.severity == Severity::kError) err << "pinscope diff: " << problem.message << '\n';
+        if (problem.severity == Severity::kError)
+          err << "pinscope diff: " << problem.message << '\n';
       }
     }
   } else {

@@ -248,8 +248,8 @@ PerfettoExport::ThreadTrack& PerfettoExport::Thread(const ProcessState& process,
   return it->second;
 }
 
-uint64_t PerfettoExport::CounterTrack(uint64_t uuid, uint64_t parent_uuid,
-                                      const std::string& name, uint64_t time_ns) {
+uint64_t PerfettoExport::CounterTrack(uint64_t uuid, uint64_t parent_uuid, const std::string& name,
+                                      uint64_t time_ns) {
   if (counters_.emplace(uuid, true).second) {
     PerfettoPacket& packet = NewPacket(time_ns);
     TrackDescriptor* track = packet.mutable_track_descriptor();
@@ -366,7 +366,8 @@ void PerfettoExport::OnCopy(const CopyContext& context) {
     // copy from pinned memory that is the enqueue, not the transfer.
     if (context.blocked_ns > 0) AddDouble(event, "GB/s", Gbps(copy.bytes(), context.blocked_ns));
     AddUint(event, "stream", copy.stream());
-    AddString(event, "api", std::string(CopyApiName(copy.api())) + (copy.per_thread() ? "_ptds" : ""));
+    AddString(event, "api",
+              std::string(CopyApiName(copy.api())) + (copy.per_thread() ? "_ptds" : ""));
     AddString(event, "pin", PinOutcomeName(copy.pin()));
     if (host_kind != trace::MEM_UNKNOWN) {
       AddString(event, "buffer", BufferInfo::From(context.buffer).Describe());
@@ -438,8 +439,8 @@ void PerfettoExport::OnPin(const Event& event, const trace::PinEvent& pin) {
 }
 
 void PerfettoExport::OnDevice(const Event& event, const trace::DeviceActivity& activity) {
-  const uint64_t track = DeviceStreamTrack(activity.device_id(), activity.stream_id(),
-                                           activity.start_ns());
+  const uint64_t track =
+      DeviceStreamTrack(activity.device_id(), activity.stream_id(), activity.start_ns());
   const uint64_t begin = activity.start_ns();
   const uint64_t end = std::max(activity.end_ns(), begin);
   std::string name;
@@ -561,8 +562,7 @@ int ExportPerfetto(const ExportOptions& options, std::ostream& out, std::ostream
   }
   bool errors = false;
   for (const Problem& problem : engine.info().problems) {
-    err << "pinscope export: " << SeverityName(problem.severity) << ": " << problem.message
-        << '\n';
+    err << "pinscope export: " << SeverityName(problem.severity) << ": " << problem.message << '\n';
     errors = errors || problem.severity == Severity::kError;
   }
   const ExportStats& stats = exporter.stats();

@@ -75,7 +75,7 @@ class PerfettoExport : public Analysis {
  private:
   struct ThreadTrack {
     uint64_t uuid = 0;
-    std::string name;      // as last written in a descriptor
+    std::string name;       // as last written in a descriptor
     uint64_t last_end = 0;  // end of the thread's last slice
   };
   struct DeviceTrack {

@@ -6,6 +6,8 @@
 #include <exception>
 #include <string>
 
+#include <google/protobuf/stubs/logging.h>
+
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 
@@ -118,6 +120,10 @@ int Dispatch(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The trace reader reports a packet that fails to parse itself, naming the
+  // file and byte offset; libprotobuf's own stderr lines about it are noise.
+  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int,
+                                     const std::string&) {});
   try {
     return Dispatch(argc, argv);
   } catch (const std::exception& e) {

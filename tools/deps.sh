@@ -10,7 +10,8 @@ pkgs=(cmake make g++ pkg-config
       libgtest-dev libgmock-dev
       nlohmann-json3-dev
       libunwind-dev libdw-dev libelf-dev
-      python3 python3-torch python3-numpy python3-protobuf
+      python3 python3-torch python3-numpy python3-protobuf python3-pip
+      clang-14 libclang-rt-14-dev
       util-linux)
 
 missing=()
@@ -24,6 +25,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Perfetto's own trace schema (perfetto_trace_pb2.py) validates
+# `pinscope export --perfetto` in the tests; --no-deps keeps Debian's
+# protobuf in place (the checker reads the schema without importing it).
+if ! /usr/bin/python3 -c 'import importlib.util, sys; sys.exit(0 if importlib.util.find_spec("perfetto") else 1)' 2>/dev/null; then
+  echo "tools/deps.sh: installing perfetto==0.59.1 (pip, for the export tests)"
+  /usr/bin/python3 -m pip install -q --break-system-packages --no-deps --root-user-action=ignore perfetto==0.59.1
 fi
 
 cuda_inc="${CUDA_HOME:-/usr/local/cuda}/include"

@@ -82,13 +82,15 @@ TEST(DiffTest, TextShowsTheVerdictMovingAndTheLoopSpeedingUp) {
             std::string::npos)
       << text;
   // The pageable H2D row went to zero, the pinned one appeared.
-  EXPECT_NE(text.find("  H2D pageable  A          50   3.59 GiB      642.2 ms    6.0      569.4 ms\n"
-                      "                B           0        0 B          0 ms      -          0 ms\n"
-                      "                change    -50  -3.59 GiB     -642.2 ms      -     -569.4 ms\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("  H2D pageable  A          50   3.59 GiB      642.2 ms    6.0      569.4 ms\n"
+                "                B           0        0 B          0 ms      -          0 ms\n"
+                "                change    -50  -3.59 GiB     -642.2 ms      -     -569.4 ms\n"),
+      std::string::npos)
       << text;
-  EXPECT_NE(text.find("                B          50   3.59 GiB       75.0 ms   51.4          0 ms\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("                B          50   3.59 GiB       75.0 ms   51.4          0 ms\n"),
+      std::string::npos)
       << text;
   // Both verdicts in full, wrapped at 100 columns.
   EXPECT_NE(text.find("  A  pageable staging: 64.1% of pid 100 main thread's time is spent in 100 "
@@ -191,8 +193,7 @@ TEST(DiffTest, MainLoopNeedsARecurringSizeOnTheRootsMainThread) {
   EXPECT_TRUE(j["main_loop"]["a"].is_null());
   EXPECT_TRUE(j["main_loop"]["change_fraction"].is_null());
   ASSERT_EQ(Diff({dir, dir}, false, &text), 0);
-  EXPECT_NE(text.find("no recurring H2D copy on the root process's main thread"),
-            std::string::npos)
+  EXPECT_NE(text.find("no recurring H2D copy on the root process's main thread"), std::string::npos)
       << text;
 }
 

@@ -75,8 +75,11 @@ TEST(PerfettoExportTest, KeyValuesOfTheScenario) {
     return text.find(line + "\n") != std::string::npos;
   };
   const std::string t0 = std::to_string(kScenarioT0);
-  EXPECT_TRUE(has("  process pid=100 name=\"python train.py\" cmdline=[\"python\",\"train.py\"] "
-                  "labels=[\"root\"] start=" + t0)) << text;
+  EXPECT_TRUE(
+      has("  process pid=100 name=\"python train.py\" cmdline=[\"python\",\"train.py\"] "
+          "labels=[\"root\"] start=" +
+          t0))
+      << text;
   EXPECT_TRUE(has("  thread pid=100 tid=102 name=\"pin_memory\" parent=process 100")) << text;
   EXPECT_TRUE(has("  thread pid=101 tid=101 name=\"main\" parent=process 101")) << text;
   EXPECT_TRUE(has("  thread 100/100 ts=" + std::to_string(kScenarioT0 + 10 * kMs) +
@@ -92,8 +95,8 @@ TEST(PerfettoExportTest, KeyValuesOfTheScenario) {
   EXPECT_TRUE(has("  \"/dev/shm bytes in use (job)\" ts=" +
                   std::to_string(kScenarioT0 + 5 * kMs + 1000) + " value=1048576"))
       << text;
-  EXPECT_TRUE(has("  \"/dev/shm bytes in use (job)\" ts=" +
-                  std::to_string(kScenarioT0 + 60 * kMs) + " value=0"))
+  EXPECT_TRUE(has("  \"/dev/shm bytes in use (job)\" ts=" + std::to_string(kScenarioT0 + 60 * kMs) +
+                  " value=0"))
       << text;
   EXPECT_TRUE(has("  \"pinned bytes (pinscope)\" ts=" + std::to_string(kScenarioT0 + 39 * kMs) +
                   " value=77070336"))

@@ -165,11 +165,12 @@ PerfettoDump DumpPerfetto(const std::string& bytes) {
              " start=" + std::to_string(p.start_timestamp_ns()) + "\n";
     } else if (d.has_thread()) {
       out += "  thread pid=" + std::to_string(d.thread().pid()) +
-             " tid=" + std::to_string(d.thread().tid()) + " name=" +
-             Quote(d.thread().thread_name()) + " parent=" + label(d.parent_uuid()) + "\n";
+             " tid=" + std::to_string(d.thread().tid()) +
+             " name=" + Quote(d.thread().thread_name()) + " parent=" + label(d.parent_uuid()) +
+             "\n";
     } else if (d.has_counter()) {
-      out += "  counter name=" + Quote(d.name()) + " unit=" +
-             perfetto::CounterDescriptor::Unit_Name(d.counter().unit()) +
+      out += "  counter name=" + Quote(d.name()) +
+             " unit=" + perfetto::CounterDescriptor::Unit_Name(d.counter().unit()) +
              " parent=" + label(d.parent_uuid()) + "\n";
     } else {
       out += "  track name=" + Quote(d.name()) + " parent=" + label(d.parent_uuid()) + "\n";
@@ -211,7 +212,8 @@ PerfettoDump DumpPerfetto(const std::string& bytes) {
     }
     if (!open.empty()) dump.errors.push_back("unclosed slice on " + label(entry->first));
     std::sort(done.begin(), done.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.first->ts, a.first->file_order) < std::tie(b.first->ts, b.first->file_order);
+      return std::tie(a.first->ts, a.first->file_order) <
+             std::tie(b.first->ts, b.first->file_order);
     });
     for (const auto& [begin, duration] : done) {
       const TrackEvent& event = begin->event;

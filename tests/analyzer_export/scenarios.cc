@@ -49,8 +49,8 @@ void WriteExportScenario(const std::string& dir) {
 
   // The batch buffer, then its pageable H2D copy (6.0 GB/s) with the stack.
   main.Alloc(t0 + 9 * kMs, trace::POSIX_MEMALIGN, 0x10000000, kBatchBytes);
-  trace::TracePacket& h2d = main.Copy(t0 + 10 * kMs, 12845 * kUs, trace::H2D, trace::PAGEABLE,
-                                      kBatchBytes, 0x10000000);
+  trace::TracePacket& h2d =
+      main.Copy(t0 + 10 * kMs, 12845 * kUs, trace::H2D, trace::PAGEABLE, kBatchBytes, 0x10000000);
   h2d.mutable_copy()->set_stream(7);
   h2d.mutable_copy()->set_stack_id(7);
   trace::TracePacket& sync = main.Add(t0 + 23 * kMs);
@@ -71,8 +71,8 @@ void WriteExportScenario(const std::string& dir) {
   reg.mutable_pin()->set_size(kBatchBytes);
   reg.mutable_pin()->set_duration_ns(3700 * kUs);
   reg.mutable_pin()->set_pinned_bytes(kBatchBytes);
-  trace::TracePacket& pinned = main.Copy(t0 + 40 * kMs, 1500 * kUs, trace::H2D, trace::PINNED,
-                                         kBatchBytes, 0x50000000, 102);
+  trace::TracePacket& pinned =
+      main.Copy(t0 + 40 * kMs, 1500 * kUs, trace::H2D, trace::PINNED, kBatchBytes, 0x50000000, 102);
   pinned.mutable_copy()->set_pin(trace::PIN_REGISTERED);
   pinned.mutable_copy()->set_stream(7);
   trace::TracePacket& unreg = main.Add(t0 + 50 * kMs, 102);

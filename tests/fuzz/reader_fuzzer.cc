@@ -9,6 +9,7 @@
 // mutator add and remove separators). Files are written to a private temp
 // folder for each input, since the reader streams files by path.
 #include <fcntl.h>
+#include <google/protobuf/stubs/logging.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -16,7 +17,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <google/protobuf/stubs/logging.h>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>

@@ -108,7 +108,9 @@ void WriteHeader(FileWriter& out, uint32_t pid, bool root) {
   out.Write(packet);
 }
 
-uint64_t Inode(int worker, uint64_t batch) { return (static_cast<uint64_t>(worker + 1) << 40) | batch; }
+uint64_t Inode(int worker, uint64_t batch) {
+  return (static_cast<uint64_t>(worker + 1) << 40) | batch;
+}
 
 // Worker `w` builds batches w, w + 4, ...: sample allocations, then the shm
 // segment the batch is collated into (create, truncate, map, unlink, unmap,
@@ -333,7 +335,8 @@ int Replay(const std::string& dir) {
     std::fclose(status);
   }
   const struct mallinfo2 heap = mallinfo2();
-  std::printf("events=%" PRIu64 " cpu_s=%.2f wall_s=%.2f events_per_cpu_s=%.0f maxrss_kib=%ld "
+  std::printf("events=%" PRIu64
+              " cpu_s=%.2f wall_s=%.2f events_per_cpu_s=%.0f maxrss_kib=%ld "
               "rss_anon_kib=%ld rss_file_kib=%ld heap_in_use_kib=%zu heap_arena_kib=%zu "
               "copies=%" PRIu64 " verdict=%s\n",
               events, cpu, wall, events / cpu, after.ru_maxrss, rss_anon, rss_file,
