@@ -80,7 +80,9 @@ class PageableStagingRule : public BottleneckRule {
       finding.action =
           "Pin the batches: pin_memory=True in the DataLoader, or run under PINSCOPE_PIN=1 so "
           "pinscope pins the shm mappings; with pin_memory, check the pin thread keeps up (it "
-          "adds a host copy of every batch).";
+          "adds a host copy of every batch). PINSCOPE_PIN=1 registers every new shm batch once "
+          "(measured 5-10 ms per 55 MiB on an H200, docs/pinning.md), which eats into this "
+          "saving: compare both with `pinscope diff`.";
     } else if (largest == alloc.loss_ns && alloc.loss_ns > 0) {
       finding.action =
           "Pin the host buffers that feed these copies: run under PINSCOPE_PIN=1 (transparent "
