@@ -73,14 +73,12 @@ CopyAnalysis::CopyAnalysis(const Calibration& calibration, int top, int stack_de
       top_(top > 0 ? static_cast<size_t>(top) : 0),
       stack_depth_(stack_depth) {}
 
-void CopyAnalysis::OnCopy(const CopyContext& context) {
+CopyAnalysis::Cost CopyAnalysis::CostOf(const CopyContext& context) const {
   const trace::CopyEvent& copy = context.copy;
   const trace::Direction direction = copy.direction();
-  trace::MemoryKind kind = HostKind(copy);
-  if (direction == trace::D2D || direction == trace::PEER) kind = trace::DEVICE;
   const bool host_device = direction == trace::H2D || direction == trace::D2H;
-
-  CopyRow one;
+  Cost cost;
+  CopyRow& one = cost.row;
   one.count = 1;
   one.bytes = copy.bytes();
   one.blocked_ns = context.blocked_ns;
@@ -90,10 +88,21 @@ void CopyAnalysis::OnCopy(const CopyContext& context) {
     if (gbps > 0)
       one.pinned_estimate_ns = static_cast<uint64_t>(static_cast<double>(copy.bytes()) / gbps);
   }
-  const bool pageable = IsPageableHostCopy(copy) && copy.result() == 0;
-  if (pageable && one.blocked_ns > one.pinned_estimate_ns) {
+  cost.pageable = IsPageableHostCopy(copy) && copy.result() == 0;
+  if (cost.pageable && one.blocked_ns > one.pinned_estimate_ns) {
     one.loss_ns = one.blocked_ns - one.pinned_estimate_ns;
   }
+  return cost;
+}
+
+void CopyAnalysis::OnCopy(const CopyContext& context) {
+  const trace::CopyEvent& copy = context.copy;
+  const trace::Direction direction = copy.direction();
+  trace::MemoryKind kind = HostKind(copy);
+  if (direction == trace::D2D || direction == trace::PEER) kind = trace::DEVICE;
+  const Cost cost = CostOf(context);
+  const CopyRow& one = cost.row;
+  const bool pageable = cost.pageable;
   by_key_[{static_cast<int>(direction), static_cast<int>(kind)}].Add(one);
   const ProcessState& process = context.event.process;
   ThreadCopies& thread = by_thread_[{process.index(), context.event.packet.tid()}];

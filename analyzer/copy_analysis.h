@@ -99,6 +99,15 @@ class CopyAnalysis : public Analysis {
   void OnCopy(const CopyContext& copy) override;
   void Finish(const RunInfo& run) override;
 
+  // One copy's row (count 1, bytes, blocked, failed, pinned estimate, loss)
+  // and whether it is a successful pageable H2D/D2H copy: the staging
+  // estimate's single code path, shared with the call-site analysis.
+  struct Cost {
+    CopyRow row;
+    bool pageable = false;
+  };
+  Cost CostOf(const CopyContext& copy) const;
+
   // Rows sorted by direction then kind, and their sum.
   const std::vector<CopyRow>& rows() const { return rows_; }
   const CopyRow& total() const { return total_; }

@@ -13,6 +13,7 @@
 
 #include "analyzer/alloc_analysis.h"
 #include "analyzer/calibration.h"
+#include "analyzer/callsite_analysis.h"
 #include "analyzer/commands.h"
 #include "analyzer/copy_analysis.h"
 #include "analyzer/findings.h"
@@ -47,6 +48,8 @@ class Report {
   const ReportOptions& options() const { return options_; }
   const Calibration& calibration() const { return calibration_; }
   const CopyAnalysis& copies() const { return *copies_; }
+  // Call sites of the pageable staging loss (top N by loss).
+  const CallSiteAnalysis& call_sites() const { return *call_sites_; }
   const AllocAnalysis& allocs() const { return *allocs_; }
   const ShmAnalysis& shm() const { return *shm_; }
   // Batch loop, pinning and device activity (input_analysis.h).
@@ -84,6 +87,7 @@ class Report {
   ReportOptions options_;
   Calibration calibration_;
   std::unique_ptr<CopyAnalysis> copies_;
+  std::unique_ptr<CallSiteAnalysis> call_sites_;
   std::unique_ptr<AllocAnalysis> allocs_;
   std::unique_ptr<ShmAnalysis> shm_;
   std::unique_ptr<ProcessAnalysis> processes_;

@@ -14,6 +14,7 @@ Report::Report(Calibration calibration, const ReportOptions& options)
     : options_(options),
       calibration_(std::move(calibration)),
       copies_(std::make_unique<CopyAnalysis>(calibration_, options.top, options.stack_depth)),
+      call_sites_(std::make_unique<CallSiteAnalysis>(*copies_, options.top, options.stack_depth)),
       allocs_(std::make_unique<AllocAnalysis>()),
       shm_(std::make_unique<ShmAnalysis>()),
       processes_(std::make_unique<ProcessAnalysis>()),
@@ -24,6 +25,7 @@ Report::~Report() = default;
 void Report::Attach(ReplayEngine* engine) {
   engine->AddAnalysis(processes_.get());
   engine->AddAnalysis(copies_.get());
+  engine->AddAnalysis(call_sites_.get());
   engine->AddAnalysis(allocs_.get());
   engine->AddAnalysis(shm_.get());
   engine->AddAnalysis(input_.get());

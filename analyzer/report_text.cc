@@ -82,6 +82,7 @@ class TextWriter {
     CopySection();
     StagingSection();
     LargestSection();
+    CallSiteSection();
     ProcessSection();
     ShmSection();
     PinningSection();
@@ -120,6 +121,7 @@ class TextWriter {
   void CopySection();
   void StagingSection();
   void LargestSection();
+  void CallSiteSection();
   void ProcessSection();
   void ShmSection();
   void PinningSection();
@@ -339,16 +341,93 @@ void TextWriter::LargestSection() {
                   record.buffer.Describe()});
   }
   table.Render(out_, style_);
-  bool any_stack = false;
+  // Where these copies were made: the "Call sites" section below, which
+  // aggregates every pageable copy by its site.
+  if (!report_.call_sites().sites().empty()) {
+    out_ << "  Their call sites and buffer origins: see \"Call sites\" below.\n";
+  }
+}
+
+// Keeps the end of a frame (file:line function) when it is too wide: the
+// path's head is the least telling part.
+std::string CutLeft(const std::string& text, size_t width) {
+  if (text.size() <= width || width < 4) return text;
+  return "..." + text.substr(text.size() - (width - 3));
+}
+
+std::string PidList(const std::vector<uint32_t>& pids) {
+  std::string text;
+  for (size_t i = 0; i < pids.size() && i < 8; ++i) {
+    text += (text.empty() ? "" : " ") + std::to_string(pids[i]);
+  }
+  if (pids.size() > 8) text += " ...";
+  return text;
+}
+
+void TextWriter::CallSiteSection() {
+  const CallSiteAnalysis& calls = report_.call_sites();
+  Title("Call sites (top " + std::to_string(report_.options().top) +
+        " by time lost to pageable staging)");
+  if (calls.sites().empty()) {
+    out_ << "  None: no pageable H2D or D2H copies.\n";
+    return;
+  }
+  Para("Site: the innermost Python frame of the copy's stack, then its innermost native frame "
+       "(module+offset). " + FormatCount(calls.total_sites()) + " sites; " +
+       FormatCount(calls.copies_with_stack()) + " pageable copies with a recorded stack, " +
+       FormatCount(calls.copies_without_stack()) + " without.");
+  TextTable table({{"#", TextTable::Align::kRight},
+                   {"Copies", TextTable::Align::kRight},
+                   {"Bytes", TextTable::Align::kRight},
+                   {"Blocked", TextTable::Align::kRight},
+                   {"Lost", TextTable::Align::kRight},
+                   {"Site", TextTable::Align::kLeft, true}});
+  int n = 0;
+  for (const CallSite& site : calls.sites()) {
+    const std::string& where = !site.python.empty()   ? site.python
+                               : !site.native.empty() ? site.native
+                                                      : std::string("(no stack recorded)");
+    table.AddRow({std::to_string(++n), FormatCount(site.copies), FormatBytes(site.bytes),
+                  FormatDuration(site.blocked_ns), FormatDuration(site.loss_ns),
+                  CutLeft(where, 48)});
+  }
+  table.Render(out_, style_);
+  const size_t width = kReportWidth - 13;
   n = 0;
-  for (const CopyRecord& record : largest) {
-    ++n;
-    if (record.stack.empty()) continue;
-    if (!any_stack) out_ << "  Call sites (innermost first):\n";
-    any_stack = true;
-    std::string sites;
-    for (const std::string& frame : record.stack) sites += (sites.empty() ? "" : " < ") + frame;
-    out_ << Truncate(StringPrintf("  %3d  ", n) + sites, kReportWidth) << '\n';
+  for (const CallSite& site : calls.sites()) {
+    out_ << StringPrintf("  %3d  ", ++n);
+    std::string head = "pid " + PidList(site.pids);
+    if (site.h2d > 0) head += ", " + FormatCount(site.h2d) + " H2D";
+    if (site.d2h > 0) head += ", " + FormatCount(site.d2h) + " D2H";
+    if (site.copies > 0) head += ", " + FormatBytes(site.bytes / site.copies) + " each on average";
+    out_ << Truncate(head, kReportWidth - 7) << '\n';
+    for (size_t i = 0; i < site.frames.size(); ++i) {
+      out_ << "       " << (i == 0 ? "at   " : "from ") << CutLeft(site.frames[i], width) << '\n';
+    }
+    if (!site.native.empty() && !site.python.empty()) {
+      out_ << "       " << "in   " << CutLeft(site.native, width) << '\n';
+    }
+    const BufferSite& buffer = site.buffer;
+    std::string fed;
+    if (buffer.kind == HostBuffer::Kind::kNone) {
+      fed = "not a recorded buffer";
+    } else {
+      fed = std::string(buffer.kind == HostBuffer::Kind::kShm ? "shm segment created at "
+                                                               : "allocated at ") +
+            (buffer.site.empty() ? std::string("(no stack recorded)") : CutLeft(buffer.site, 60));
+      if (!buffer.pids.empty()) {
+        fed += buffer.in_workers ? " in workers (pid " : " (pid ";
+        fed += PidList(buffer.pids) + ")";
+      }
+    }
+    fed += ": " + FormatCount(buffer.copies) + " of " + FormatCount(site.copies) + " copies";
+    if (site.buffer_sites > 1) {
+      fed += "; " + FormatCount(site.buffer_sites - 1) + " other buffer site" +
+             (site.buffer_sites == 2 ? "" : "s");
+    }
+    out_ << "       buffers " << Wrap(fed, kReportWidth - 15, kReportWidth - 15,
+                                     std::string(15, ' '))
+         << '\n';
   }
 }
 

@@ -70,5 +70,39 @@ TEST(InputRulesTest, LoaderPinIsMainLoopBoundNotStarved) {
   EXPECT_TRUE(main_loop);
 }
 
+// The seed benchmark with 4 workers: the batch copy line of the script is the
+// top call site (20 copies of a 73.5 MiB batch), and the shm segments that
+// fed it were created in the workers.
+TEST(InputRulesTest, SeedWorkers4CallSites) {
+  const nlohmann::json j = JsonOf(kRoot + "/../../examples/h200-seed-workers4");
+  ASSERT_TRUE(j.contains("call_sites"));
+  ASSERT_GE(j["call_sites"].size(), 2u);
+  const nlohmann::json& top = j["call_sites"][0];
+  const std::string python = top["python"];
+  const std::string suffix = "/seedbench.py:53 run";
+  ASSERT_GE(python.size(), suffix.size());
+  EXPECT_EQ(python.substr(python.size() - suffix.size()), suffix);
+  EXPECT_EQ(top["copies"], 20);
+  EXPECT_EQ(top["h2d"], 20);
+  EXPECT_EQ(top["bytes"], 20u * 77070336u);  // 20 x 73.5 MiB
+  EXPECT_EQ(top["frames"][0], python);
+  EXPECT_GT(top["loss_ns"].get<uint64_t>(), 0u);
+  EXPECT_LE(top["loss_ns"].get<uint64_t>(), top["blocked_ns"].get<uint64_t>());
+  const nlohmann::json& buffer = top["buffer"];
+  EXPECT_EQ(buffer["kind"], "shm");
+  EXPECT_EQ(buffer["copies"], 20);
+  EXPECT_TRUE(buffer["in_workers"]);
+  EXPECT_EQ(buffer["pids"], nlohmann::json::parse("[819, 820, 821, 822]"));
+  const std::string made = buffer["site"];
+  // The batch is made by the DataLoader's collate (torch's own storage
+  // plumbing below it is skipped).
+  EXPECT_NE(made.find("torch/utils/data/_utils/collate.py:"), std::string::npos) << made;
+  // The site's loss is the staging estimate's, copy by copy: all sites
+  // together lose what the staging section says.
+  uint64_t loss = 0;
+  for (const auto& site : j["call_sites"]) loss += site["loss_ns"].get<uint64_t>();
+  EXPECT_EQ(loss, j["pageable_staging"]["loss_ns"].get<uint64_t>());
+}
+
 }  // namespace
 }  // namespace pinscope
