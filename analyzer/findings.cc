@@ -175,6 +175,18 @@ std::string CoresText(const Report& report) {
   return text;
 }
 
+// Time saved if every interval between batch copies were scaled by num/den
+// (more producers), but never below its copy: sum of interval - max(copy,
+// interval * num / den).
+uint64_t SavingIfIntervalsScale(const BatchLoop& loop, uint64_t num, uint64_t den) {
+  uint64_t saving = 0;
+  for (size_t i = 0; i < loop.intervals_ns.size(); ++i) {
+    const uint64_t after = std::max(loop.copies_ns[i], loop.intervals_ns[i] * num / den);
+    if (loop.intervals_ns[i] > after) saving += loop.intervals_ns[i] - after;
+  }
+  return saving;
+}
+
 // Main-process-bound: no DataLoader workers, and the root's main thread
 // spends most of the time between its batch copies making the next batch.
 // Estimate: with k = cores - 1 workers making batches in parallel, each
@@ -198,11 +210,7 @@ class MainProcessBoundRule : public BottleneckRule {
     if (Share(producing, loop.total_interval_ns) < 0.5) return;
     const uint32_t cores = report.AvailableCores();
     const uint64_t k = cores > 1 ? cores - 1 : 1;
-    uint64_t saving = 0;
-    for (size_t i = 0; i < loop.intervals_ns.size(); ++i) {
-      const uint64_t after = std::max(loop.copies_ns[i], loop.intervals_ns[i] / k);
-      if (loop.intervals_ns[i] > after) saving += loop.intervals_ns[i] - after;
-    }
+    const uint64_t saving = SavingIfIntervalsScale(loop, 1, k);
     const int root = report.root_index();
     const uint64_t life = report.ProcessDuration(root);
     Finding f;
@@ -300,11 +308,7 @@ class InputStarvationRule : public BottleneckRule {
         static_cast<uint64_t>(per_batch_ns / std::max<uint64_t>(loop.median_copy_ns, 1)) + 1;
     wanted = std::min(std::max(wanted, workers + 1), max_workers);
     if (wanted <= workers) return;
-    uint64_t saving = 0;
-    for (size_t i = 0; i < loop.intervals_ns.size(); ++i) {
-      const uint64_t after = std::max(loop.copies_ns[i], loop.intervals_ns[i] * workers / wanted);
-      if (loop.intervals_ns[i] > after) saving += loop.intervals_ns[i] - after;
-    }
+    const uint64_t saving = SavingIfIntervalsScale(loop, workers, wanted);
     const uint64_t life = report.ProcessDuration(report.root_index());
     const ShmAnalysis& shm = report.shm();
     const uint64_t shm_needed = shm.peak_bytes() * wanted / workers;

@@ -168,6 +168,13 @@ bool ParseColorWhen(const char* text, ColorMode* out) {
   return true;
 }
 
+bool ParseColorOption(const char* cmd, const char* text, ColorMode* out) {
+  if (ParseColorWhen(text, out)) return true;
+  PrintUsageError(cmd, std::string("--color expects auto, always or never, not '") +
+                           (text ? text : "") + "'");
+  return false;
+}
+
 ColorMode ResolveColor(ColorMode requested, int fd) {
   if (requested != ColorMode::kAuto) return requested;
   // https://no-color.org: any non-empty NO_COLOR disables colour.

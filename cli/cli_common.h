@@ -44,6 +44,8 @@ std::string FormatBytes(uint64_t bytes);
 
 // --color[=WHEN]: "auto", "always", "never" (also yes/no, on/off).
 bool ParseColorWhen(const char* text, ColorMode* out);
+// ParseColorWhen for `cmd --color=WHEN`, printing the usage error itself.
+bool ParseColorOption(const char* cmd, const char* text, ColorMode* out);
 
 // kAuto becomes kAlways when `fd` is a terminal, NO_COLOR is unset and TERM
 // is not "dumb"; else kNever. The analyzer writes to std::ostream and cannot

@@ -50,11 +50,7 @@ int DiffCommand(int argc, char** argv) {
         options.json = true;
         break;
       case kColor:
-        if (!ParseColorWhen(optarg, &options.color)) {
-          PrintUsageError(
-              "diff", std::string("--color expects auto, always or never, not '") + optarg + "'");
-          return kExitUsage;
-        }
+        if (!ParseColorOption("diff", optarg, &options.color)) return kExitUsage;
         break;
       case kNoColor:
         options.color = ColorMode::kNever;

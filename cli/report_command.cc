@@ -57,11 +57,7 @@ int ReportCommand(int argc, char** argv) {
         options.json = true;
         break;
       case kColor:
-        if (!ParseColorWhen(optarg, &options.color)) {
-          PrintUsageError(
-              "report", std::string("--color expects auto, always or never, not '") + optarg + "'");
-          return kExitUsage;
-        }
+        if (!ParseColorOption("report", optarg, &options.color)) return kExitUsage;
         break;
       case kNoColor:
         options.color = ColorMode::kNever;

@@ -1,4 +1,5 @@
-// Exported process-lifecycle hooks: the library constructor and destructor,
+// Exported process-lifecycle hooks: the library destructor (the constructor
+// is in interpose_alloc.cc, which must run first),
 // exit/_exit (flush and write ProcessExit), and the exec family (flush
 // before the image is replaced). fork is handled by pthread_atfork handlers
 // registered in InitProcess, plus fork() itself for pinning (below).
@@ -39,8 +40,6 @@ Fn Next(const char* name) {
   HookScope scope;
   return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
 }
-
-__attribute__((constructor)) void Init() { InitProcess(); }
 
 __attribute__((destructor)) void Fini() {
   if (!IsTracedProcess()) return;
