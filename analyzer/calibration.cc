@@ -54,6 +54,14 @@ double Calibration::PageableGbps(bool h2d, uint64_t bytes) const {
                      h2d ? &BandwidthPoint::h2d_pageable_gbps : &BandwidthPoint::d2h_pageable_gbps);
 }
 
+double Calibration::HostCopyGbps(uint64_t bytes) const {
+  std::vector<BandwidthPoint> with;
+  for (const BandwidthPoint& p : points)
+    if (p.host_copy_gbps > 0) with.push_back(p);
+  if (with.empty()) return 0;
+  return Interpolate(with, bytes, &BandwidthPoint::host_copy_gbps);
+}
+
 Calibration DefaultCalibration() {
   Calibration calibration;
   calibration.gpu = "NVIDIA H200";
@@ -114,6 +122,9 @@ std::optional<Calibration> LoadCalibration(const std::string& path, std::string*
                   " needs positive bytes, h2d_pageable_gbps, h2d_pinned_gbps, "
                   "d2h_pageable_gbps and d2h_pinned_gbps");
     }
+    if (item.contains("host_copy_gbps") && !number("host_copy_gbps", &point.host_copy_gbps)) {
+      return fail("point " + item.dump() + ": host_copy_gbps must be a positive number");
+    }
     point.bytes = static_cast<uint64_t>(bytes);
     calibration.points.push_back(point);
   }
@@ -136,6 +147,7 @@ bool SaveCalibration(const Calibration& calibration, const std::string& path, st
                              {"h2d_pinned_gbps", point.h2d_pinned_gbps},
                              {"d2h_pageable_gbps", point.d2h_pageable_gbps},
                              {"d2h_pinned_gbps", point.d2h_pinned_gbps}});
+    if (point.host_copy_gbps > 0) doc["points"].back()["host_copy_gbps"] = point.host_copy_gbps;
   }
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();

@@ -5,7 +5,8 @@
 //  "source": "pinscope calibrate" | "built-in default ...",
 //  "points": [{"bytes": 1048576, "h2d_pageable_gbps": 7.0,
 //              "h2d_pinned_gbps": 36.3, "d2h_pageable_gbps": 7.1,
-//              "d2h_pinned_gbps": 38.0}, ...]}
+//              "d2h_pinned_gbps": 38.0, "host_copy_gbps": 9.1}, ...]}
+// (host_copy_gbps is optional.)
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,10 @@ struct BandwidthPoint {
   double h2d_pinned_gbps = 0;
   double d2h_pageable_gbps = 0;
   double d2h_pinned_gbps = 0;
+  // One thread's memcpy from pageable to pinned host memory (what
+  // DataLoader's pin_memory thread does to every batch); 0 = not measured
+  // (calibrations from before this field, the built-in default).
+  double host_copy_gbps = 0;
 };
 
 struct Calibration {
@@ -34,6 +39,9 @@ struct Calibration {
   // two nearest points, clamped at the ends. GB/s = 1e9 bytes per second.
   double PinnedGbps(bool h2d, uint64_t bytes) const;
   double PageableGbps(bool h2d, uint64_t bytes) const;
+  // Pageable -> pinned memcpy of one thread, interpolated likewise over the
+  // points that have it; 0 when none does.
+  double HostCopyGbps(uint64_t bytes) const;
 };
 
 // Built-in default: the H200 / PCIe Gen5 x16 table of

@@ -107,6 +107,8 @@ void CallSiteAnalysis::OnShm(const ShmContext& context) {
   creation.forked = process.origin() == trace::ORIGIN_FORK;
 }
 
+void CallSiteAnalysis::OnShmForgotten(const ShmSegment& segment) { created_.erase(segment.id); }
+
 void CallSiteAnalysis::OnCopy(const CopyContext& context) {
   const CopyAnalysis::Cost cost = copies_.CostOf(context);
   if (!cost.pageable) return;

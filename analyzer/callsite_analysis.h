@@ -61,6 +61,7 @@ class CallSiteAnalysis : public Analysis {
 
   void OnCopy(const CopyContext& copy) override;
   void OnShm(const ShmContext& shm) override;
+  void OnShmForgotten(const ShmSegment& segment) override;
   void Finish(const RunInfo& run) override;
 
   // Most loss first (ties: blocked time, bytes, then key); at most `top`.
@@ -89,7 +90,8 @@ class CallSiteAnalysis : public Analysis {
   size_t top_;
   int stack_depth_;
   std::map<std::pair<std::string, std::string>, Accumulator> by_key_;
-  // Segment id -> (creation site, creator pid, creator forked).
+  // Segment id -> (creation site, creator pid, creator forked), for the
+  // segments the engine tracks (a forgotten one can feed no copy).
   struct Creation {
     std::string site;
     uint32_t pid = 0;

@@ -324,6 +324,54 @@ void GpuBusyTracker::AddHostInterval(GapCause cause, Interval interval) {
   host_[c].push_back(interval);
 }
 
+void GpuBusyTracker::AddBlind(Interval interval) {
+  if (interval.length() == 0) return;
+  if (blind_.empty() || interval.start_ns > blind_.back().end_ns) {
+    blind_.push_back(interval);  // the usual case: in time order
+  } else {
+    blind_.push_back(interval);
+    blind_ = Union(std::move(blind_));
+  }
+}
+
+void GpuBusyTracker::BeginBlind(uint64_t start_ns) {
+  if (!open_blind_) open_blind_ = start_ns;
+}
+
+void GpuBusyTracker::EndBlind(uint64_t end_ns) {
+  if (!open_blind_) return;
+  AddBlind({*open_blind_, end_ns});
+  open_blind_.reset();
+}
+
+void GpuBusyTracker::Known(Interval iv, std::vector<Interval>* out) const {
+  out->clear();
+  // Nothing after the start of an open blind interval is known (yet).
+  const uint64_t cap = open_blind_.value_or(std::numeric_limits<uint64_t>::max());
+  auto push = [&](uint64_t s, uint64_t e) {
+    e = std::min(e, cap);
+    if (e > s) out->push_back({s, e});
+  };
+  uint64_t s = iv.start_ns;
+  // The first blind interval that ends after s.
+  auto it = std::upper_bound(blind_.begin(), blind_.end(), s,
+                             [](uint64_t v, const Interval& b) { return v < b.end_ns; });
+  for (; it != blind_.end() && it->start_ns < iv.end_ns; ++it) {
+    if (it->start_ns > s) push(s, it->start_ns);
+    s = std::max(s, it->end_ns);
+  }
+  if (s < iv.end_ns) push(s, iv.end_ns);
+}
+
+uint64_t GpuBusyTracker::BlindIn(Interval w) const {
+  uint64_t total = 0;
+  auto it = std::upper_bound(blind_.begin(), blind_.end(), w.start_ns,
+                             [](uint64_t v, const Interval& b) { return v < b.end_ns; });
+  for (; it != blind_.end() && it->start_ns < w.end_ns; ++it) total += Overlap(*it, w);
+  if (open_blind_) total += Overlap({*open_blind_, std::numeric_limits<uint64_t>::max()}, w);
+  return total;
+}
+
 void GpuBusyTracker::AddToBins(PerDevice& d, uint64_t start, uint64_t end) {
   if (!d.bins_init) {
     d.bins_init = true;
@@ -383,6 +431,18 @@ void GpuBusyTracker::Drain(PerDevice& d, uint64_t upto_ns) {
   while (!d.pending.empty() && d.pending.top().start_ns < upto_ns) {
     Interval iv = d.pending.top();
     d.pending.pop();
+    if (!blind_.empty() || open_blind_) {
+      // Only the part outside blind time counts. A record cut in pieces, or
+      // starting in blind time, goes back as its pieces, so that runs are
+      // still merged in start order.
+      Known(iv, &pieces_);
+      if (pieces_.empty()) continue;
+      if (pieces_.size() > 1 || pieces_[0].start_ns != iv.start_ns) {
+        for (const Interval& p : pieces_) d.pending.push(p);
+        continue;
+      }
+      iv = pieces_[0];
+    }
     bool late = (d.has_cur && iv.start_ns < d.cur.start_ns) ||
                 (!d.has_cur && d.has_last && iv.start_ns < d.last_end);
     if (late) {
@@ -404,13 +464,33 @@ void GpuBusyTracker::Drain(PerDevice& d, uint64_t upto_ns) {
       continue;
     }
     CloseSegment(d);
-    if (d.has_last && iv.start_ns > d.last_end &&
-        iv.start_ns - d.last_end > options_.gap_threshold_ns) {
-      Gap g;
-      g.device_id = d.id;
-      g.start_ns = d.last_end;
-      g.end_ns = iv.start_ns;
-      FinishGap(d, g);
+    if (d.has_last && iv.start_ns > d.last_end) {
+      // A pause: its pieces outside blind time longer than the threshold
+      // are gaps (without blind time, the whole pause).
+      Interval pause{d.last_end, iv.start_ns};
+      if (blind_.empty() && !open_blind_) {
+        pieces_.assign(1, pause);
+      } else {
+        Known(pause, &pieces_);
+      }
+      std::vector<Interval> settling;
+      for (const Interval& p : pieces_) {
+        // The piece that opens a sampling window (it starts where blind
+        // time ends) up to the window's first activity: kernels launched
+        // while recording was off may still be running there, unrecorded,
+        // so the GPU only looks idle. It is blind time too, not a gap.
+        if (p.start_ns > pause.start_ns) {
+          settling.push_back(p);
+          continue;
+        }
+        if (p.length() <= options_.gap_threshold_ns) continue;
+        Gap g;
+        g.device_id = d.id;
+        g.start_ns = p.start_ns;
+        g.end_ns = p.end_ns;
+        FinishGap(d, g);
+      }
+      for (const Interval& p : settling) AddBlind(p);
     }
     d.cur = iv;
     d.has_cur = true;
@@ -468,21 +548,36 @@ std::vector<DeviceBusy> GpuBusyTracker::Finish(Interval window) {
       b.busy_ns = static_cast<uint64_t>(bins_in(window) + 0.5);
     }
     uint64_t wl = window.length();
-    b.busy_fraction = wl ? static_cast<double>(b.busy_ns) / static_cast<double>(wl) : 0.0;
+    // Known time: the window less blind time (an open blind interval ends
+    // at the window's end).
+    auto known_in = [&](Interval w) { return w.length() - std::min(w.length(), BlindIn(w)); };
+    b.blind_ns = wl - known_in(window);
+    const uint64_t known = wl - b.blind_ns;
+    b.busy_fraction = known ? static_cast<double>(b.busy_ns) / static_cast<double>(known) : 0.0;
     for (uint32_t k = 0; k < options_.chunks && wl; ++k) {
       Interval c{ChunkEdge(window, options_.chunks, k), ChunkEdge(window, options_.chunks, k + 1)};
-      b.chunk_busy_fraction.push_back(
-          c.length() ? bins_in(c) / static_cast<double>(c.length()) : 0.0);
+      const uint64_t ck = known_in(c);
+      double f;
+      if (c.length() == 0) {
+        f = 0.0;
+      } else if (ck == c.length()) {
+        f = bins_in(c) / static_cast<double>(c.length());
+      } else if (ck == 0) {
+        f = kUnknownFraction;
+      } else {  // the bins spread busy time evenly over a bin: may exceed the known time
+        f = std::min(1.0, bins_in(c) / static_cast<double>(ck));
+      }
+      b.chunk_busy_fraction.push_back(f);
     }
     if (d.busy_total) {
       if (d.first_start > window.start_ns)
-        b.leading_idle_ns = std::min(d.first_start, window.end_ns) - window.start_ns;
+        b.leading_idle_ns = known_in({window.start_ns, std::min(d.first_start, window.end_ns)});
       if (d.max_end < window.end_ns)
-        b.trailing_idle_ns = window.end_ns - std::max(d.max_end, window.start_ns);
+        b.trailing_idle_ns = known_in({std::max(d.max_end, window.start_ns), window.end_ns});
     } else {
-      b.leading_idle_ns = wl;
+      b.leading_idle_ns = known;
     }
-    uint64_t active = wl - std::min(wl, b.leading_idle_ns + b.trailing_idle_ns);
+    uint64_t active = known - std::min(known, b.leading_idle_ns + b.trailing_idle_ns);
     b.active_busy_fraction =
         active ? std::min(1.0, static_cast<double>(b.busy_ns) / static_cast<double>(active)) : 0.0;
     b.gap_count = d.gap_count;
@@ -503,13 +598,13 @@ std::vector<DeviceBusy> GpuBusyTracker::Finish(Interval window) {
 
 InputVerdict JudgeInput(const DeviceBusy& busy, double busy_threshold) {
   InputVerdict v;
+  const uint64_t known = busy.known_ns();
+  v.measured = known > 0;
   v.busy_fraction = busy.active_busy_fraction;
-  v.not_input_bound = busy.window.length() > 0 && busy.active_busy_fraction >= busy_threshold;
+  v.not_input_bound = v.measured && busy.active_busy_fraction >= busy_threshold;
   uint64_t input = busy.by_cause[static_cast<int>(GapCause::kCopy)].idle_ns +
                    busy.by_cause[static_cast<int>(GapCause::kDataLoader)].idle_ns;
-  v.input_idle_fraction = busy.window.length()
-                              ? static_cast<double>(input) / static_cast<double>(busy.window.length())
-                              : 0.0;
+  v.input_idle_fraction = known ? static_cast<double>(input) / static_cast<double>(known) : 0.0;
   return v;
 }
 
@@ -546,6 +641,24 @@ void ProcessDeviceAnalysis::OnDevice(const DeviceRecord& record) {
   Pump();
 }
 
+void ProcessDeviceAnalysis::OnRecording(const RecordingSwitch& change) {
+  ++recording_.switches;
+  recording_.peak_kernel_rate = std::max(recording_.peak_kernel_rate, change.kernel_rate);
+  if (!change.kernels && !busy_.blind_open()) {
+    ++recording_.stops;
+    if (recording_.mode.empty()) {
+      recording_.mode = change.reason == "sampling"   ? "auto"
+                        : change.reason == "disabled" ? "off"
+                        : change.reason.empty()       ? "unknown"
+                                                      : change.reason;
+    }
+    busy_.BeginBlind(change.time_ns);
+  } else if (change.kernels && busy_.blind_open()) {
+    ++recording_.windows;
+    busy_.EndBlind(change.time_ns);
+  }
+}
+
 void ProcessDeviceAnalysis::Advance(uint64_t now_ns) {
   joiner_.Advance(now_ns);
   busy_.Advance(now_ns);
@@ -559,6 +672,7 @@ ProcessDeviceResult ProcessDeviceAnalysis::Finish(Interval window) {
   r.join = joiner_.stats();
   r.copy_classes = classes_.Results();
   r.devices = busy_.Finish(window);
+  r.recording = recording_;
   return r;
 }
 

@@ -2,7 +2,9 @@
 // packets) joined with the host calls pinscope intercepted: per copy class,
 // device time and bandwidth; GPU busy fraction over the run and per time
 // chunk (nsys gpu_time_util); idle gaps (nsys gpu_gaps) attributed to what the
-// host was doing; the "not input-bound" verdict. docs/device-activity.md.
+// host was doing; the "not input-bound" verdict. Time in which kernels were
+// not recorded (sampled kernel recording, DeviceRecording packets) is "blind":
+// neither busy nor idle. docs/device-activity.md.
 //
 // Pure: plain structs in, results out; no I/O, no protobuf, no replay engine.
 // Streaming and order-independent: device records reach a trace one flush
@@ -12,10 +14,12 @@
 // horizon, not by the run's length. Not thread-safe: one instance per user.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -226,22 +230,36 @@ struct BusyOptions {
   size_t max_gaps_kept = 1000;  // the longest gaps keep their details
 };
 
+// A chunk figure for a chunk in which kernels were not recorded at all
+// (DeviceBusy::chunk_busy_fraction): its busy share is unknown.
+constexpr double kUnknownFraction = -1.0;
+
 struct CauseTotals {
   uint64_t gaps = 0;
   uint64_t idle_ns = 0;
 };
 
+// Figures over the window. "Blind" time is time in which kernels were not
+// recorded (sampled kernel recording, GpuBusyTracker::AddBlind): it counts
+// neither as busy nor as idle, so every fraction is over the recorded
+// ("known") time only. Without blind time (every trace before sampling, or a
+// job that launched few kernels) known time is the whole window.
 struct DeviceBusy {
   uint32_t device_id = 0;
   Interval window;
-  uint64_t busy_ns = 0;        // union of kernel, memcpy and memset time in window
-  double busy_fraction = 0;    // busy_ns / window length
-  // busy_ns over the window less leading and trailing idle: from the first
-  // activity to the last, so start-up (imports, model load) and teardown do
-  // not dilute a GPU-bound loop. What JudgeInput uses.
+  uint64_t busy_ns = 0;   // union of kernel, memcpy and memset time in window, outside blind time
+  uint64_t blind_ns = 0;  // blind time inside the window
+  double busy_fraction = 0;  // busy_ns / (window length - blind_ns); 0 when no known time
+  // busy_ns over the known time less leading and trailing idle: from the
+  // first activity to the last (minus blind time), so start-up (imports,
+  // model load) and teardown do not dilute a GPU-bound loop. What JudgeInput
+  // uses.
   double active_busy_fraction = 0;
-  std::vector<double> chunk_busy_fraction;  // options.chunks equal chunks of window
-  uint64_t records = 0;        // kernel/memcpy/memset records counted
+  // options.chunks equal chunks of the window: busy / (chunk length - blind
+  // time in the chunk), at most 1; kUnknownFraction (< 0) for a chunk that
+  // is blind from end to end.
+  std::vector<double> chunk_busy_fraction;
+  uint64_t records = 0;        // kernel/memcpy/memset records received (blind ones too)
   uint64_t late_records = 0;   // arrived after their time was merged (counted, approximately)
   // Idle before the first and after the last activity, inside the window;
   // never gaps (start-up and shutdown are not what the report is about).
@@ -251,6 +269,18 @@ struct DeviceBusy {
   uint64_t gap_count = 0, gap_ns = 0;
   CauseTotals by_cause[kGapCauses];
   std::vector<Gap> longest_gaps;
+
+  uint64_t known_ns() const { return window.length() - std::min(window.length(), blind_ns); }
+  // Share of the window in which kernels were recorded: 1 - blind / window
+  // (1 for an empty window without blind time).
+  double covered_fraction() const {
+    return window.length() ? static_cast<double>(known_ns()) / static_cast<double>(window.length())
+                           : (blind_ns ? 0.0 : 1.0);
+  }
+  // Kernels were recorded only part of the window (sampled), or not at all.
+  bool kernels_sampled() const { return blind_ns > 0; }
+  // Some of the window was recorded: the busy figures mean something.
+  bool measured() const { return known_ns() > 0; }
 };
 
 // Busy fraction, chunks and attributed gaps, per device, over one process's
@@ -267,6 +297,22 @@ class GpuBusyTracker {
   // Host intervals for attribution, per cause (kCopy, kSync, kDataLoader).
   void AddHostInterval(GapCause cause, Interval interval);
 
+  // Blind time: kernels were not recorded, so the GPU's state is unknown.
+  // Device records (kernels, memcpys and memsets alike) count only outside
+  // it; a pause between activities is split by it, and each piece outside it
+  // longer than the threshold is a gap (kernels were recorded up to the
+  // blind edge, so the GPU is known idle there); leading and trailing idle
+  // exclude it. Blind time applies to every device. Give it in time order,
+  // as the trace says it (no earlier than the last Advance's now minus
+  // reorder_ns): a record already merged is not revised.
+  void AddBlind(Interval interval);
+  // An open blind interval: blind from `start_ns` until EndBlind, or until
+  // the window's end at Finish. Nothing while one is open already.
+  void BeginBlind(uint64_t start_ns);
+  // Closes the open blind interval at `end_ns`; nothing if none is open.
+  void EndBlind(uint64_t end_ns);
+  bool blind_open() const { return open_blind_.has_value(); }
+
   // Everything that ended before now - reorder_ns is final: merges it,
   // finds and attributes its gaps, and forgets what is no longer needed.
   void Advance(uint64_t now_ns);
@@ -282,10 +328,19 @@ class GpuBusyTracker {
   void AddToBins(PerDevice& d, uint64_t start, uint64_t end);
   void FinishGap(PerDevice& d, Gap gap);
   void PruneHost(uint64_t before_ns);
+  // The pieces of `interval` outside blind time (the open interval included).
+  void Known(Interval interval, std::vector<Interval>* out) const;
+  // Blind time inside `window` (closed intervals only).
+  uint64_t BlindIn(Interval window) const;
 
   BusyOptions options_;
   std::map<uint32_t, PerDevice*> devices_;
   std::vector<Interval> host_[3];  // kCopy, kSync, kDataLoader
+  // Blind intervals, sorted and disjoint: one per sampling pause, kept for
+  // the whole run (Finish needs them for any window).
+  std::vector<Interval> blind_;
+  std::optional<uint64_t> open_blind_;
+  std::vector<Interval> pieces_;  // scratch for Known
 };
 
 // Busy fraction of `segments` (merged or not) within `window`, and per each
@@ -301,22 +356,49 @@ std::vector<Interval> Union(std::vector<Interval> intervals);
 // 4. Verdict.
 
 struct InputVerdict {
+  // Kernels were recorded in some of the window (DeviceBusy::measured()):
+  // without that there is no verdict either way.
+  bool measured = false;
   bool not_input_bound = false;  // the GPU is busy: the input pipeline keeps up
   double busy_fraction = 0;      // DeviceBusy::active_busy_fraction
   // Idle time in gaps attributed to input (copies + DataLoader), as a
-  // fraction of the window.
+  // fraction of the known (not blind) time of the window.
   double input_idle_fraction = 0;
 };
-// "Not input-bound" when active_busy_fraction >= `busy_threshold` (90%).
+// "Not input-bound" when kernels were recorded and active_busy_fraction >=
+// `busy_threshold` (90%).
 InputVerdict JudgeInput(const DeviceBusy& busy, double busy_threshold = 0.9);
 
 // ---------------------------------------------------------------------------
 // 5. Everything above for one process, fed packet by packet.
 
+// One DeviceRecording packet (proto/trace.proto): which device records the
+// shim collects from `time_ns` on.
+struct RecordingSwitch {
+  uint64_t time_ns = 0;
+  bool kernels = true;
+  std::string reason;      // "sampling", "window", "disabled", "step_aside"
+  double kernel_rate = 0;  // kernels/s over the window that just ended; 0: not measured
+  uint64_t planned_ns = 0;
+};
+
+// How a process recorded kernels, from its DeviceRecording packets.
+struct KernelRecording {
+  uint64_t switches = 0;  // DeviceRecording packets
+  uint64_t stops = 0;     // packets that stopped kernel recording (kernels=false while on)
+  uint64_t windows = 0;   // packets that restarted it (kernels=true while off)
+  // Highest kernel_rate a packet reported, kernels/s (0: none measured).
+  double peak_kernel_rate = 0;
+  // From the first stop's reason: "auto" (sampling), "off" (disabled),
+  // "step_aside", else the reason itself; "" when kernels never stopped.
+  std::string mode;
+};
+
 struct ProcessDeviceResult {
   JoinStats join;
   std::vector<CopyClassStats> copy_classes;
   std::vector<DeviceBusy> devices;
+  KernelRecording recording;
 };
 
 class ProcessDeviceAnalysis {
@@ -329,6 +411,10 @@ class ProcessDeviceAnalysis {
   void OnLoaderWait(Interval wait);
   void OnCorrelation(uint32_t correlation_id, uint64_t call_id, uint64_t now_ns);
   void OnDevice(const DeviceRecord& record);
+  // A DeviceRecording packet, in trace order: kernels=false starts blind
+  // time (GpuBusyTracker::BeginBlind), kernels=true ends it. Copy classes
+  // and the join are not affected (copies are always recorded).
+  void OnRecording(const RecordingSwitch& change);
   void Advance(uint64_t now_ns);
   ProcessDeviceResult Finish(Interval window);
 
@@ -337,6 +423,7 @@ class ProcessDeviceAnalysis {
   CorrelationJoiner joiner_;
   CopyClassAccumulator classes_;
   GpuBusyTracker busy_;
+  KernelRecording recording_;
 };
 
 }  // namespace pinscope::device

@@ -170,6 +170,19 @@ void InputAnalysis::OnCorrelation(const Event& event, const trace::ExternalCorre
   state.device->OnCorrelation(c.correlation_id(), c.call_id(), event.time_ns);
 }
 
+void InputAnalysis::OnRecording(const Event& event, const trace::DeviceRecording& r) {
+  PerProcess& state = Process(event.process.index());
+  // Kernels off before the first device record: the blind time starts here.
+  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  device::RecordingSwitch change;
+  change.time_ns = event.time_ns;
+  change.kernels = r.kernels();
+  change.reason = r.reason();
+  change.kernel_rate = r.kernel_rate();
+  change.planned_ns = r.planned_ns();
+  state.device->OnRecording(change);
+}
+
 void InputAnalysis::OnProcessEnd(const ProcessState& process) {
   auto it = per_process_.find(process.index());
   if (it == per_process_.end()) return;

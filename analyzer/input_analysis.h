@@ -77,6 +77,7 @@ class InputAnalysis : public Analysis {
   void OnPin(const Event& event, const trace::PinEvent& pin) override;
   void OnDevice(const Event& event, const trace::DeviceActivity& activity) override;
   void OnCorrelation(const Event& event, const trace::ExternalCorrelation& correlation) override;
+  void OnRecording(const Event& event, const trace::DeviceRecording& recording) override;
   void OnProcessEnd(const ProcessState& process) override;
   void Finish(const RunInfo& run) override;
 

@@ -249,14 +249,15 @@ PerfettoExport::ThreadTrack& PerfettoExport::Thread(const ProcessState& process,
 }
 
 uint64_t PerfettoExport::CounterTrack(uint64_t uuid, uint64_t parent_uuid, const std::string& name,
-                                      uint64_t time_ns) {
+                                      uint64_t time_ns, bool bytes) {
   if (counters_.emplace(uuid, true).second) {
     PerfettoPacket& packet = NewPacket(time_ns);
     TrackDescriptor* track = packet.mutable_track_descriptor();
     track->set_uuid(uuid);
     if (parent_uuid != 0) track->set_parent_uuid(parent_uuid);
     track->set_name(name);
-    track->mutable_counter()->set_unit(CounterDescriptor::UNIT_SIZE_BYTES);
+    track->mutable_counter()->set_unit(bytes ? CounterDescriptor::UNIT_SIZE_BYTES
+                                             : CounterDescriptor::UNIT_UNSPECIFIED);
     Write();
     ++stats_.counter_tracks;
     // Start the graph at zero where the track's scope begins.
@@ -498,6 +499,28 @@ void PerfettoExport::OnDevice(const Event& event, const trace::DeviceActivity& a
   ++stats_.device_slices;
 }
 
+void PerfettoExport::OnNotice(const Event& event, const trace::Notice& notice) {
+  if (notice.code() == "cupti_started")
+    cupti_started_.try_emplace(event.process.index(), event.time_ns);
+}
+
+void PerfettoExport::OnRecording(const Event& event, const trace::DeviceRecording& recording) {
+  // "kernels recorded (pinscope)": 0 before CUPTI started, 1 from the
+  // cupti_started notice, then 1/0 at each DeviceRecording packet. Only for
+  // processes that have such packets (sampled kernel recording).
+  const ProcessState& process = event.process;
+  const uint64_t uuid = kCounterTrackTag | (ProcessUuid(process.index()) & ~kHostTrackTag) | 3;
+  if (!counters_.count(uuid)) {
+    CounterTrack(uuid, ProcessUuid(process.index()), "kernels recorded (pinscope)",
+                 process.start_ns(), /*bytes=*/false);
+    auto started = cupti_started_.find(process.index());
+    if (started != cupti_started_.end() && started->second < event.time_ns) {
+      WriteCounter(uuid, started->second, 1);
+    }
+  }
+  WriteCounter(uuid, event.time_ns, recording.kernels() ? 1 : 0);
+}
+
 void PerfettoExport::OnProcessEnd(const ProcessState& process) {
   // A thread named (ThreadInfo) after its first event: write its descriptor
   // again with the name, now that the process's stream is over.
@@ -513,6 +536,7 @@ void PerfettoExport::OnProcessEnd(const ProcessState& process) {
   // Its threads are done: forget their tracks (memory follows live threads).
   for (const auto& [tid, unused] : process.threads()) threads_.erase(first | tid);
   threads_.erase(first | process.pid());
+  cupti_started_.erase(process.index());
 }
 
 void PerfettoExport::Finish(const RunInfo& run) {

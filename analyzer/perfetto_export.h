@@ -62,6 +62,8 @@ class PerfettoExport : public Analysis {
   void OnShm(const ShmContext& shm) override;
   void OnPin(const Event& event, const trace::PinEvent& pin) override;
   void OnDevice(const Event& event, const trace::DeviceActivity& activity) override;
+  void OnNotice(const Event& event, const trace::Notice& notice) override;
+  void OnRecording(const Event& event, const trace::DeviceRecording& recording) override;
   void OnProcessEnd(const ProcessState& process) override;
   void Finish(const RunInfo& run) override;
 
@@ -89,8 +91,9 @@ class PerfettoExport : public Analysis {
   ThreadTrack& Thread(const ProcessState& process, uint32_t tid, uint64_t time_ns);
   void WriteThreadDescriptor(const ProcessState& process, uint32_t tid, const ThreadTrack& track,
                              uint64_t time_ns);
+  // `bytes`: the unit is bytes, else unspecified (a 0/1 state).
   uint64_t CounterTrack(uint64_t uuid, uint64_t parent_uuid, const std::string& name,
-                        uint64_t time_ns);
+                        uint64_t time_ns, bool bytes = true);
   void WriteCounter(uint64_t track_uuid, uint64_t time_ns, int64_t value);
   uint64_t DeviceStreamTrack(uint32_t device, uint32_t stream, uint64_t time_ns);
   // Host slice [begin, end] on a thread track, clamped after the thread's
@@ -110,6 +113,9 @@ class PerfettoExport : public Analysis {
   std::unordered_map<uint64_t, ThreadTrack> threads_;
   // Counter tracks already described.
   std::unordered_map<uint64_t, bool> counters_;
+  // Process index -> time of its "cupti_started" notice (where the
+  // "kernels recorded" counter goes to 1).
+  std::unordered_map<int, uint64_t> cupti_started_;
   // (device << 32 | stream) -> track; device ids with a parent track written.
   std::map<uint64_t, DeviceTrack> device_streams_;
   std::map<uint32_t, uint64_t> devices_;

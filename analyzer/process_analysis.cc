@@ -112,7 +112,11 @@ void ProcessAnalysis::OnProcessEnd(const ProcessState& process) {
     summary.dropped_events = process.exit()->dropped_events();
   }
   if (process.counters()) {
-    summary.dropped_events = std::max(summary.dropped_events, process.counters()->dropped_events());
+    const trace::Counters& counters = *process.counters();
+    summary.dropped_events = std::max(summary.dropped_events, counters.dropped_events());
+    // Totals the shim writes at each flush: the last packet counts.
+    summary.stacks_captured = counters.stacks_captured();
+    summary.stack_capture_ns = counters.stack_capture_ns();
   }
   if (summary.dropped_events > 0) {
     NoticeRecord record;
@@ -129,6 +133,18 @@ void ProcessAnalysis::OnProcessEnd(const ProcessState& process) {
 
 void ProcessAnalysis::Finish(const RunInfo& run) {
   root_index_ = run.root != nullptr ? run.root->index() : -1;
+}
+
+uint64_t ProcessAnalysis::stacks_captured() const {
+  uint64_t total = 0;
+  for (const ProcessSummary& p : processes_) total += p.stacks_captured;
+  return total;
+}
+
+uint64_t ProcessAnalysis::stack_capture_ns() const {
+  uint64_t total = 0;
+  for (const ProcessSummary& p : processes_) total += p.stack_capture_ns;
+  return total;
 }
 
 size_t ProcessAnalysis::helpers() const {

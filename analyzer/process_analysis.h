@@ -47,6 +47,10 @@ struct ProcessSummary {
   uint64_t shm_created_bytes = 0;
   uint64_t shm_maps = 0;
   uint64_t shm_mapped_bytes = 0;
+  // pinscope's own cost on the process's threads: call stacks taken and the
+  // thread CPU time spent taking them (its last Counters packet; 0 without).
+  uint64_t stacks_captured = 0;
+  uint64_t stack_capture_ns = 0;
 
   // "root", "worker" (forked), "exec", "helper".
   std::string Role() const;
@@ -82,6 +86,9 @@ class ProcessAnalysis : public Analysis {
   const std::vector<NoticeRecord>& notices() const { return notices_; }
   int root_index() const { return root_index_; }
   size_t helpers() const;
+  // Call stacks taken and the thread time taking them, over all processes.
+  uint64_t stacks_captured() const;
+  uint64_t stack_capture_ns() const;
 
  private:
   std::vector<ProcessSummary> processes_;

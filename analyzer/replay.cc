@@ -291,6 +291,9 @@ void ReplayEngine::Dispatch(ProcessState& process, const trace::TracePacket& pac
       process.counters_ = packet.counters();
       for (Analysis* a : analyses_) a->OnCounters(event, packet.counters());
       break;
+    case trace::TracePacket::kRecording:
+      for (Analysis* a : analyses_) a->OnRecording(event, packet.recording());
+      break;
     case trace::TracePacket::DATA_NOT_SET:
       break;  // a newer shim's packet kind: skipped, as the format allows
   }
@@ -404,6 +407,7 @@ void ReplayEngine::SegmentMaybeClosed(ShmSegment* segment) {
     }
     auto by_name = segment_by_name_.find(old->name);
     if (by_name != segment_by_name_.end() && by_name->second == id) segment_by_name_.erase(by_name);
+    for (Analysis* a : analyses_) a->OnShmForgotten(*old);
     segments_.erase(it);
   }
   if (closed_head_ > 4096 && closed_head_ * 2 > closed_order_.size()) {

@@ -204,9 +204,16 @@ class Analysis {
   // `freed` is the allocation being removed (already out of the map).
   virtual void OnFree(const Event& event, const LiveAlloc& freed, bool by_realloc) {}
   virtual void OnShm(const ShmContext& shm) {}
+  // The engine forgot a closed segment (unlinked, unmapped, no tracked fd)
+  // to keep its closed-segment cache at ReplayOptions::closed_segments_kept:
+  // no later event is about it (a later map of its inode starts a new one).
+  virtual void OnShmForgotten(const ShmSegment& segment) {}
   virtual void OnPin(const Event& event, const trace::PinEvent& pin) {}
   virtual void OnDevice(const Event& event, const trace::DeviceActivity& activity) {}
   virtual void OnCorrelation(const Event& event, const trace::ExternalCorrelation& correlation) {}
+  // Which device records the process collects from event.time_ns on
+  // (sampled kernel recording; docs/device-activity.md).
+  virtual void OnRecording(const Event& event, const trace::DeviceRecording& recording) {}
   virtual void OnNotice(const Event& event, const trace::Notice& notice) {}
   virtual void OnExit(const Event& event, const trace::ProcessExit& exit) {}
   virtual void OnCounters(const Event& event, const trace::Counters& counters) {}
@@ -218,8 +225,13 @@ class Analysis {
 struct ReplayOptions {
   size_t chunk_bytes = 256 * 1024;  // per-file read buffer
   // Closed shm segments kept so a later map of the same inode (through an
-  // untracked fd) joins the same segment; older ones are forgotten.
-  size_t closed_segments_kept = 65536;
+  // untracked fd) joins the same segment; older ones are forgotten. A
+  // DataLoader's main process maps a batch's segments (one per tensor)
+  // within about prefetch_factor x num_workers batches of a worker closing
+  // them: 4096 covers 64 workers x 2 x 32 tensors. Each costs about 300 bytes here
+  // and as much in ShmAnalysis (docs/benchmarks.md, "Replay speed"); a map
+  // later than that counts as a new segment of an untraced creator.
+  size_t closed_segments_kept = 4096;
 };
 
 // Replays one run. Memory: one read buffer per file, the live state of each

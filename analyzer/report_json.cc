@@ -275,6 +275,27 @@ nlohmann::ordered_json JsonReport(const Report& report) {
            {"bytes_mapped", p.shm_mapped_bytes}}}});
   }
   j["processes"] = processes;
+  // Additive (schema_version 1): only when a process took call stacks.
+  const ProcessAnalysis& analysis = report.process_analysis();
+  if (analysis.stacks_captured() > 0 || analysis.stack_capture_ns() > 0) {
+    const auto fraction = [](uint64_t part, uint64_t whole) {
+      return whole == 0 ? 0.0 : std::round(static_cast<double>(part) / whole * 1e6) / 1e6;
+    };
+    json by_process = json::array();
+    for (const ProcessSummary& p : report.processes()) {
+      if (p.stacks_captured == 0 && p.stack_capture_ns == 0) continue;
+      const uint64_t life = p.end_ns > p.start_ns ? p.end_ns - p.start_ns : 0;
+      by_process.push_back({{"pid", p.pid},
+                            {"captured", p.stacks_captured},
+                            {"capture_ns", p.stack_capture_ns},
+                            {"fraction_of_life", fraction(p.stack_capture_ns, life)}});
+    }
+    j["stack_capture"] = {
+        {"captured", analysis.stacks_captured()},
+        {"capture_ns", analysis.stack_capture_ns()},
+        {"fraction_of_run", fraction(analysis.stack_capture_ns(), report.duration_ns())},
+        {"by_process", by_process}};
+  }
 
   const ShmAnalysis& shm = report.shm();
   json shares = json::array();
@@ -390,14 +411,32 @@ nlohmann::ordered_json JsonReport(const Report& report) {
   if (!input.devices().empty()) {
     nlohmann::ordered_json devices = nlohmann::ordered_json::array();
     for (const ProcessDevice& pd : input.devices()) {
+      const device::KernelRecording& rec = pd.result.recording;
       for (const device::DeviceBusy& busy : pd.result.devices) {
+        // Unknown figures (no kernel recorded in the window or the chunk) are null.
+        const bool none = busy.kernels_sampled() && !busy.measured();
+        const auto fraction = [&](double f) {
+          return f < 0 || none ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f);
+        };
+        nlohmann::ordered_json chunks = nlohmann::ordered_json::array();
+        for (double f : busy.chunk_busy_fraction) chunks.push_back(fraction(f));
         devices.push_back({{"pid", pd.pid},
                            {"device_id", busy.device_id},
-                           {"busy_fraction", busy.busy_fraction},
-                           {"active_busy_fraction", busy.active_busy_fraction},
-                           {"chunk_busy_fraction", busy.chunk_busy_fraction},
+                           {"busy_fraction", fraction(busy.busy_fraction)},
+                           {"active_busy_fraction", fraction(busy.active_busy_fraction)},
+                           {"chunk_busy_fraction", chunks},
                            {"gap_count", busy.gap_count},
-                           {"gap_ns", busy.gap_ns}});
+                           {"gap_ns", busy.gap_ns},
+                           {"kernels", !busy.kernels_sampled() ? "all"
+                                       : busy.measured()       ? "sampled"
+                                                               : "none"},
+                           {"blind_ns", busy.blind_ns},
+                           {"covered_fraction", busy.covered_fraction()},
+                           {"kernel_recording",
+                            {{"mode", rec.mode},
+                             {"stops", rec.stops},
+                             {"windows", rec.windows},
+                             {"peak_kernel_rate", rec.peak_kernel_rate}}}});
       }
     }
     j["device_activity"] = devices;

@@ -141,7 +141,12 @@ void Report::PickVerdict() {
     if (judged.not_input_bound) {
       verdict_.text = "not input-bound: the GPU was busy " + FormatPercent(judged.busy_fraction) +
                       " of the time from its first to its last activity (device activity, " +
-                      FormatCount(busy->records) + " records); the input pipeline keeps up";
+                      FormatCount(busy->records) + " records";
+      if (busy->kernels_sampled()) {
+        verdict_.text += "; kernels recorded in sampled windows, " +
+                         FormatPercent(busy->covered_fraction()) + " of the time";
+      }
+      verdict_.text += "); the input pipeline keeps up";
       return;
     }
   }

@@ -2,6 +2,7 @@
 // evidence sections (copies, staging estimate, largest pageable copies,
 // processes, shared memory, large allocations) and the notices and reader
 // problems. Fits 100 columns; colour only when asked for.
+#include <algorithm>
 #include <ctime>
 #include <functional>
 #include <ostream>
@@ -38,6 +39,26 @@ std::string Wrap(const std::string& text, size_t first_width, size_t width,
 std::string Offset(uint64_t time_ns, uint64_t start_ns) {
   const uint64_t ns = time_ns > start_ns ? time_ns - start_ns : 0;
   return StringPrintf("+%.3f s", static_cast<double>(ns) / 1e9);
+}
+
+// Why and how kernels were recorded only part of the time: "auto mode: up to
+// 31,000 kernels/s", "PINSCOPE_CUPTI_KERNELS=off", "another tool took CUPTI".
+std::string KernelRecordingText(const device::KernelRecording& r) {
+  std::string text;
+  if (r.mode == "auto") {
+    text = "auto mode";
+    if (r.peak_kernel_rate > 0) {
+      text +=
+          ": up to " + FormatCount(static_cast<uint64_t>(r.peak_kernel_rate + 0.5)) + " kernels/s";
+    }
+  } else if (r.mode == "off") {
+    text = "PINSCOPE_CUPTI_KERNELS=off";
+  } else if (r.mode == "step_aside") {
+    text = "another tool took CUPTI";
+  } else {
+    text = "reason: " + (r.mode.empty() ? std::string("unknown") : r.mode);
+  }
+  return text;
 }
 
 std::string CudaVersion(int32_t version) {
@@ -500,6 +521,29 @@ void TextWriter::ProcessSection() {
     command_table.AddRow({std::to_string(processes[index].pid), processes[index].command});
   }
   command_table.Render(out_, style_);
+  // pinscope's own cost on the job's threads (Counters; absent from older
+  // shims and with stacks off).
+  const ProcessAnalysis& analysis = report_.process_analysis();
+  if (analysis.stacks_captured() == 0 && analysis.stack_capture_ns() == 0) return;
+  const auto share = [](uint64_t part, uint64_t whole) {
+    return whole == 0 ? std::string("-") : FormatPercent(static_cast<double>(part) / whole);
+  };
+  Para("pinscope's call stacks: " + FormatCount(analysis.stacks_captured()) + " captured, " +
+       FormatDuration(analysis.stack_capture_ns()) + " of the job's thread time (" +
+       share(analysis.stack_capture_ns(), report_.duration_ns()) + " of the run's " +
+       FormatDuration(report_.duration_ns()) + " wall time)");
+  const auto taking = std::count_if(processes.begin(), processes.end(), [](const ProcessSummary& p) {
+    return p.stacks_captured > 0 || p.stack_capture_ns > 0;
+  });
+  if (taking < 2) return;
+  for (const ProcessSummary& p : processes) {
+    if (p.stacks_captured == 0 && p.stack_capture_ns == 0) continue;
+    const uint64_t life = p.end_ns > p.start_ns ? p.end_ns - p.start_ns : 0;
+    Para("pid " + std::to_string(p.pid) + ": " + FormatCount(p.stacks_captured) + " captured, " +
+             FormatDuration(p.stack_capture_ns) + " (" + share(p.stack_capture_ns, life) +
+             " of its " + FormatDuration(life) + ")",
+         "    ");
+  }
 }
 
 void TextWriter::ShmSection() {
@@ -629,15 +673,36 @@ void TextWriter::DeviceSection() {
            FormatDuration(c.host_blocked_ns) + " (" + FormatCount(c.joined) + " joined)");
     }
     for (const device::DeviceBusy& busy : p.result.devices) {
+      const std::string gpu = "pid " + std::to_string(p.pid) + " GPU " + std::to_string(busy.device_id);
+      if (!busy.measured() && busy.kernels_sampled()) {
+        // Kernels off for the whole window: copies and memsets alone say
+        // nothing about how busy the GPU was.
+        Para(gpu + ": kernels were not recorded (" + KernelRecordingText(p.result.recording) +
+             "): no busy figure; " + FormatCount(busy.records) + " memcpy/memset records only.");
+        continue;
+      }
       std::string chunks;
+      bool unknown = false;
       for (double f : busy.chunk_busy_fraction) {
         static const char* kBars[] = {"_", ".", ":", "-", "=", "+", "*", "#"};
+        if (f < 0) {
+          chunks += "?";
+          unknown = true;
+          continue;
+        }
         chunks += kBars[std::min(7, static_cast<int>(f * 8))];
       }
-      Para("pid " + std::to_string(p.pid) + " GPU " + std::to_string(busy.device_id) + ": busy " +
-           FormatPercent(busy.busy_fraction) + " of the process's life, " +
+      Para(gpu + ": busy " + FormatPercent(busy.busy_fraction) +
+           (busy.kernels_sampled() ? " of the recorded time, " : " of the process's life, ") +
            FormatPercent(busy.active_busy_fraction) + " from first to last activity; per chunk [" +
-           chunks + "] (_ idle .. # busy)");
+           chunks + "] (_ idle .. # busy" + (unknown ? ", ? not recorded)" : ")"));
+      if (busy.kernels_sampled()) {
+        Para("Kernels recorded in sampled windows: " + FormatPercent(busy.covered_fraction()) +
+             " of the time (" + KernelRecordingText(p.result.recording) + ", " +
+             FormatCount(p.result.recording.windows) +
+             (p.result.recording.windows == 1 ? " window" : " windows") + "); the " +
+             FormatDuration(busy.blind_ns) + " not recorded count as neither busy nor idle.");
+      }
       std::string causes;
       for (int i = 0; i < device::kGapCauses; ++i) {
         if (busy.by_cause[i].gaps == 0) continue;

@@ -1,7 +1,10 @@
 // Shared-memory accounting. A segment holds /dev/shm space from the moment it
 // gets a size until the later of its unlink and its last unmap (or the exit
 // of the last process mapping it); one never unlinked holds it to the end of
-// the run. The peak is a sweep over those intervals at Finish().
+// the run. The peak (the most bytes held at once, the earliest such time) is
+// computed while the run streams, over a timeline cut only where the segments
+// the engine still tracks start and end (shm_analysis.h): memory follows the
+// live segments, not the run's length.
 #include "analyzer/shm_analysis.h"
 
 #include <algorithm>
@@ -10,6 +13,22 @@
 #include "analyzer/format.h"
 
 namespace pinscope {
+
+namespace {
+
+void AddTo(std::vector<std::pair<int, uint64_t>>* by_creator, int creator, uint64_t bytes) {
+  for (auto& [index, held] : *by_creator) {
+    if (index == creator) {
+      held += bytes;
+      return;
+    }
+  }
+  by_creator->emplace_back(creator, bytes);
+}
+
+}  // namespace
+
+ShmAnalysis::ShmAnalysis() { pieces_[0].cuts = 1; }
 
 void ShmAnalysis::OnProcess(const ProcessState& process) {
   if (pids_.size() <= static_cast<size_t>(process.index())) pids_.resize(process.index() + 1);
@@ -55,19 +74,29 @@ void ShmAnalysis::OnShm(const ShmContext& context) {
   }
   const ShmSegment* segment = context.segment;
   if (segment == nullptr) return;
-  auto [it, inserted] = lives_.try_emplace(segment->id);
-  Life& life = it->second;
+  auto [it, inserted] = open_.try_emplace(segment->id);
+  Open& open = it->second;
   if (inserted) {
-    life.creator = segment->creator != nullptr ? segment->creator->index() : -1;
-    life.memfd = segment->memfd;
-    life.driver = segment->driver_internal;
+    open.creator = segment->creator != nullptr ? segment->creator->index() : -1;
+    open.memfd = segment->memfd;
+    open.driver = segment->driver_internal;
   }
-  life.size = std::max(life.size, segment->size);
-  if (life.start_ns == 0 && segment->sized_ns != 0) life.start_ns = segment->sized_ns;
+  const bool was_timed = open.timed();
+  const uint64_t old_end = open.end_ns;
+  open.size = std::max(open.size, segment->size);
+  if (open.start_ns == 0 && segment->sized_ns != 0) open.start_ns = segment->sized_ns;
   // Any event on the segment shows it alive at that time.
-  life.end_ns = std::max(life.end_ns, now);
-  if (shm.op() == trace::SHM_UNLINK) life.unlinked = true;
-  if (shm.op() == trace::SHM_MAP && !life.memfd && !life.driver) {
+  open.end_ns = std::max(open.end_ns, now);
+  const bool had_end = was_timed && open.unlinked;
+  if (shm.op() == trace::SHM_UNLINK) open.unlinked = true;
+  // Both cuts are at this event's time (the size comes with an event), so
+  // the timeline only ever grows at its end.
+  if (open.timed()) {
+    if (!was_timed) Cut(open.start_ns);
+    if (open.unlinked && (!had_end || open.end_ns != old_end)) Cut(open.end_ns);
+    if (had_end && open.end_ns != old_end) Uncut(old_end);
+  }
+  if (shm.op() == trace::SHM_MAP && !open.memfd && !open.driver) {
     ShmShare& share = ShareOf(process.index(), process.pid());
     ++share.maps;
     share.bytes_mapped += shm.size();
@@ -90,79 +119,138 @@ void ShmAnalysis::OnNotice(const Event& event, const trace::Notice& notice) {
   sigbus_.push_back(std::move(bus));
 }
 
+void ShmAnalysis::OnShmForgotten(const ShmSegment& segment) {
+  auto it = open_.find(segment.id);
+  if (it == open_.end()) return;
+  const Open& open = it->second;
+  // The engine forgets closed segments only, and closed means unlinked; one
+  // that is not holds its space to the end of the run: left to Finish().
+  if (!open.unlinked) return;
+  Count(open);
+  if (open.timed()) {
+    // Its life is a run of whole pieces: its cuts bound it.
+    for (auto piece = pieces_.find(open.start_ns);
+         piece != pieces_.end() && piece->first < open.end_ns; ++piece) {
+      Piece& p = piece->second;
+      p.bytes += open.size;
+      ++p.segments;
+      AddTo(&p.by_creator, open.creator, open.size);
+    }
+    Uncut(open.start_ns);
+    Uncut(open.end_ns);
+  }
+  open_.erase(it);
+}
+
+void ShmAnalysis::Count(const Open& open) {
+  // The CUDA driver's own segments are not the job's data, and memfd
+  // objects live outside /dev/shm: counted apart, never in the peak.
+  if (open.driver) {
+    ++driver_segments_;
+    return;
+  }
+  if (open.memfd) {
+    ++memfd_segments_;
+    memfd_bytes_ += open.size;
+    return;
+  }
+  if (open.size == 0 || open.start_ns == 0) return;
+  if (!open.unlinked) {
+    ++leaked_segments_;
+    leaked_bytes_ += open.size;
+  }
+  ++segments_;
+  bytes_created_ += open.size;
+  ShmShare& share = ShareOf(open.creator, open.creator >= 0 ? pids_[open.creator] : 0);
+  ++share.segments_created;
+  share.bytes_created += open.size;
+}
+
+void ShmAnalysis::Cut(uint64_t time_ns) {
+  auto [it, inserted] = pieces_.try_emplace(time_ns);
+  // A new last piece: no finished segment holds space from now on.
+  if (inserted) it->second.time_ns = time_ns;
+  ++it->second.cuts;
+}
+
+void ShmAnalysis::Uncut(uint64_t time_ns) {
+  auto it = pieces_.find(time_ns);
+  if (it == pieces_.end() || --it->second.cuts > 0 || it == pieces_.begin()) return;
+  // No open segment starts or ends here: both sides hold the same open
+  // bytes, so the joined piece's most is the larger most, the earlier on a
+  // tie (as the sweep's strict ">" keeps the first time of the peak).
+  Piece& before = std::prev(it)->second;
+  Piece& after = it->second;
+  if (after.bytes > before.bytes) {
+    before.bytes = after.bytes;
+    before.time_ns = after.time_ns;
+    before.segments = after.segments;
+    before.by_creator = std::move(after.by_creator);
+  }
+  pieces_.erase(it);
+}
+
 void ShmAnalysis::Finish(const RunInfo& run) {
+  // The segments still open end here: unlinked ones at their latest event,
+  // the others (never unlinked: still in /dev/shm) with the run. With a cut
+  // at the run's end, each of their lives is again a run of whole pieces;
+  // one sweep adds them to each piece's most.
+  Cut(run.end_ns);
   struct Step {
     uint64_t time_ns;
-    int delta_sign;  // -1 before +1 at the same instant: no overlap
-    uint64_t size;
-    int creator;
+    int64_t bytes;
+    int64_t segments;
   };
   std::vector<Step> steps;
-  std::vector<uint64_t> ids;
-  for (const auto& [id, life] : lives_) ids.push_back(id);
-  std::sort(ids.begin(), ids.end());  // deterministic share order
-  for (uint64_t id : ids) {
-    Life& life = lives_[id];
-    // The CUDA driver's own segments are not the job's data, and memfd
-    // objects live outside /dev/shm: counted apart, never in the peak.
-    if (life.driver) {
-      ++driver_segments_;
-      continue;
-    }
-    if (life.memfd) {
-      ++memfd_segments_;
-      memfd_bytes_ += life.size;
-      continue;
-    }
-    if (life.size == 0 || life.start_ns == 0) continue;
-    if (!life.unlinked) {
-      life.end_ns = std::max(life.end_ns, run.end_ns);
-      ++leaked_segments_;
-      leaked_bytes_ += life.size;
-    }
-    ++segments_;
-    bytes_created_ += life.size;
-    const uint32_t pid = life.creator >= 0 ? pids_[life.creator] : 0;
-    ShmShare& share = ShareOf(life.creator, pid);
-    ++share.segments_created;
-    share.bytes_created += life.size;
+  std::vector<const Open*> timed;
+  for (auto& [id, open] : open_) {
+    Count(open);
+    if (!open.timed()) continue;
+    if (!open.unlinked) open.end_ns = std::max(open.end_ns, run.end_ns);
     // A segment gone the instant it got its size held no space over time.
-    if (life.end_ns > life.start_ns) {
-      steps.push_back({life.start_ns, +1, life.size, life.creator});
-      steps.push_back({life.end_ns, -1, life.size, life.creator});
+    if (open.end_ns <= open.start_ns) continue;
+    const auto size = static_cast<int64_t>(open.size);
+    steps.push_back({open.start_ns, size, 1});
+    steps.push_back({open.end_ns, -size, -1});
+    timed.push_back(&open);
+  }
+  std::sort(steps.begin(), steps.end(),
+            [](const Step& a, const Step& b) { return a.time_ns < b.time_ns; });
+  int64_t open_bytes = 0;
+  int64_t open_segments = 0;
+  size_t next = 0;
+  const Piece* peak = nullptr;
+  uint64_t peak_start = 0;
+  for (const auto& [start, piece] : pieces_) {
+    // Every step is at a cut: the open bytes are those of this whole piece.
+    for (; next < steps.size() && steps[next].time_ns <= start; ++next) {
+      open_bytes += steps[next].bytes;
+      open_segments += steps[next].segments;
+    }
+    const uint64_t bytes = piece.bytes + static_cast<uint64_t>(open_bytes);
+    if (bytes > peak_bytes_) {
+      peak_bytes_ = bytes;
+      peak_time_ns_ = piece.time_ns;
+      peak_segments_ = piece.segments + static_cast<uint64_t>(open_segments);
+      peak = &piece;
+      peak_start = start;
     }
   }
-  std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
-    return std::tie(a.time_ns, a.delta_sign) < std::tie(b.time_ns, b.delta_sign);
-  });
-  uint64_t live = 0;
-  uint64_t live_segments = 0;
-  size_t peak_index = steps.size();
-  for (size_t i = 0; i < steps.size(); ++i) {
-    if (steps[i].delta_sign > 0) {
-      live += steps[i].size;
-      ++live_segments;
-    } else {
-      live -= std::min(live, steps[i].size);
-      --live_segments;
+  // Each creator's bytes at the peak: the finished segments' from the piece,
+  // plus the open segments alive over it.
+  if (peak != nullptr) {
+    std::vector<std::pair<int, uint64_t>> by_creator = peak->by_creator;
+    for (const Open* open : timed) {
+      if (open->start_ns <= peak_start && peak_start < open->end_ns) {
+        AddTo(&by_creator, open->creator, open->size);
+      }
     }
-    if (live > peak_bytes_) {
-      peak_bytes_ = live;
-      peak_time_ns_ = steps[i].time_ns;
-      peak_segments_ = live_segments;
-      peak_index = i;
+    for (const auto& [creator, bytes] : by_creator) {
+      ShareOf(creator, creator >= 0 ? pids_[creator] : 0).bytes_at_peak = bytes;
     }
   }
-  // Second pass up to the peak for each creator's bytes at that instant.
-  for (size_t i = 0; peak_index < steps.size() && i <= peak_index; ++i) {
-    ShmShare& share =
-        ShareOf(steps[i].creator, steps[i].creator >= 0 ? pids_[steps[i].creator] : 0);
-    if (steps[i].delta_sign > 0) {
-      share.bytes_at_peak += steps[i].size;
-    } else {
-      share.bytes_at_peak -= std::min(share.bytes_at_peak, steps[i].size);
-    }
-  }
+  open_.clear();
+  pieces_.clear();
   std::stable_sort(shares_.begin(), shares_.end(), [](const ShmShare& a, const ShmShare& b) {
     const bool a_known = a.process_index >= 0;
     const bool b_known = b.process_index >= 0;

@@ -106,6 +106,22 @@ void LoadConfig(Config* c) {
   BoolVar("PINSCOPE_PY_STACKS", &c->python_stacks);
   BoolVar("PINSCOPE_CUPTI", &c->cupti);
   if (const char* s = getenv("PINSCOPE_CUPTI_PATH")) CopyString(c->cupti_path, sizeof c->cupti_path, s);
+  if (const char* s = getenv("PINSCOPE_CUPTI_KERNELS"); s && *s) {
+    if (!strcasecmp(s, "auto")) {
+      c->cupti_kernels = KernelRecording::kAuto;
+    } else if (!strcasecmp(s, "all") || !strcmp(s, "1")) {
+      c->cupti_kernels = KernelRecording::kAll;
+    } else if (!strcasecmp(s, "off") || !strcmp(s, "0")) {
+      c->cupti_kernels = KernelRecording::kOff;
+    } else {
+      Log("PINSCOPE_CUPTI_KERNELS=\"%s\" is not auto, all or off; using auto", s);
+    }
+  }
+  UintVar("PINSCOPE_CUPTI_KERNEL_RATE", 100000000, &c->cupti_kernel_rate);
+  if (c->cupti_kernel_rate == 0) {
+    Log("PINSCOPE_CUPTI_KERNEL_RATE=0 is not allowed (use PINSCOPE_CUPTI_KERNELS=off); using 1000");
+    c->cupti_kernel_rate = 1000;
+  }
   if (const char* s = getenv("PINSCOPE_PIN"); s && *s) {
     if (!strcmp(s, "0") || !strcasecmp(s, "off")) {
       c->pin = PinMode::kOff;

@@ -9,6 +9,10 @@
 namespace pinscope::shim {
 
 enum class PinMode : uint32_t { kOff = 0, kOn = 1, kAsync = 2 };
+// Kernel activity records (the costly CUPTI kind, ~10 us per launch):
+// auto = continuous while the job launches at most cupti_kernel_rate kernels
+// per second, sampled windows above that; all = always; off = never.
+enum class KernelRecording : uint32_t { kAuto = 0, kAll = 1, kOff = 2 };
 
 struct Config {
   bool disabled = false;             // PINSCOPE_DISABLE=1
@@ -21,6 +25,8 @@ struct Config {
   bool python_stacks = true;         // PINSCOPE_PY_STACKS
   bool cupti = true;                 // PINSCOPE_CUPTI
   char cupti_path[4096] = {};        // PINSCOPE_CUPTI_PATH
+  KernelRecording cupti_kernels = KernelRecording::kAuto;  // PINSCOPE_CUPTI_KERNELS
+  uint32_t cupti_kernel_rate = 1000;  // PINSCOPE_CUPTI_KERNEL_RATE (records/s, auto)
   PinMode pin = PinMode::kOff;       // PINSCOPE_PIN
   uint64_t pin_min = 4ull << 20;     // PINSCOPE_PIN_MIN
   uint64_t pin_budget = 0;           // PINSCOPE_PIN_BUDGET (0: derived)

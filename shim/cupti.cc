@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 
 #include "clock.h"
@@ -125,6 +126,20 @@ bool g_runtime_restricted = false;
 
 // cupti timestamp - CLOCK_MONOTONIC, ns; re-measured at every flush.
 std::atomic<int64_t> g_offset{0};
+
+// Kernel recording (PINSCOPE_CUPTI_KERNELS, shim/config.h). In auto mode the
+// flusher measures the kernel record rate over each period while kernels are
+// on; above PINSCOPE_CUPTI_KERNEL_RATE it switches the kind off for long
+// enough that the average stays near that rate (at least one period, at most
+// kMaxBlindPeriods), then records one period again. Each switch is a
+// DeviceRecording packet, so the analyzer counts neither busy nor idle time
+// where kernels were not recorded. Guarded by g_mu.
+std::atomic<uint64_t> g_kernel_records{0};
+bool g_kernels_on = false;
+uint64_t g_phase_start_ns = 0;     // when kernels went on (or the rate was last measured)
+uint64_t g_phase_records = 0;      // g_kernel_records then
+uint64_t g_blind_until_ns = 0;     // kernels off until then
+constexpr uint64_t kMaxBlindPeriods = 30;
 
 // Records CUPTI dropped (no buffer), reported once at exit.
 std::atomic<uint64_t> g_dropped{0};
@@ -419,6 +434,7 @@ void HandleRecord(const CUpti_Activity* rec) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       auto* r = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
       d.kind = f::kActKernel;
+      g_kernel_records.fetch_add(1, std::memory_order_relaxed);
       d.start = ToMono(r->start);
       d.end = ToMono(r->end);
       d.device = r->deviceId;
@@ -579,6 +595,54 @@ bool EnableKind(CUpti_ActivityKind kind, bool required, CUptiResult* rc) {
 
 void AtExit() { CuptiFinish(); }
 
+void WriteRecording(bool kernels, const char* reason, double rate, uint64_t planned_ns,
+                    uint64_t now) {
+  namespace r = f::recording;
+  Packet p(f::packet::kRecording, now);
+  p.e().Bool(r::kKernels, kernels);
+  p.e().String(r::kReason, reason);
+  p.e().Double(r::kKernelRate, rate);
+  p.e().Varint(r::kPlannedNs, planned_ns);
+  p.Commit();
+}
+
+// Auto kernel recording (see g_kernels_on); g_mu held, state active.
+void SampleKernelsLocked() {
+  const Config& cfg = GetConfig();
+  if (cfg.cupti_kernels != KernelRecording::kAuto) return;
+  const uint64_t now = MonoNs();
+  const uint64_t period = uint64_t{cfg.flush_ms} * 1000000;
+  const uint64_t total = g_kernel_records.load(std::memory_order_relaxed);
+  if (g_kernels_on) {
+    uint64_t elapsed = now - g_phase_start_ns;
+    if (elapsed < period / 2) return;
+    // Records arrive when a CUPTI buffer completes, so a low rate is seen
+    // late; averaging over up to ten periods smooths that out.
+    double rate = static_cast<double>(total - g_phase_records) * 1e9 / static_cast<double>(elapsed);
+    double limit = cfg.cupti_kernel_rate;
+    if (rate <= limit) {
+      if (elapsed >= 10 * period) {
+        g_phase_start_ns = now;
+        g_phase_records = total;
+      }
+      return;
+    }
+    double blind = static_cast<double>(elapsed) * (rate / limit - 1.0);
+    uint64_t blind_ns = static_cast<uint64_t>(
+        std::clamp(blind, static_cast<double>(period), static_cast<double>(kMaxBlindPeriods * period)));
+    if (g_api.Disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) return;
+    g_kernels_on = false;
+    g_blind_until_ns = now + blind_ns;
+    WriteRecording(false, "sampling", rate, blind_ns, now);
+  } else if (now + period / 2 >= g_blind_until_ns) {
+    if (g_api.Enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) return;  // next period
+    g_kernels_on = true;
+    g_phase_start_ns = now;
+    g_phase_records = total;
+    WriteRecording(true, "window", 0, period, now);
+  }
+}
+
 void ChildAfterFork() {
   // A forked child (DataLoader worker) does not inherit CUPTI's threads:
   // it must never touch the parent's half of it. Workers do not use CUDA.
@@ -683,7 +747,9 @@ void StartLocked() {
                 {CUPTI_ACTIVITY_KIND_MEMSET, true, "MEMSET"},
                 {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, true, "CONCURRENT_KERNEL"},
                 {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, false, "SYNCHRONIZATION"}};
+  const bool kernels = cfg.cupti_kernels != KernelRecording::kOff;
   for (const auto& k : kKinds) {
+    if (k.kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && !kernels) continue;
     if (EnableKind(k.kind, k.required, &rc)) continue;
     snprintf(why, sizeof why, "cuptiActivityEnable(%s) failed: %s (%d)", k.name, ResultText(rc),
              static_cast<int>(rc));
@@ -713,6 +779,10 @@ void StartLocked() {
   // so the last buffers are flushed while CUPTI still works.
   atexit(AtExit);
   pthread_atfork(nullptr, nullptr, ChildAfterFork);
+  g_kernels_on = kernels;
+  g_phase_start_ns = MonoNs();
+  g_phase_records = g_kernel_records.load();
+  if (!kernels) WriteRecording(false, "disabled", 0, 0, g_phase_start_ns);
   g_state.store(kActive);
   g_pushing.store(true);
   snprintf(why, sizeof why, "device activity from %s (CUPTI API version %u)", g_lib_path,
@@ -755,6 +825,7 @@ void CuptiFlushPeriodic() {
   if (g_state.load() == kActive) {
     MeasureOffset();
     g_api.FlushAll(0);
+    SampleKernelsLocked();
   }
   pthread_mutex_unlock(&g_mu);
 }

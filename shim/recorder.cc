@@ -147,6 +147,9 @@ void WriteCounters() {
   p.e().Varint(c::kBytesWritten, g_writer.bytes_written());
   p.e().Varint(c::kDropped, g_dropped.load(std::memory_order_relaxed));
   p.e().Varint(c::kPinnedBytes, PinnedBytes());
+  StackCost stacks = GetStackCost();
+  p.e().Varint(c::kStacksCaptured, stacks.captured);
+  p.e().Varint(c::kStackCaptureNs, stacks.ns);
   p.Commit();
 }
 

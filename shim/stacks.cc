@@ -158,6 +158,8 @@ __attribute__((noinline)) bool WriteStack(uint64_t id, const uint64_t* words, si
   return p.Commit();
 }
 
+std::atomic<uint64_t> g_captures{0}, g_capture_ns{0};
+
 void SayOnce(std::atomic<bool>* flag, const char* code, const char* text) {
   if (flag->exchange(true)) return;
   RecordNotice(fields::kWarning, code, text);
@@ -182,6 +184,14 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
   if (!g_ready.load(std::memory_order_acquire) || !Recording()) return 0;
   const uint32_t depth = std::min(GetConfig().stack_depth, kMaxStackDepth);
   if (depth == 0) return 0;
+  // pinscope's own cost on the job's threads (Counters.stack_capture_ns).
+  struct Timer {
+    uint64_t t0 = MonoNs();
+    ~Timer() {
+      g_capture_ns.fetch_add(MonoNs() - t0, std::memory_order_relaxed);
+      g_captures.fetch_add(1, std::memory_order_relaxed);
+    }
+  } timer;
   if (!g_backtrace && !g_notice_unwind.load(std::memory_order_relaxed))
     SayOnce(&g_notice_unwind, "stacks_native_unavailable", g_unwind_problem);
   // Key layout: native pcs, Python frame ids, then one word with both counts
@@ -207,7 +217,13 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
   return id;
 }
 
+StackCost GetStackCost() {
+  return {g_captures.load(std::memory_order_relaxed), g_capture_ns.load(std::memory_order_relaxed)};
+}
+
 void StacksResetInChild() {
+  g_captures.store(0, std::memory_order_relaxed);
+  g_capture_ns.store(0, std::memory_order_relaxed);
   intern::ResetInChild();
   modules::ResetInChild();
 }

@@ -26,6 +26,14 @@ void StacksInit();
 // guard set; must not allocate through malloc.
 uint64_t CaptureStack(StackSite site);
 
+// Stacks taken in this process and the time spent taking them (ns of the
+// calling threads, CLOCK_MONOTONIC), written in each Counters packet.
+struct StackCost {
+  uint64_t captured = 0;
+  uint64_t ns = 0;
+};
+StackCost GetStackCost();
+
 // fork(): the child's trace file is new, so every stack is new to it.
 void StacksResetInChild();
 

@@ -14,7 +14,7 @@ constexpr uint32_t kTimestamp = 1, kTid = 2;
 constexpr uint32_t kHeader = 10, kCopy = 11, kSync = 12, kAlloc = 13, kFree = 14, kShm = 15,
                    kInternedString = 16, kStack = 17, kPythonFrame = 18, kModule = 19,
                    kDevice = 20, kCorrelation = 21, kPin = 22, kThread = 23, kNotice = 24,
-                   kExit = 25, kCuda = 26, kCounters = 27;
+                   kExit = 25, kCuda = 26, kCounters = 27, kRecording = 28;
 }  // namespace packet
 
 namespace header {
@@ -38,6 +38,9 @@ constexpr uint32_t kPath = 1, kRuntimeVersion = 2, kDriverVersion = 3, kDeviceCo
 namespace thread {
 constexpr uint32_t kTid = 1, kName = 2;
 }
+namespace recording {
+constexpr uint32_t kKernels = 1, kReason = 2, kKernelRate = 3, kPlannedNs = 4;
+}
 namespace notice {
 constexpr uint32_t kSeverity = 1, kCode = 2, kText = 3;
 }
@@ -46,7 +49,8 @@ constexpr uint32_t kHow = 1, kStatus = 2, kDropped = 3;
 }
 namespace counters {
 constexpr uint32_t kCopies = 1, kAllocsRecorded = 2, kAllocsSeen = 3, kBytesWritten = 4,
-                   kDropped = 5, kPinnedBytes = 6;
+                   kDropped = 5, kPinnedBytes = 6, kStacksCaptured = 7,
+                   kStackCaptureNs = 8;
 }
 namespace copy {
 constexpr uint32_t kApi = 1, kPerThread = 2, kDirection = 3, kRequestedKind = 4, kBytes = 5,

@@ -28,6 +28,11 @@ class Encoder {
     Varint(field, (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
   }
   void Bool(uint32_t field, bool v) { Varint(field, v ? 1 : 0); }
+  void Double(uint32_t field, double v) {  // fixed64, little-endian (x86-64, aarch64)
+    if (v == 0) return;
+    Tag(field, 1);
+    Raw(&v, sizeof v);
+  }
   void Bytes(uint32_t field, const void* data, size_t n) {
     Tag(field, 2);
     RawVarint(n);

@@ -31,10 +31,10 @@ run() {  # run NAME [ENV=V...] -- CMD...: pinscope run into $W/NAME, no report
   local name="$1"; shift
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
-  local t0=$(date +%s.%N)
+  local t0=$(date +%s%N)
   timeout -k 5 "${STEP_TIMEOUT:-120}" env "${envs[@]}" pinscope run --no-report -o "$W/$name" -- "$@"
   local rc=$?
-  echo "[$name] exit $rc in $(echo "$(date +%s.%N) - $t0" | bc) s"
+  echo "[$name] exit $rc in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
   return $rc
 }
 
@@ -57,6 +57,17 @@ if [ "$phase" = validate ] || [ "$phase" = all ]; then
   step "issue 2/3/6: seed benchmark, num_workers=0 (example trace) and 4"
   run seed0 -- $PY tools/bench/seedbench.py --samples 1280 --configs 0f
   run seed4 -- $PY tools/bench/seedbench.py --samples 2560 --configs 4f
+
+  step "issue 5: seed benchmark runs for the report (one config per run)"
+  run seed_0t -- $PY tools/bench/seedbench.py --samples 1280 --configs 0t
+  run seed_8f -- $PY tools/bench/seedbench.py --samples 5120 --configs 8f
+  run seed_8t -- $PY tools/bench/seedbench.py --samples 5120 --configs 8t
+
+  step "issue 5: synchronous copies (loss.item() every step) and the fix"
+  $PY tests/gpu/sync_copy_job.py --json "$W/sync_item_none.json"
+  $PY tests/gpu/sync_copy_job.py --fixed --json "$W/sync_fixed_none.json"
+  run sync_item -- $PY tests/gpu/sync_copy_job.py
+  run sync_fixed -- $PY tests/gpu/sync_copy_job.py --fixed
 
   if [ -f tests/gpu/cupti_check.py ]; then
     step "issue 7: CUPTI"
@@ -84,24 +95,44 @@ if [ "$phase" = all ]; then
 fi
 
 if [ "$phase" = bench ] || [ "$phase" = all ]; then
+  pinscope calibrate --output "$W/calibration.json" >/dev/null
   cfgs="${BENCH_CONFIGS:-0f,0t,4f,4t,8f,8t}"
+  n="${BENCH_SAMPLES:-3840}"
+  # Four modes per repetition, in a rotating order so drift over the call
+  # does not favour one of them.
+  mode() {  # mode NAME REP
+    case "$1" in
+      none) timeout -k 5 150 $PY tools/bench/seedbench.py --samples "$n" --configs "$cfgs" \
+              --json "$W/bench_none_$2.json" ;;
+      ps) run bench_ps_$2 -- $PY tools/bench/seedbench.py --samples "$n" --configs "$cfgs" \
+              --json "$W/bench_ps_$2.json" ;;
+      nostacks) run bench_nostacks_$2 PINSCOPE_STACKS=0 -- $PY tools/bench/seedbench.py \
+              --samples "$n" --configs "$cfgs" --json "$W/bench_nostacks_$2.json" ;;
+      pin) run bench_pin_$2 PINSCOPE_PIN=1 -- $PY tools/bench/seedbench.py --samples "$n" \
+              --configs "$cfgs" --json "$W/bench_pin_$2.json" ;;
+    esac
+  }
+  orders=("none ps nostacks pin" "pin nostacks ps none" "ps none pin nostacks" "nostacks pin none ps")
   for rep in $(seq 1 "${BENCH_REPEATS:-3}"); do
     step "seedbench rep $rep"
-    timeout -k 5 150 $PY tools/bench/seedbench.py --samples 2560 --configs $cfgs --json "$W/bench_none_$rep.json"
-    run bench_ps_$rep -- $PY tools/bench/seedbench.py --samples 2560 --configs $cfgs --json "$W/bench_ps_$rep.json"
-    run bench_pin_$rep PINSCOPE_PIN=1 -- $PY tools/bench/seedbench.py --samples 2560 --configs $cfgs --json "$W/bench_pin_$rep.json"
+    for m in ${orders[$(( (rep - 1) % 4 ))]}; do echo "--- $m"; mode "$m" "$rep"; done
   done
   step "training-shaped"
-  $PY tools/bench/seedbench.py --train --samples 2560 --configs 4f,4t,8f,8t --json "$W/train_none.json"
-  run train_pin PINSCOPE_PIN=1 -- $PY tools/bench/seedbench.py --train --samples 2560 --configs 4f,4t,8f,8t --json "$W/train_pin.json"
-  step "stack overhead"
-  run stacks_on -- $PY tools/bench/seedbench.py --samples 2560 --configs 8f,8f --json "$W/stacks_on.json"
-  run stacks_off PINSCOPE_STACKS=0 -- $PY tools/bench/seedbench.py --samples 2560 --configs 8f,8f --json "$W/stacks_off.json"
+  $PY tools/bench/seedbench.py --train --samples "$n" --configs 0f,0t,4f,4t,8f,8t --json "$W/train_none.json"
+  run train_pin PINSCOPE_PIN=1 -- $PY tools/bench/seedbench.py --train --samples "$n" --configs 0f,0t,4f,4t,8f,8t --json "$W/train_pin.json"
   if [ -f tools/bench/cupti_overhead.py ]; then
-    step "CUPTI overhead"
-    $PY tools/bench/cupti_overhead.py --mode none | tee "$W/cupti_none.json"
-    pinscope run --no-report -o "$W/cupti_bench" -- $PY tools/bench/cupti_overhead.py --mode pinscope | tee "$W/cupti_pinscope.json"
-    $PY tools/bench/cupti_overhead.py --mode profiler | tee "$W/cupti_profiler.json"
+    step "CUPTI overhead (modes interleaved)"
+    co() { $PY tools/bench/cupti_overhead.py --rounds "${CUPTI_ROUNDS:-9}" "$@"; }
+    for rep in 1 2; do
+      co --mode none | tee -a "$W/cupti_overhead.jsonl"
+      pinscope run --no-report -o "$W/cupti_auto_$rep" -- $PY tools/bench/cupti_overhead.py \
+        --rounds "${CUPTI_ROUNDS:-9}" --mode pinscope_auto | tee -a "$W/cupti_overhead.jsonl"
+      co --mode profiler | tee -a "$W/cupti_overhead.jsonl"
+      PINSCOPE_CUPTI_KERNELS=all pinscope run --no-report -o "$W/cupti_all_$rep" -- $PY \
+        tools/bench/cupti_overhead.py --rounds "${CUPTI_ROUNDS:-9}" --mode pinscope_all | tee -a "$W/cupti_overhead.jsonl"
+      PINSCOPE_CUPTI=0 pinscope run --no-report -o "$W/cupti_off_$rep" -- $PY \
+        tools/bench/cupti_overhead.py --rounds "${CUPTI_ROUNDS:-9}" --mode pinscope_nocupti | tee -a "$W/cupti_overhead.jsonl"
+    done
   fi
 fi
 

@@ -51,6 +51,30 @@ TEST(CalibrationTest, SaveLoadRoundTrip) {
   EXPECT_EQ(loaded->source, "pinscope calibrate (" + path + ")");
   ASSERT_EQ(loaded->points.size(), 5u);
   EXPECT_DOUBLE_EQ(loaded->points[3].d2h_pinned_gbps, 54.0);
+  EXPECT_EQ(loaded->HostCopyGbps(kMiBytes), 0);  // not measured in the default table
+}
+
+TEST(CalibrationTest, HostCopyBandwidthIsOptionalAndRoundTrips) {
+  const std::string dir = MakeTempDir("calibration_host_copy");
+  Calibration calibration = DefaultCalibration();
+  calibration.points[0].host_copy_gbps = 12.0;  // 1 MiB
+  calibration.points[3].host_copy_gbps = 6.0;   // 256 MiB
+  std::string error;
+  ASSERT_TRUE(SaveCalibration(calibration, dir + "/c.json", &error)) << error;
+  auto loaded = LoadCalibration(dir + "/c.json", &error);
+  ASSERT_TRUE(loaded) << error;
+  EXPECT_DOUBLE_EQ(loaded->points[0].host_copy_gbps, 12.0);
+  EXPECT_DOUBLE_EQ(loaded->points[1].host_copy_gbps, 0.0);
+  // Interpolated over the points that have it only: 16 MiB lies halfway
+  // (in log size) between 1 MiB and 256 MiB.
+  EXPECT_NEAR(loaded->HostCopyGbps(16 * kMiBytes), 9.0, 1e-9);
+  EXPECT_DOUBLE_EQ(loaded->HostCopyGbps(1024 * kMiBytes), 6.0);
+  WriteFile(dir + "/bad.json",
+            R"({"version": 1, "points": [{"bytes": 1048576, "h2d_pageable_gbps": 7,)"
+            R"( "h2d_pinned_gbps": 36, "d2h_pageable_gbps": 7, "d2h_pinned_gbps": 38,)"
+            R"( "host_copy_gbps": -1}]})");
+  EXPECT_FALSE(LoadCalibration(dir + "/bad.json", &error));
+  EXPECT_NE(error.find("host_copy_gbps must be a positive number"), std::string::npos) << error;
 }
 
 TEST(CalibrationTest, LoadErrorsNameTheProblem) {

@@ -220,6 +220,148 @@ TEST(ReportTest, TextReportFitsOneHundredColumnsAndHasNoColorWhenOff) {
   EXPECT_NE(colored.str().find("\x1b[1m"), std::string::npos);
 }
 
+// --- sampled kernel recording (DeviceRecording packets) ----------------------------
+
+void AddActivity(TraceBuilder& b, uint64_t packet_ns, trace::DeviceActivityKind kind,
+                 uint64_t start, uint64_t end) {
+  trace::DeviceActivity* d = b.Add(packet_ns).mutable_device();
+  d->set_kind(kind);
+  d->set_start_ns(start);
+  d->set_end_ns(end);
+  if (kind == trace::ACT_MEMCPY) {
+    d->set_bytes(kMiBytes);
+    d->set_direction(trace::H2D);
+    d->set_src_kind(trace::PINNED);
+    d->set_dst_kind(trace::DEVICE);
+  }
+}
+
+void AddRecording(TraceBuilder& b, uint64_t time_ns, bool kernels, const std::string& reason,
+                  double rate) {
+  trace::DeviceRecording* r = b.Add(time_ns).mutable_recording();
+  r->set_kernels(kernels);
+  r->set_reason(reason);
+  r->set_kernel_rate(rate);
+}
+
+// A 100 ms process: kernels back to back in [0, 20) ms, recording paused for
+// [20, 80) (auto mode, 31,000 kernels/s), a window [80, 90) busy again, then
+// paused to the end; a memcpy at [50, 55) inside the pause. With `off`,
+// PINSCOPE_CUPTI_KERNELS=off: kernels off from the start, memcpys only.
+std::string WriteSampledRun(const std::string& name, bool off) {
+  const std::string dir = MakeTempDir(name);
+  TraceBuilder main(100, "r", kT0);
+  testing::SetHostFacts(&main.header(), 64 * kMiBytes, 64 * kMiBytes);
+  main.Notice(kT0, trace::Notice::INFO, "cupti_started", "CUPTI 13");
+  main.Copy(kT0 + 2 * kMs, kMs, trace::H2D, trace::PINNED, kMiBytes, 0x30000000);
+  if (off) {
+    AddRecording(main, kT0, false, "disabled", 0);
+    AddActivity(main, kT0 + 60 * kMs, trace::ACT_MEMCPY, kT0 + 2 * kMs, kT0 + 3 * kMs);
+    AddActivity(main, kT0 + 60 * kMs, trace::ACT_MEMCPY, kT0 + 50 * kMs, kT0 + 55 * kMs);
+  } else {
+    for (uint64_t t = 0; t < 20; t += 5) {
+      AddActivity(main, kT0 + 21 * kMs, trace::ACT_KERNEL, kT0 + t * kMs, kT0 + (t + 5) * kMs);
+    }
+    AddRecording(main, kT0 + 20 * kMs, false, "sampling", 31000);
+    AddActivity(main, kT0 + 60 * kMs, trace::ACT_MEMCPY, kT0 + 50 * kMs, kT0 + 55 * kMs);
+    AddRecording(main, kT0 + 80 * kMs, true, "window", 0);
+    AddActivity(main, kT0 + 91 * kMs, trace::ACT_KERNEL, kT0 + 80 * kMs, kT0 + 85 * kMs);
+    AddActivity(main, kT0 + 91 * kMs, trace::ACT_KERNEL, kT0 + 85 * kMs, kT0 + 90 * kMs);
+    AddRecording(main, kT0 + 90 * kMs, false, "sampling", 32500);
+  }
+  main.Exit(kT0 + 100 * kMs);
+  main.SortByTime();
+  main.Write(dir);
+  return dir;
+}
+
+// The report's text with its line breaks and indentation folded to spaces.
+std::string FlatText(const std::string& dir) {
+  ReportOptions options;
+  options.run_dir = dir;
+  options.color = ColorMode::kNever;
+  std::ostringstream out, err;
+  EXPECT_EQ(RunReport(options, out, err), 0) << err.str();
+  std::istringstream lines(out.str());
+  std::string line, flat;
+  while (std::getline(lines, line)) {
+    EXPECT_LE(line.size(), 100u) << line;
+    const size_t first = line.find_first_not_of(' ');
+    if (first != std::string::npos) flat += " " + line.substr(first);
+  }
+  return flat;
+}
+
+TEST(ReportTest, SampledKernelRecordingCountsOnlyTheRecordedTime) {
+  const std::string dir = WriteSampledRun("report_sampled", false);
+  const nlohmann::json report = JsonOf(dir);
+  ASSERT_EQ(report["device_activity"].size(), 1u);
+  const auto& d = report["device_activity"][0];
+  EXPECT_EQ(d["pid"], 100);
+  EXPECT_EQ(d["kernels"], "sampled");
+  EXPECT_EQ(d["blind_ns"], 70 * kMs);  // [20, 80) and [90, 100)
+  EXPECT_DOUBLE_EQ(d["covered_fraction"].get<double>(), 0.3);
+  EXPECT_DOUBLE_EQ(d["busy_fraction"].get<double>(), 1.0);  // 30 busy ms of 30 recorded
+  EXPECT_DOUBLE_EQ(d["active_busy_fraction"].get<double>(), 1.0);
+  EXPECT_EQ(d["gap_count"], 0);
+  ASSERT_EQ(d["chunk_busy_fraction"].size(), 30u);
+  for (int k = 0; k < 30; ++k) {
+    const bool blind = (k >= 6 && k <= 23) || k >= 27;  // 10/3 ms chunks
+    if (blind) {
+      EXPECT_TRUE(d["chunk_busy_fraction"][k].is_null()) << k;
+    } else {
+      EXPECT_NEAR(d["chunk_busy_fraction"][k].get<double>(), 1.0, 1e-9) << k;
+    }
+  }
+  EXPECT_EQ(d["kernel_recording"]["mode"], "auto");
+  EXPECT_EQ(d["kernel_recording"]["stops"], 2);
+  EXPECT_EQ(d["kernel_recording"]["windows"], 1);
+  EXPECT_DOUBLE_EQ(d["kernel_recording"]["peak_kernel_rate"].get<double>(), 32500.0);
+  EXPECT_EQ(report["verdict"]["id"], "not_input_bound");
+  EXPECT_EQ(report["verdict"]["text"],
+            "not input-bound: the GPU was busy 100.0% of the time from its first to its last "
+            "activity (device activity, 7 records; kernels recorded in sampled windows, 30.0% of "
+            "the time); the input pipeline keeps up");
+
+  const std::string text = FlatText(dir);
+  EXPECT_NE(text.find("pid 100 GPU 0: busy 100.0% of the recorded time, 100.0% from first to last "
+                      "activity; per chunk [######??????????????????###???] (_ idle .. # busy, ? "
+                      "not recorded)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Kernels recorded in sampled windows: 30.0% of the time (auto mode: up to "
+                      "32,500 kernels/s, 1 window); the 70.0 ms not recorded count as neither "
+                      "busy nor idle."),
+            std::string::npos)
+      << text;
+}
+
+TEST(ReportTest, KernelsOffGivesNoBusyFigureAndNoDeviceVerdict) {
+  const std::string dir = WriteSampledRun("report_kernels_off", true);
+  const nlohmann::json report = JsonOf(dir);
+  ASSERT_EQ(report["device_activity"].size(), 1u);
+  const auto& d = report["device_activity"][0];
+  EXPECT_EQ(d["kernels"], "none");
+  EXPECT_EQ(d["blind_ns"], 100 * kMs);
+  EXPECT_DOUBLE_EQ(d["covered_fraction"].get<double>(), 0.0);
+  EXPECT_TRUE(d["busy_fraction"].is_null());
+  EXPECT_TRUE(d["active_busy_fraction"].is_null());
+  for (const auto& f : d["chunk_busy_fraction"]) EXPECT_TRUE(f.is_null());
+  EXPECT_EQ(d["kernel_recording"]["mode"], "off");
+  // The verdict comes from the host side, not from a "0% busy" GPU.
+  EXPECT_EQ(report["verdict"]["id"], "not_input_bound");
+  EXPECT_EQ(report["verdict"]["text"].get<std::string>().rfind(
+                "not input-bound: host<->device copies blocked", 0),
+            0u)
+      << report["verdict"]["text"];
+  const std::string text = FlatText(dir);
+  EXPECT_NE(text.find("pid 100 GPU 0: kernels were not recorded (PINSCOPE_CUPTI_KERNELS=off): no "
+                      "busy figure; 2 memcpy/memset records only."),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("busy 0.0%"), std::string::npos) << text;
+}
+
 TEST(ReportTest, BadCalibrationPathIsAnError) {
   ReportOptions options;
   options.run_dir = WriteCopies("report_bad_calibration", 100);

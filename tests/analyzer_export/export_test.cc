@@ -150,6 +150,41 @@ TEST(PerfettoExportTest, UnwritableOutputAndMissingRun) {
   EXPECT_FALSE(fs::exists(dir + "/x.pftrace"));
 }
 
+TEST(PerfettoExportTest, KernelRecordingWindowsAreACounter) {
+  // Sampled kernel recording: CUPTI starts at +1 ms, kernels off at +20 ms,
+  // back on at +80 ms. A process without DeviceRecording packets has no
+  // such track (the scenario above).
+  const std::string dir = MakeTempDir("export_recording");
+  const uint64_t t0 = kScenarioT0;
+  TraceBuilder main(100, "run-recording", t0);
+  main.Notice(t0 + kMs, trace::Notice::INFO, "cupti_started", "CUPTI");
+  const auto recording = [&](uint64_t t, bool kernels, const char* reason) {
+    trace::DeviceRecording* r = main.Add(t).mutable_recording();
+    r->set_kernels(kernels);
+    r->set_reason(reason);
+  };
+  recording(t0 + 20 * kMs, false, "sampling");
+  recording(t0 + 80 * kMs, true, "window");
+  main.Exit(t0 + 100 * kMs);
+  main.Write(dir);
+  std::string bytes, out;
+  ASSERT_EQ(Export(dir, &bytes, &out), 0);
+  const testing::PerfettoDump dump = DumpPerfetto(bytes);
+  EXPECT_TRUE(dump.errors.empty()) << ::testing::PrintToString(dump.errors);
+  const auto has = [&](const std::string& line) {
+    return dump.text.find(line + "\n") != std::string::npos;
+  };
+  EXPECT_TRUE(has("  counter name=\"kernels recorded (pinscope)\" unit=UNIT_UNSPECIFIED "
+                  "parent=process 100"))
+      << dump.text;
+  const std::string track = "  \"kernels recorded (pinscope)\" ts=";
+  EXPECT_TRUE(has(track + std::to_string(t0) + " value=0")) << dump.text;
+  EXPECT_TRUE(has(track + std::to_string(t0 + kMs) + " value=1")) << dump.text;
+  EXPECT_TRUE(has(track + std::to_string(t0 + 20 * kMs) + " value=0")) << dump.text;
+  EXPECT_TRUE(has(track + std::to_string(t0 + 80 * kMs) + " value=1")) << dump.text;
+  EXPECT_EQ(dump.counter_values, 4u);
+}
+
 TEST(PerfettoExportTest, TrackUuidsNeverCollide) {
   EXPECT_NE(PerfettoExport::ProcessUuid(0), PerfettoExport::ProcessUuid(1));
   EXPECT_NE(PerfettoExport::ThreadUuid(0, 0xFFFFFFFFu), PerfettoExport::ProcessUuid(1));

@@ -568,7 +568,9 @@ TEST_F(CliTest, CalibrateWithTheRuntimeTestDouble) {
     EXPECT_GT(p.h2d_pinned_gbps, 0);
     EXPECT_GT(p.d2h_pageable_gbps, 0);
     EXPECT_GT(p.d2h_pinned_gbps, 0);
+    EXPECT_GT(p.host_copy_gbps, 0);  // a real memcpy, timed on the host
   }
+  EXPECT_NE(r.out.find("host->pin"), std::string::npos) << r.out;
   EXPECT_NE(c->source.find("pinscope calibrate"), std::string::npos) << c->source;
   EXPECT_FALSE(c->date.empty());
   // The double with no device: the no-GPU path.

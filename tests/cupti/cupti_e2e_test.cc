@@ -91,6 +91,7 @@ Result RunJob(const char* exe, std::vector<std::string> args, const Env& env, bo
     for (const char* v : {"LD_PRELOAD", "PINSCOPE_CUPTI", "PINSCOPE_CUPTI_PATH", "PINSCOPE_OUT",
                           "PINSCOPE_RUN_ID", "PINSCOPE_ROOT_PID", "PINSCOPE_DISABLE",
                           "PINSCOPE_FLUSH_MS", "PINSCOPE_PIN", "CUDA_INJECTION64_PATH",
+                          "PINSCOPE_CUPTI_KERNELS", "PINSCOPE_CUPTI_KERNEL_RATE",
                           "FAKECUPTI_MODE", "FAKECUPTI_BYTES", "FAKECUDA_DEVICES"})
       unsetenv(v);
     setenv("PINSCOPE_OUT", run.c_str(), 1);
@@ -233,6 +234,102 @@ TEST(CuptiE2E, FlushesPeriodicallyFromTheFlusherThread) {
   ASSERT_EQ(r.status, 3) << r.err;
   EXPECT_GE(r.Diag("fake_flushes"), 2);  // during the 300 ms sleep, before exit
   EXPECT_EQ(r.root().Of(t::TracePacket::kCorrelation).size(), 5u);
+}
+
+// --- Kernel recording: auto (sampled windows), all, off -------------------------
+
+struct KernelCount {
+  int kernels = 0, memcpys = 0;
+  std::vector<const t::TracePacket*> recordings;
+};
+KernelCount CountKernels(const ProcessTrace& p) {
+  KernelCount k;
+  for (const t::TracePacket* q : p.Of(t::TracePacket::kDevice)) {
+    k.kernels += q->device().kind() == t::ACT_KERNEL;
+    k.memcpys += q->device().kind() == t::ACT_MEMCPY;
+  }
+  k.recordings = p.Of(t::TracePacket::kRecording);
+  return k;
+}
+
+TEST(CuptiKernels, AutoRecordsKernelsInWindowsWhenTheRateIsHigh) {
+  Env e = WithFake();
+  e.Set("PINSCOPE_FLUSH_MS", "100").Set("PINSCOPE_CUPTI_KERNEL_RATE", "100");
+  Result r = RunJob(CUPTI_JOB, {"storm"}, e);
+  ASSERT_EQ(r.status, 3) << r.err;
+  ASSERT_EQ(r.Diag("storm_calls"), 1500);
+  EXPECT_EQ(CountLines(r.err, "pinscope"), 0) << r.err;
+  KernelCount k = CountKernels(r.root());
+  // Copies are always recorded: 5 host calls + 1500 simulated ones.
+  EXPECT_EQ(k.memcpys, 1505);
+  // ~1000 launches/s against a limit of 100/s: kernels off most of the time.
+  ASSERT_GE(k.recordings.size(), 2u);
+  EXPECT_GT(k.kernels, 50);
+  EXPECT_LT(k.kernels, 1000);
+  // Switches alternate off, on, off, ...; each "off" carries the measured
+  // rate and the planned blind time (1 to 30 flush periods).
+  std::vector<std::pair<uint64_t, uint64_t>> blind;  // [off, on)
+  for (size_t i = 0; i < k.recordings.size(); ++i) {
+    const t::DeviceRecording& d = k.recordings[i]->recording();
+    EXPECT_EQ(d.kernels(), i % 2 == 1) << i;
+    if (!d.kernels()) {
+      EXPECT_EQ(d.reason(), "sampling");
+      EXPECT_GT(d.kernel_rate(), 100.0);
+      EXPECT_LT(d.kernel_rate(), 1100.0);
+      EXPECT_GE(d.planned_ns(), 100000000u);
+      EXPECT_LE(d.planned_ns(), 3000000000u);
+      blind.push_back({k.recordings[i]->timestamp_ns(), UINT64_MAX});
+    } else {
+      EXPECT_EQ(d.reason(), "window");
+      EXPECT_EQ(d.planned_ns(), 100000000u);
+      blind.back().second = k.recordings[i]->timestamp_ns();
+    }
+  }
+  // No kernel record starts inside a blind interval (1 ms for the clock
+  // conversion): the kind really was off.
+  for (const t::TracePacket* q : r.root().Of(t::TracePacket::kDevice)) {
+    if (q->device().kind() != t::ACT_KERNEL) continue;
+    for (auto [off, on] : blind)
+      EXPECT_FALSE(q->device().start_ns() > off + 1000000 && q->device().start_ns() + 1000000 < on)
+          << q->device().start_ns() << " in [" << off << ", " << on << ")";
+  }
+}
+
+TEST(CuptiKernels, AllRecordsEveryKernel) {
+  Env e = WithFake();
+  e.Set("PINSCOPE_FLUSH_MS", "100").Set("PINSCOPE_CUPTI_KERNEL_RATE", "100");
+  e.Set("PINSCOPE_CUPTI_KERNELS", "all");
+  Result r = RunJob(CUPTI_JOB, {"storm"}, e);
+  ASSERT_EQ(r.status, 3) << r.err;
+  KernelCount k = CountKernels(r.root());
+  EXPECT_EQ(k.kernels, 1505);
+  EXPECT_EQ(k.memcpys, 1505);
+  EXPECT_TRUE(k.recordings.empty());
+}
+
+TEST(CuptiKernels, OffRecordsCopiesOnly) {
+  Env e = WithFake();
+  e.Set("PINSCOPE_CUPTI_KERNELS", "off");
+  Result r = RunJob(CUPTI_JOB, {}, e);
+  ASSERT_EQ(r.status, 3) << r.err;
+  KernelCount k = CountKernels(r.root());
+  EXPECT_EQ(k.kernels, 0);
+  EXPECT_EQ(k.memcpys, 5);
+  ASSERT_EQ(k.recordings.size(), 1u);
+  EXPECT_FALSE(k.recordings[0]->recording().kernels());
+  EXPECT_EQ(k.recordings[0]->recording().reason(), "disabled");
+  EXPECT_EQ(r.root().Of(t::TracePacket::kCorrelation).size(), 5u);
+}
+
+TEST(CuptiKernels, BadValuesAreNamedAndTheDefaultIsUsed) {
+  Env e = WithFake();
+  e.Set("PINSCOPE_CUPTI_KERNELS", "sometimes").Set("PINSCOPE_CUPTI_KERNEL_RATE", "lots");
+  Result r = RunJob(CUPTI_JOB, {}, e);
+  ASSERT_EQ(r.status, 3) << r.err;
+  EXPECT_EQ(CountLines(r.err, "PINSCOPE_CUPTI_KERNELS=\"sometimes\" is not auto, all or off"), 1)
+      << r.err;
+  EXPECT_EQ(CountLines(r.err, "PINSCOPE_CUPTI_KERNEL_RATE=\"lots\""), 1) << r.err;
+  EXPECT_EQ(CountKernels(r.root()).kernels, 5);
 }
 
 TEST(CuptiE2E, ForkedChildNeverTouchesCupti) {

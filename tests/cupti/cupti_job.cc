@@ -7,6 +7,9 @@
 //   cupti_job [fork] [sleep]
 //     fork:  a forked child makes one copy (it must not touch CUPTI)
 //     sleep: waits 300 ms after the copies (periodic flushes happen)
+//     storm: then 1500 simulated API calls (each a memcpy and a kernel
+//            record in the double), one per millisecond: a job that launches
+//            many kernels, for the sampled kernel recording
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -50,8 +53,9 @@ constexpr int kCustom2 = 5;  // CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool do_fork = false, do_sleep = false;
+  bool do_fork = false, do_sleep = false, do_storm = false;
   for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "storm")) do_storm = true;
     if (!strcmp(argv[i], "fork")) do_fork = true;
     if (!strcmp(argv[i], "sleep")) do_sleep = true;
   }
@@ -72,6 +76,15 @@ int main(int argc, char** argv) {
   for (unsigned char c : back) sum = sum * 31 + c;
 
   if (do_sleep) usleep(300 * 1000);
+  if (do_storm) {
+    void* h = dlopen(getenv("PINSCOPE_CUPTI_PATH"), RTLD_NOW | RTLD_NOLOAD);
+    auto api = h ? reinterpret_cast<void (*)()>(dlsym(h, "fakecupti_simulate_api")) : nullptr;
+    for (int i = 0; api && i < 1500; ++i) {
+      api();
+      usleep(1000);
+    }
+    fprintf(diag, "storm_calls=%d\n", api ? 1500 : 0);
+  }
   fakecupti_stats s{};
   if (FakeStats(&s)) {
     fprintf(diag, "fake_pushes=%lu\nfake_pops=%lu\nfake_flushes=%lu\nfake_runtime_off=%lu\n",

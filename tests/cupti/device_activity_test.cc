@@ -462,6 +462,340 @@ TEST(Verdict, StartUpAndTeardownDoNotDiluteAGpuBoundLoop) {
   EXPECT_DOUBLE_EQ(v.input_idle_fraction, 0.0);
 }
 
+// --- sampled kernel recording: blind time ----------------------------------------
+
+TEST(Blind, FractionsAreOverTheRecordedTimeOnly) {
+  GpuBusyTracker t(AlignedOptions());
+  t.AddDevice(Rec(kActKernel, 0, 10 * ms));
+  t.AddBlind({10 * ms, 20 * ms});  // kernels not recorded
+  t.AddDevice(Rec(kActKernel, 20 * ms, 25 * ms));
+  std::vector<DeviceBusy> r = t.Finish({0, 30 * ms});
+  ASSERT_EQ(r.size(), 1u);
+  const DeviceBusy& b = r[0];
+  EXPECT_EQ(b.busy_ns, 15 * ms);
+  EXPECT_EQ(b.blind_ns, 10 * ms);
+  EXPECT_EQ(b.known_ns(), 20 * ms);
+  EXPECT_DOUBLE_EQ(b.busy_fraction, 0.75);  // 15 of 20 recorded ms, not 15 of 30
+  EXPECT_DOUBLE_EQ(b.covered_fraction(), 20.0 / 30.0);
+  EXPECT_TRUE(b.kernels_sampled());
+  EXPECT_TRUE(b.measured());
+  ASSERT_EQ(b.chunk_busy_fraction.size(), 30u);
+  for (int k = 0; k < 30; ++k) {
+    double want = k < 10 ? 1.0 : k < 20 ? kUnknownFraction : k < 25 ? 1.0 : 0.0;
+    EXPECT_DOUBLE_EQ(b.chunk_busy_fraction[k], want) << "chunk " << k;
+  }
+  EXPECT_EQ(b.gap_count, 0u);  // the pause [10, 20) is all blind: not idle
+  EXPECT_EQ(b.leading_idle_ns, 0u);
+  EXPECT_EQ(b.trailing_idle_ns, 5 * ms);
+  EXPECT_DOUBLE_EQ(b.active_busy_fraction, 1.0);  // (30 - 10 blind - 5 trailing) ms, all busy
+  EXPECT_TRUE(JudgeInput(b).not_input_bound);
+}
+
+TEST(Blind, PartlyBlindChunkIsOverItsKnownPart) {
+  BusyOptions o = AlignedOptions();
+  o.chunks = 4;
+  GpuBusyTracker t(o);
+  t.AddBlind({4 * ms, 6 * ms});
+  t.AddDevice(Rec(kActKernel, 6 * ms, 7 * ms));
+  t.AddDevice(Rec(kActKernel, 12 * ms, 16 * ms));
+  std::vector<DeviceBusy> r = t.Finish({0, 16 * ms});
+  ASSERT_EQ(r[0].chunk_busy_fraction.size(), 4u);
+  EXPECT_DOUBLE_EQ(r[0].chunk_busy_fraction[0], 0.0);
+  EXPECT_DOUBLE_EQ(r[0].chunk_busy_fraction[1], 0.5);  // 1 busy ms of 2 recorded ms in [4, 8)
+  EXPECT_DOUBLE_EQ(r[0].chunk_busy_fraction[2], 0.0);
+  EXPECT_DOUBLE_EQ(r[0].chunk_busy_fraction[3], 1.0);
+  EXPECT_EQ(r[0].leading_idle_ns, 4 * ms);  // [0, 6) less the blind [4, 6)
+  EXPECT_EQ(r[0].gap_count, 1u);            // [7, 12)
+  EXPECT_EQ(r[0].gap_ns, 5 * ms);
+  EXPECT_DOUBLE_EQ(r[0].busy_fraction, 5.0 / 14.0);
+  EXPECT_DOUBLE_EQ(r[0].active_busy_fraction, 5.0 / 10.0);  // [6, 16)
+}
+
+TEST(Blind, APauseIsSplitIntoGapsOutsideTheBlindTime) {
+  GpuBusyTracker t(AlignedOptions());
+  t.AddDevice(Rec(kActKernel, 0, 1 * ms));
+  t.AddBlind({5 * ms, 15 * ms});
+  t.AddDevice(Rec(kActKernel, 20 * ms, 21 * ms));
+  t.AddHostInterval(GapCause::kCopy, {2 * ms, 4 * ms});  // half of [1, 5)
+  std::vector<DeviceBusy> r = t.Finish({0, 21 * ms});
+  const DeviceBusy& b = r[0];
+  // [1, 5): known idle up to the blind edge, a gap. [15, 20) opens a
+  // sampling window before its first activity: kernels launched while
+  // recording was off may be running there unrecorded, so it is blind too.
+  EXPECT_EQ(b.gap_count, 1u);
+  EXPECT_EQ(b.gap_ns, 4 * ms);
+  ASSERT_EQ(b.longest_gaps.size(), 1u);
+  const Gap& gap = b.longest_gaps[0];
+  EXPECT_EQ(gap.start_ns, 1 * ms);
+  EXPECT_EQ(gap.end_ns, 5 * ms);
+  EXPECT_EQ(gap.cause, GapCause::kCopy);
+  EXPECT_EQ(gap.overlap_ns[0], 2 * ms);
+  EXPECT_EQ(b.by_cause[static_cast<int>(GapCause::kCopy)].idle_ns, 4 * ms);
+  EXPECT_EQ(b.by_cause[static_cast<int>(GapCause::kUnknown)].idle_ns, 0u);
+  EXPECT_EQ(b.busy_ns, 2 * ms);
+  EXPECT_EQ(b.blind_ns, 15 * ms);
+  EXPECT_DOUBLE_EQ(b.busy_fraction, 2.0 / 6.0);
+  EXPECT_DOUBLE_EQ(JudgeInput(b).input_idle_fraction, 4.0 / 6.0);
+
+  // Pieces at or under the threshold are not gaps.
+  GpuBusyTracker n(AlignedOptions());
+  n.AddDevice(Rec(kActKernel, 0, 1 * ms));
+  n.AddBlind({1 * ms + 500 * us, 19 * ms});
+  n.AddDevice(Rec(kActKernel, 20 * ms, 21 * ms));
+  EXPECT_EQ(n.Finish({0, 21 * ms})[0].gap_count, 0u);  // 0.5 ms and 1 ms pieces
+}
+
+TEST(Blind, CopiesInsideBlindTimeAreNotBusy) {
+  GpuBusyTracker t(AlignedOptions());
+  t.AddBlind({10 * ms, 20 * ms});
+  t.AddDevice(Rec(kActKernel, 0, 5 * ms));
+  t.AddDevice(Memcpy(8 * ms, 12 * ms, 1, 0));      // [8, 10) counts
+  t.AddDevice(Memcpy(12 * ms, 18 * ms, 1, 0));     // all blind: ignored
+  t.AddDevice(Rec(kActMemset, 18 * ms, 22 * ms));  // [20, 22) counts
+  std::vector<DeviceBusy> r = t.Finish({0, 30 * ms});
+  const DeviceBusy& b = r[0];
+  EXPECT_EQ(b.records, 4u);  // received, blind ones too
+  EXPECT_EQ(b.busy_ns, 9 * ms);
+  EXPECT_DOUBLE_EQ(b.busy_fraction, 9.0 / 20.0);
+  EXPECT_EQ(b.gap_count, 1u);  // [5, 8); [10, 20) is blind
+  EXPECT_EQ(b.gap_ns, 3 * ms);
+  EXPECT_EQ(b.trailing_idle_ns, 8 * ms);
+  EXPECT_DOUBLE_EQ(b.active_busy_fraction, 9.0 / 12.0);
+  EXPECT_DOUBLE_EQ(b.chunk_busy_fraction[9], 1.0);
+  EXPECT_DOUBLE_EQ(b.chunk_busy_fraction[15], kUnknownFraction);
+  EXPECT_DOUBLE_EQ(b.chunk_busy_fraction[21], 1.0);
+}
+
+TEST(Blind, ARecordAcrossBlindTimeCountsOnBothSides) {
+  GpuBusyTracker t(AlignedOptions());
+  t.AddBlind({10 * ms, 20 * ms});
+  t.AddBlind({22 * ms, 24 * ms});
+  t.AddDevice(Memcpy(9 * ms, 26 * ms, 1, 0));            // [9,10) [20,22) [24,26)
+  t.AddDevice(Rec(kActKernel, 21 * ms, 23 * ms, 0, 0));  // [21, 22)
+  t.AddDevice(Rec(kActKernel, 0, 1 * ms));
+  std::vector<DeviceBusy> r = t.Finish({0, 30 * ms});
+  const DeviceBusy& b = r[0];
+  EXPECT_EQ(b.busy_ns, 6 * ms);
+  EXPECT_EQ(b.blind_ns, 12 * ms);
+  EXPECT_EQ(b.late_records, 0u);
+  EXPECT_EQ(b.gap_count, 1u);  // [1, 9)
+  EXPECT_EQ(b.gap_ns, 8 * ms);
+  EXPECT_EQ(b.trailing_idle_ns, 4 * ms);
+}
+
+TEST(Blind, AnOpenBlindIntervalEndsAtTheWindowEnd) {
+  BusyOptions o = AlignedOptions();
+  o.reorder_ns = 1 * ms;
+  GpuBusyTracker t(o);
+  t.AddDevice(Rec(kActKernel, 0, 10 * ms));
+  t.BeginBlind(20 * ms);
+  EXPECT_TRUE(t.blind_open());
+  t.AddDevice(Memcpy(25 * ms, 26 * ms, 1, 0));  // after the open start: not counted
+  t.AddDevice(Memcpy(18 * ms, 22 * ms, 1, 0));  // [18, 20) counts
+  t.Advance(30 * ms);                           // merges while still open
+  t.AddDevice(Memcpy(35 * ms, 36 * ms, 1, 0));
+  std::vector<DeviceBusy> r = t.Finish({0, 40 * ms});
+  const DeviceBusy& b = r[0];
+  EXPECT_EQ(b.blind_ns, 20 * ms);
+  EXPECT_EQ(b.busy_ns, 12 * ms);
+  EXPECT_DOUBLE_EQ(b.busy_fraction, 12.0 / 20.0);
+  EXPECT_EQ(b.gap_count, 1u);  // [10, 18)
+  EXPECT_EQ(b.trailing_idle_ns, 0u);
+  EXPECT_DOUBLE_EQ(b.active_busy_fraction, 12.0 / 20.0);
+  EXPECT_DOUBLE_EQ(b.chunk_busy_fraction[29], kUnknownFraction);
+
+  // Closed: the time after it counts again.
+  GpuBusyTracker c(o);
+  c.AddDevice(Rec(kActKernel, 0, 10 * ms));
+  c.BeginBlind(20 * ms);
+  c.BeginBlind(22 * ms);  // already open: nothing
+  c.EndBlind(30 * ms);
+  c.EndBlind(31 * ms);  // none open: nothing
+  EXPECT_FALSE(c.blind_open());
+  c.AddDevice(Memcpy(35 * ms, 36 * ms, 1, 0));
+  DeviceBusy cb = c.Finish({0, 40 * ms})[0];
+  EXPECT_EQ(cb.blind_ns, 15 * ms);  // [20, 30) and the window's settling [30, 35)
+  EXPECT_EQ(cb.busy_ns, 11 * ms);
+  EXPECT_EQ(cb.gap_count, 1u);  // [10, 20)
+  EXPECT_EQ(cb.gap_ns, 10 * ms);
+}
+
+TEST(Blind, WholeWindowBlindHasNoVerdict) {
+  GpuBusyTracker t(AlignedOptions());
+  t.BeginBlind(0);  // PINSCOPE_CUPTI_KERNELS=off: copies only
+  t.AddDevice(Memcpy(5 * ms, 10 * ms, 1, 0));
+  t.AddDevice(Memcpy(50 * ms, 95 * ms, 1, 0));
+  std::vector<DeviceBusy> r = t.Finish({0, 100 * ms});
+  ASSERT_EQ(r.size(), 1u);
+  const DeviceBusy& b = r[0];
+  EXPECT_EQ(b.records, 2u);
+  EXPECT_EQ(b.busy_ns, 0u);
+  EXPECT_EQ(b.blind_ns, 100 * ms);
+  EXPECT_FALSE(b.measured());
+  EXPECT_TRUE(b.kernels_sampled());
+  EXPECT_DOUBLE_EQ(b.covered_fraction(), 0.0);
+  EXPECT_DOUBLE_EQ(b.busy_fraction, 0.0);
+  EXPECT_DOUBLE_EQ(b.active_busy_fraction, 0.0);
+  EXPECT_EQ(b.leading_idle_ns, 0u);
+  EXPECT_EQ(b.gap_count, 0u);
+  for (double f : b.chunk_busy_fraction) EXPECT_DOUBLE_EQ(f, kUnknownFraction);
+  InputVerdict v = JudgeInput(b);
+  EXPECT_FALSE(v.measured);
+  EXPECT_FALSE(v.not_input_bound);
+  EXPECT_DOUBLE_EQ(v.input_idle_fraction, 0.0);
+
+  // Whatever the figures say, a window without recorded time gives no verdict.
+  DeviceBusy forged;
+  forged.window = {0, 100 * ms};
+  forged.blind_ns = 100 * ms;
+  forged.active_busy_fraction = 1.0;
+  EXPECT_FALSE(JudgeInput(forged).not_input_bound);
+}
+
+TEST(Blind, WithoutBlindTimeNothingChanges) {
+  // An EndBlind with none open and an empty blind interval are no blind time:
+  // every figure equals the tracker's without them (traces before sampling).
+  auto feed = [](GpuBusyTracker& t) {
+    t.AddDevice(Rec(kActKernel, 2 * ms, 9 * ms));
+    t.AddDevice(Memcpy(12 * ms, 14 * ms, 1, 0));
+    t.AddDevice(Rec(kActKernel, 20 * ms, 27 * ms));
+    t.AddHostInterval(GapCause::kSync, {9 * ms, 12 * ms});
+  };
+  GpuBusyTracker plain(AlignedOptions()), touched(AlignedOptions());
+  feed(plain);
+  touched.EndBlind(5 * ms);
+  touched.AddBlind({15 * ms, 15 * ms});
+  feed(touched);
+  DeviceBusy a = plain.Finish({0, 30 * ms})[0], b = touched.Finish({0, 30 * ms})[0];
+  EXPECT_EQ(a.blind_ns, 0u);
+  EXPECT_FALSE(a.kernels_sampled());
+  EXPECT_DOUBLE_EQ(a.covered_fraction(), 1.0);
+  EXPECT_EQ(a.busy_ns, 16 * ms);
+  EXPECT_DOUBLE_EQ(a.busy_fraction, 16.0 / 30.0);
+  EXPECT_DOUBLE_EQ(a.active_busy_fraction, 16.0 / 25.0);
+  EXPECT_EQ(a.gap_count, 2u);
+  EXPECT_EQ(b.blind_ns, a.blind_ns);
+  EXPECT_EQ(b.busy_ns, a.busy_ns);
+  EXPECT_EQ(b.busy_fraction, a.busy_fraction);
+  EXPECT_EQ(b.active_busy_fraction, a.active_busy_fraction);
+  EXPECT_EQ(b.chunk_busy_fraction, a.chunk_busy_fraction);
+  EXPECT_EQ(b.gap_count, a.gap_count);
+  EXPECT_EQ(b.gap_ns, a.gap_ns);
+  EXPECT_EQ(b.leading_idle_ns, a.leading_idle_ns);
+  EXPECT_EQ(b.trailing_idle_ns, a.trailing_idle_ns);
+
+  ProcessDeviceAnalysis p(AlignedOptions());
+  p.OnDevice(Rec(kActKernel, 2 * ms, 9 * ms));
+  ProcessDeviceResult r = p.Finish({0, 10 * ms});
+  EXPECT_EQ(r.recording.switches, 0u);
+  EXPECT_EQ(r.recording.mode, "");
+  EXPECT_EQ(r.devices[0].blind_ns, 0u);
+  EXPECT_DOUBLE_EQ(r.devices[0].busy_fraction, 0.7);
+}
+
+TEST(Blind, StreamingWithBlindTimeEqualsBatch) {
+  BusyOptions o = AlignedOptions();
+  o.reorder_ns = 50 * ms;
+  GpuBusyTracker s(o), batch(o);
+  std::vector<DeviceRecord> recs;
+  for (uint64_t i = 0; i < 100; ++i) {
+    uint64_t base = i * 3 * ms + (i % 7 == 0 ? 2 * ms : 0);
+    recs.push_back(Rec(i % 5 == 0 ? kActMemcpy : kActKernel, base,
+                       base + 1 * ms + (i % 3) * 300 * us + (i % 11 == 0 ? 9 * ms : 0)));
+  }
+  const std::vector<Interval> blinds = {
+      {40 * ms, 95 * ms}, {150 * ms, 151 * ms + 500 * us}, {200 * ms, 260 * ms}};
+  for (const Interval& b : blinds) batch.AddBlind(b);
+  for (const DeviceRecord& r : recs) batch.AddDevice(r);
+  // Streaming: each blind edge is given when trace time passes it.
+  size_t edge = 0;  // 2 per blind interval
+  for (size_t i = 0; i < recs.size(); i += 10) {
+    for (size_t k = std::min(recs.size(), i + 10); k-- > i;) s.AddDevice(recs[k]);
+    uint64_t now = recs[i].end_ns + 20 * ms;
+    for (; edge < 2 * blinds.size(); ++edge) {
+      const Interval& b = blinds[edge / 2];
+      uint64_t at = edge % 2 ? b.end_ns : b.start_ns;
+      if (at > now) break;
+      if (edge % 2) {
+        s.EndBlind(at);
+      } else {
+        s.BeginBlind(at);
+      }
+    }
+    s.Advance(now);
+  }
+  for (; edge < 2 * blinds.size(); ++edge) {
+    const Interval& b = blinds[edge / 2];
+    if (edge % 2) {
+      s.EndBlind(b.end_ns);
+    } else {
+      s.BeginBlind(b.start_ns);
+    }
+  }
+  Interval w{0, 310 * ms};
+  DeviceBusy a = s.Finish(w)[0], b = batch.Finish(w)[0];
+  EXPECT_EQ(a.late_records, 0u);
+  // The blind intervals, plus each window's settling time up to its first
+  // activity: [95, 96) after the first (record 32 starts at 96 ms) and
+  // [260, 261) after the third (record 87 at 261 ms); the second ends
+  // inside a record.
+  EXPECT_EQ(a.blind_ns, 55 * ms + 1 * ms + 500 * us + 60 * ms + 2 * ms);
+  EXPECT_EQ(a.blind_ns, b.blind_ns);
+  EXPECT_EQ(a.busy_ns, b.busy_ns);
+  EXPECT_EQ(a.gap_count, b.gap_count);
+  EXPECT_EQ(a.gap_ns, b.gap_ns);
+  EXPECT_EQ(a.chunk_busy_fraction, b.chunk_busy_fraction);
+  // The exact reference: the records' union less the blind time.
+  std::vector<Interval> ivs;
+  for (const DeviceRecord& r : recs) ivs.push_back({r.start_ns, r.end_ns});
+  uint64_t busy = static_cast<uint64_t>(BusyFraction(ivs, w) * w.length() + 0.5);
+  for (const Interval& bl : blinds) {
+    busy -= static_cast<uint64_t>(BusyFraction(ivs, bl) * bl.length() + 0.5);
+  }
+  EXPECT_EQ(a.busy_ns, busy);
+}
+
+TEST(Process, RecordingSwitchesMakeBlindTimeAndASummary) {
+  ProcessDeviceAnalysis p(AlignedOptions(), 1 * kSec);
+  auto change = [](uint64_t t, bool kernels, const char* reason, double rate) {
+    RecordingSwitch c;
+    c.time_ns = t;
+    c.kernels = kernels;
+    c.reason = reason;
+    c.kernel_rate = rate;
+    return c;
+  };
+  p.OnDevice(Rec(kActKernel, 0, 10 * ms));
+  p.OnRecording(change(10 * ms, false, "sampling", 31000));
+  p.OnRecording(change(12 * ms, false, "sampling", 0));  // already off: nothing
+  p.OnRecording(change(30 * ms, true, "window", 0));
+  p.OnDevice(Rec(kActKernel, 30 * ms, 35 * ms));
+  p.OnRecording(change(35 * ms, false, "sampling", 40000));
+  p.OnDevice(Memcpy(36 * ms, 38 * ms, 1, 0));  // blind: not busy
+  ProcessDeviceResult r = p.Finish({0, 40 * ms});
+  EXPECT_EQ(r.recording.switches, 4u);
+  EXPECT_EQ(r.recording.stops, 2u);
+  EXPECT_EQ(r.recording.windows, 1u);
+  EXPECT_DOUBLE_EQ(r.recording.peak_kernel_rate, 40000.0);
+  EXPECT_EQ(r.recording.mode, "auto");
+  ASSERT_EQ(r.copy_classes.size(), 1u);  // copies are always recorded
+  EXPECT_EQ(r.copy_classes[0].count, 1u);
+  const DeviceBusy& b = r.devices.at(0);
+  EXPECT_EQ(b.blind_ns, 25 * ms);  // [10, 30) and [35, 40)
+  EXPECT_EQ(b.busy_ns, 15 * ms);
+  EXPECT_DOUBLE_EQ(b.busy_fraction, 1.0);
+  EXPECT_DOUBLE_EQ(b.covered_fraction(), 15.0 / 40.0);
+  EXPECT_EQ(b.gap_count, 0u);
+
+  ProcessDeviceAnalysis off(AlignedOptions());
+  off.OnRecording(change(0, false, "disabled", 0));
+  off.OnDevice(Memcpy(1 * ms, 2 * ms, 1, 0));
+  ProcessDeviceResult o = off.Finish({0, 10 * ms});
+  EXPECT_EQ(o.recording.mode, "off");
+  EXPECT_FALSE(o.devices.at(0).measured());
+  EXPECT_FALSE(JudgeInput(o.devices[0]).not_input_bound);
+}
+
 // --- all together --------------------------------------------------------------
 
 TEST(Process, FeedsJoinClassesAndBusyFromPackets) {

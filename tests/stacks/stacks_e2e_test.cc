@@ -56,6 +56,13 @@ RunResult RunTraced(const std::vector<std::string>& argv, const std::vector<std:
   return r;
 }
 
+const trace::Counters* LastCounters(const TraceFile& t) {
+  const trace::Counters* last = nullptr;
+  for (const trace::TracePacket& p : t.packets)
+    if (p.has_counters()) last = &p.counters();
+  return last;
+}
+
 std::vector<std::string> Names(const std::vector<SymbolizedFrame>& frames, size_t n) {
   std::vector<std::string> out;
   for (size_t i = 0; i < frames.size() && i < n; ++i) out.push_back(frames[i].function);
@@ -92,6 +99,18 @@ TEST(StacksE2E, NativeChainGivesExactFunctionsFilesAndLines) {
     EXPECT_FALSE(f.module.empty()) << f.ToString();
   }
   EXPECT_TRUE(t.stacks.begin()->second.python_frames().empty());
+  // The shim counts its own cost: one capture per recorded event, and the
+  // time it took (well under a second for a handful of captures).
+  const trace::Counters* counters = LastCounters(t);
+  ASSERT_NE(counters, nullptr);
+  uint64_t with_stack = 0, events = 0;
+  for (const auto& c : t.copies) with_stack += c.stack_id() != 0, ++events;
+  for (const auto& a : t.allocs) with_stack += a.stack_id() != 0, ++events;
+  for (const auto& m : t.shm) with_stack += m.stack_id() != 0, ++events;
+  EXPECT_GE(counters->stacks_captured(), with_stack);
+  EXPECT_LE(counters->stacks_captured(), events);
+  EXPECT_GT(counters->stack_capture_ns(), 0u);
+  EXPECT_LT(counters->stack_capture_ns(), 1000000000u);
 }
 
 TEST(StacksE2E, StrippedBinaryGivesModuleAndOffset) {
@@ -148,6 +167,10 @@ TEST(StacksE2E, StacksOffRecordsNoStack) {
   EXPECT_EQ(t.copies[0].stack_id(), 0u);
   EXPECT_TRUE(t.stacks.empty());
   EXPECT_EQ(t.modules.size(), 0u);
+  const trace::Counters* counters = LastCounters(t);
+  ASSERT_NE(counters, nullptr);
+  EXPECT_EQ(counters->stacks_captured(), 0u);
+  EXPECT_EQ(counters->stack_capture_ns(), 0u);
 }
 
 TEST(StacksE2E, ForkedChildWritesItsOwnCompleteStacks) {

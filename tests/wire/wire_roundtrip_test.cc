@@ -60,6 +60,7 @@ FIELD(f::packet::kNotice, TracePacket, Notice);
 FIELD(f::packet::kExit, TracePacket, Exit);
 FIELD(f::packet::kCuda, TracePacket, Cuda);
 FIELD(f::packet::kCounters, TracePacket, Counters);
+FIELD(f::packet::kRecording, TracePacket, Recording);
 
 FIELD(f::header::kFormatVersion, ProcessHeader, FormatVersion);
 FIELD(f::header::kRunId, ProcessHeader, RunId);
@@ -123,6 +124,13 @@ FIELD(f::counters::kAllocsSeen, Counters, AllocsSeen);
 FIELD(f::counters::kBytesWritten, Counters, BytesWritten);
 FIELD(f::counters::kDropped, Counters, DroppedEvents);
 FIELD(f::counters::kPinnedBytes, Counters, PinnedBytes);
+FIELD(f::counters::kStacksCaptured, Counters, StacksCaptured);
+FIELD(f::counters::kStackCaptureNs, Counters, StackCaptureNs);
+
+FIELD(f::recording::kKernels, DeviceRecording, Kernels);
+FIELD(f::recording::kReason, DeviceRecording, Reason);
+FIELD(f::recording::kKernelRate, DeviceRecording, KernelRate);
+FIELD(f::recording::kPlannedNs, DeviceRecording, PlannedNs);
 
 FIELD(f::copy::kApi, CopyEvent, Api);
 FIELD(f::copy::kPerThread, CopyEvent, PerThread);
@@ -815,6 +823,8 @@ std::vector<Case> AllCases() {
                      c->set_bytes_written(4);
                      c->set_dropped_events(5);
                      c->set_pinned_bytes(6);
+                     c->set_stacks_captured(7);
+                     c->set_stack_capture_ns(kMax64);
                    },
                    [](const pt::TracePacket& p, Encoder* e) {
                      namespace k = f::counters;
@@ -825,6 +835,24 @@ std::vector<Case> AllCases() {
                      e->Varint(k::kBytesWritten, c.bytes_written());
                      e->Varint(k::kDropped, c.dropped_events());
                      e->Varint(k::kPinnedBytes, c.pinned_bytes());
+                     e->Varint(k::kStacksCaptured, c.stacks_captured());
+                     e->Varint(k::kStackCaptureNs, c.stack_capture_ns());
+                   }});
+  cases.push_back({f::packet::kRecording,
+                   [](pt::TracePacket* p) {
+                     pt::DeviceRecording* r = p->mutable_recording();
+                     r->set_kernels(true);
+                     r->set_reason("sampling");
+                     r->set_kernel_rate(31234.5);
+                     r->set_planned_ns(kMax64);
+                   },
+                   [](const pt::TracePacket& p, Encoder* e) {
+                     namespace k = f::recording;
+                     const pt::DeviceRecording& r = p.recording();
+                     e->Bool(k::kKernels, r.kernels());
+                     e->String(k::kReason, r.reason().c_str());
+                     e->Double(k::kKernelRate, r.kernel_rate());
+                     e->Varint(k::kPlannedNs, r.planned_ns());
                    }});
   return cases;
 }
