@@ -17,6 +17,41 @@ double Share(uint64_t part, uint64_t whole) {
   return whole == 0 ? 0 : static_cast<double>(part) / static_cast<double>(whole);
 }
 
+// What DataLoader's pin-memory thread costs per batch: one thread copies
+// each batch into pinned memory at the calibrated host copy bandwidth.
+struct PinCost {
+  bool known = false;  // the calibration has host_copy_gbps
+  double gbps = 0;
+  uint64_t per_batch_ns = 0;
+};
+PinCost PinCostOf(const Report& report, uint64_t batch_bytes) {
+  PinCost cost;
+  cost.gbps = report.calibration().HostCopyGbps(batch_bytes);
+  cost.known = cost.gbps > 0;
+  if (cost.known) {
+    cost.per_batch_ns = static_cast<uint64_t>(static_cast<double>(batch_bytes) / cost.gbps);
+  }
+  return cost;
+}
+
+// The batches reach the GPU from memory the program pinned (pin_memory=True
+// or the program's own pinned buffers): most batch copies read it.
+bool BatchesPinned(const BatchLoop& loop) {
+  return loop.found && loop.pinned_batches * 2 > loop.batches;
+}
+
+// "the pin thread copies each 73.5 MiB batch at the calibrated 7.40 GB/s
+// host copy bandwidth: 10.4 ms per batch", or why it is unknown.
+std::string PinCostText(const PinCost& cost, uint64_t batch_bytes) {
+  if (!cost.known) {
+    return "the pin thread's cost per batch is unknown: the calibration has no host copy "
+           "bandwidth (run `pinscope calibrate`)";
+  }
+  return "the pin thread copies each " + FormatBytes(batch_bytes) + " batch into pinned memory " +
+         "at the calibrated " + FormatGbps(cost.gbps) + " host copy bandwidth (one thread): " +
+         FormatDuration(cost.per_batch_ns) + " per batch";
+}
+
 // Pageable staging: H2D/D2H copies from pageable memory go through the
 // driver's staging buffer. Loss = host-blocked time minus the time the same
 // bytes take at the calibrated pinned bandwidth, summed per copy.
@@ -83,6 +118,21 @@ class PageableStagingRule : public BottleneckRule {
           "adds a host copy of every batch). PINSCOPE_PIN=1 registers every new shm batch once "
           "(measured 5-10 ms per 55 MiB on an H200, docs/pinning.md), which eats into this "
           "saving: compare both with `pinscope diff`.";
+      const BatchLoop& loop = report.input().loop();
+      if (loop.found) {
+        const PinCost pin = PinCostOf(report, loop.batch_bytes);
+        finding.action += " With pin_memory=True, " + PinCostText(pin, loop.batch_bytes);
+        if (pin.known) {
+          const uint64_t interval = loop.mean_interval_ns();
+          finding.action += pin.per_batch_ns >= interval * 8 / 10
+                                ? ", at or above 80% of the " + FormatDuration(interval) +
+                                      " mean batch interval: the pin thread would be the limit; "
+                                      "prefer PINSCOPE_PIN=1"
+                                : ", below the " + FormatDuration(interval) +
+                                      " mean batch interval: it would keep up";
+        }
+        finding.action += ".";
+      }
     } else if (largest == alloc.loss_ns && alloc.loss_ns > 0) {
       finding.action =
           "Pin the host buffers that feed these copies: run under PINSCOPE_PIN=1 (transparent "
@@ -176,12 +226,15 @@ std::string CoresText(const Report& report) {
 }
 
 // Time saved if every interval between batch copies were scaled by num/den
-// (more producers), but never below its copy: sum of interval - max(copy,
-// interval * num / den).
-uint64_t SavingIfIntervalsScale(const BatchLoop& loop, uint64_t num, uint64_t den) {
+// (more producers), but never below its copy nor below `floor_ns` (the pin
+// thread's cost per batch, 0 if none): sum of interval - max(copy, interval
+// * num / den, floor).
+uint64_t SavingIfIntervalsScale(const BatchLoop& loop, uint64_t num, uint64_t den,
+                                uint64_t floor_ns = 0) {
   uint64_t saving = 0;
   for (size_t i = 0; i < loop.intervals_ns.size(); ++i) {
-    const uint64_t after = std::max(loop.copies_ns[i], loop.intervals_ns[i] * num / den);
+    const uint64_t after =
+        std::max({loop.copies_ns[i], loop.intervals_ns[i] * num / den, floor_ns});
     if (loop.intervals_ns[i] > after) saving += loop.intervals_ns[i] - after;
   }
   return saving;
@@ -210,7 +263,11 @@ class MainProcessBoundRule : public BottleneckRule {
     if (Share(producing, loop.total_interval_ns) < 0.5) return;
     const uint32_t cores = report.AvailableCores();
     const uint64_t k = cores > 1 ? cores - 1 : 1;
-    const uint64_t saving = SavingIfIntervalsScale(loop, 1, k);
+    // pin_memory=True: with workers, the pin thread copies every batch.
+    const bool pinned = BatchesPinned(loop);
+    const PinCost pin = PinCostOf(report, loop.batch_bytes);
+    const uint64_t pin_floor = pinned ? pin.per_batch_ns : 0;
+    const uint64_t saving = SavingIfIntervalsScale(loop, 1, k, pin_floor);
     const int root = report.root_index();
     const uint64_t life = report.ProcessDuration(root);
     Finding f;
@@ -233,10 +290,67 @@ class MainProcessBoundRule : public BottleneckRule {
                ": the available cores minus the main process). Estimated saving " +
                FormatDuration(saving) + " (" + FormatPercent(f.fraction) +
                " of the main process's life), an upper bound: each interval between batch "
-               "copies shrinks to max(copy, interval / " + std::to_string(k) + " workers).";
+               "copies shrinks to max(copy, interval / " + std::to_string(k) + " workers" +
+               (pinned && pin.known ? ", pin thread " + FormatDuration(pin.per_batch_ns) : "") +
+               ").";
+    if (pinned) {
+      const uint64_t predicted = std::max(loop.median_copy_ns, loop.median_interval_ns / k);
+      f.action += " The batches are pinned (pin_memory=True): with workers, " +
+                  PinCostText(pin, loop.batch_bytes);
+      if (pin.known) {
+        f.action += pin.per_batch_ns >= predicted
+                        ? ", more than the " + FormatDuration(predicted) +
+                              " interval the workers would allow: the pin thread becomes the "
+                              "limit (pin_memory=False with PINSCOPE_PIN=1 avoids its copy)"
+                        : ": it keeps up with the " + FormatDuration(predicted) +
+                              " interval the workers would allow";
+      }
+      f.action += ".";
+    }
     findings->push_back(std::move(f));
   }
 };
+
+// What the workers supply: workers alive at once (persistent_workers=False
+// forks a new set every epoch, so the total count overstates it), and what
+// one worker takes per batch: its life over the shm segments (batches) it
+// made. segments == 0: no worker made any.
+struct WorkerSupply {
+  uint64_t segments = 0;
+  uint64_t workers = 1;
+  double per_batch_ns = 0;  // one worker
+  double supply_ns = 0;     // all workers together: one batch every this
+};
+WorkerSupply SupplyOf(const Report& report) {
+  WorkerSupply out;
+  uint64_t worker_ns = 0;
+  std::vector<std::pair<uint64_t, int>> edges;
+  for (const ProcessSummary& p : report.processes()) {
+    if (p.origin != trace::ORIGIN_FORK || p.helper || p.end_ns <= p.start_ns) continue;
+    out.segments += p.shm_created;
+    worker_ns += p.end_ns - p.start_ns;
+    edges.push_back({p.start_ns, +1});
+    edges.push_back({p.end_ns, -1});
+  }
+  if (out.segments == 0 || worker_ns == 0) {
+    out.segments = 0;
+    return out;
+  }
+  std::sort(edges.begin(), edges.end());
+  int alive = 0, concurrent = 0;
+  for (const auto& e : edges) concurrent = std::max(concurrent, alive += e.second);
+  out.workers = static_cast<uint64_t>(std::max(concurrent, 1));
+  out.per_batch_ns = static_cast<double>(worker_ns) / out.segments;
+  out.supply_ns = out.per_batch_ns / out.workers;
+  return out;
+}
+
+// pin_memory=True with workers: the batch copies read program-pinned
+// memory and a non-main thread of the root maps the workers' shm batches.
+bool PinThreadActive(const Report& report) {
+  return report.input().workers() > 0 && BatchesPinned(report.input().loop()) &&
+         report.input().pin_thread().tid != 0;
+}
 
 // Input starvation: workers exist, yet the main thread waits between batch
 // copies far longer than the copy. Each worker makes a batch in its life /
@@ -256,25 +370,12 @@ class InputStarvationRule : public BottleneckRule {
     if (report.input().workers() == 0 || loop.median_interval_ns < 2 * loop.median_copy_ns ||
         GpuBusy(report))
       return;
-    // Workers alive at once (persistent_workers=False forks a new set every
-    // epoch, so the total count overstates it), and what one worker takes
-    // per batch: its life over the shm segments (batches) it made.
-    uint64_t segments = 0, worker_ns = 0;
-    std::vector<std::pair<uint64_t, int>> edges;
-    for (const ProcessSummary& p : report.processes()) {
-      if (p.origin != trace::ORIGIN_FORK || p.helper || p.end_ns <= p.start_ns) continue;
-      segments += p.shm_created;
-      worker_ns += p.end_ns - p.start_ns;
-      edges.push_back({p.start_ns, +1});
-      edges.push_back({p.end_ns, -1});
-    }
-    if (segments == 0 || worker_ns == 0) return;
-    std::sort(edges.begin(), edges.end());
-    int alive = 0, concurrent = 0;
-    for (const auto& e : edges) concurrent = std::max(concurrent, alive += e.second);
-    const uint64_t workers = static_cast<uint64_t>(std::max(concurrent, 1));
-    const double per_batch_ns = static_cast<double>(worker_ns) / segments;  // one worker
-    const double supply_ns = per_batch_ns / workers;  // all workers together
+    const WorkerSupply supply_of = SupplyOf(report);
+    if (supply_of.segments == 0) return;
+    const uint64_t segments = supply_of.segments;
+    const uint64_t workers = supply_of.workers;
+    const double per_batch_ns = supply_of.per_batch_ns;  // one worker
+    const double supply_ns = supply_of.supply_ns;        // all workers together
     const double gap_ns = static_cast<double>(loop.median_interval_ns);
     // The main thread only starves when batches arrive no faster than it
     // takes them; otherwise its own work between batches is the limit and
@@ -308,7 +409,10 @@ class InputStarvationRule : public BottleneckRule {
         static_cast<uint64_t>(per_batch_ns / std::max<uint64_t>(loop.median_copy_ns, 1)) + 1;
     wanted = std::min(std::max(wanted, workers + 1), max_workers);
     if (wanted <= workers) return;
-    const uint64_t saving = SavingIfIntervalsScale(loop, workers, wanted);
+    const bool pin_on = PinThreadActive(report);
+    const PinCost pin = PinCostOf(report, loop.batch_bytes);
+    const uint64_t pin_floor = pin_on ? pin.per_batch_ns : 0;
+    const uint64_t saving = SavingIfIntervalsScale(loop, workers, wanted, pin_floor);
     const uint64_t life = report.ProcessDuration(report.root_index());
     const ShmAnalysis& shm = report.shm();
     const uint64_t shm_needed = shm.peak_bytes() * wanted / workers;
@@ -335,8 +439,198 @@ class InputStarvationRule : public BottleneckRule {
                                : "") +
                "). Estimated saving " + FormatDuration(saving) + " (" + FormatPercent(f.fraction) +
                "): each interval shrinks to max(copy, interval x " + std::to_string(workers) + "/" +
-               std::to_string(wanted) + ").";
+               std::to_string(wanted) + (pin_on && pin.known ? ", pin thread" : "") + ").";
+    if (pin_on) {
+      const uint64_t predicted = std::max(
+          loop.median_copy_ns, static_cast<uint64_t>(supply_ns) * workers / wanted);
+      f.action += " pin_memory=True: " + PinCostText(pin, loop.batch_bytes);
+      if (pin.known) {
+        f.action += pin.per_batch_ns >= predicted
+                        ? "; with " + std::to_string(wanted) + " workers supplying a batch every " +
+                              FormatDuration(predicted) +
+                              " the pin thread becomes the limit and caps the gain "
+                              "(pin_memory=False with PINSCOPE_PIN=1 avoids its copy)"
+                        : "; it keeps up with " + std::to_string(wanted) +
+                              " workers supplying a batch every " + FormatDuration(predicted);
+      }
+      f.action += ".";
+    }
     findings->push_back(std::move(f));
+  }
+};
+
+// Main-process-bound on the pin thread: with pin_memory=True one thread of
+// the main process copies every batch into pinned memory; when that takes
+// about as long as the interval between batches (>= 80%), it is the limit.
+// Fix: pin_memory=False with PINSCOPE_PIN=1 (pinscope pins the shm batches
+// in place, no host copy). Saving = the span of the batch loop less what it
+// would take at max(copy at the pinned bandwidth, the workers' interval).
+class PinThreadRule : public BottleneckRule {
+ public:
+  static constexpr double kLimitShare = 0.8;
+  const char* id() const override { return "pin_thread_bound"; }
+  const char* title() const override { return "main-process-bound (pin thread)"; }
+  std::string MissingData(const Report& report) const override {
+    if (!report.input().loop().found) {
+      return "recurring batch copies on the root's main thread (at least 3 large H2D copies)";
+    }
+    if (PinThreadActive(report) && !PinCostOf(report, report.input().loop().batch_bytes).known) {
+      return "the host copy bandwidth of one thread (host_copy_gbps: run `pinscope calibrate`)";
+    }
+    return "";
+  }
+  void Evaluate(const Report& report, std::vector<Finding>* findings) const override {
+    const BatchLoop& loop = report.input().loop();
+    if (!PinThreadActive(report) || loop.batches < 2 || GpuBusy(report)) return;
+    const PinCost pin = PinCostOf(report, loop.batch_bytes);
+    const uint64_t interval = loop.mean_interval_ns();
+    if (!pin.known || interval == 0 ||
+        static_cast<double>(pin.per_batch_ns) < kLimitShare * static_cast<double>(interval))
+      return;
+    const double pinned_gbps = report.calibration().PinnedGbps(true, loop.batch_bytes);
+    const uint64_t copy_pinned =
+        pinned_gbps > 0 ? static_cast<uint64_t>(static_cast<double>(loop.batch_bytes) / pinned_gbps)
+                        : loop.median_copy_ns;
+    const WorkerSupply supply = SupplyOf(report);
+    const uint64_t worker_interval = static_cast<uint64_t>(supply.supply_ns);
+    const uint64_t after = std::max(copy_pinned, worker_interval);
+    const uint64_t intervals = loop.batches - 1;
+    const uint64_t saving =
+        loop.total_interval_ns > after * intervals ? loop.total_interval_ns - after * intervals : 0;
+    const uint64_t life = report.ProcessDuration(report.root_index());
+    Finding f;
+    f.id = id();
+    f.title = title();
+    f.saving_ns = saving;
+    f.fraction = Share(saving, life);
+    f.significant = f.fraction >= kSignificantFraction;
+    f.severity = f.significant ? Severity::kWarning : Severity::kInfo;
+    f.verdict = "main-process-bound (pin thread): " + PinCostText(pin, loop.batch_bytes) + ", " +
+                FormatPercent(Share(pin.per_batch_ns, interval)) + " of the " +
+                FormatDuration(interval) +
+                " mean batch interval: use pin_memory=False with PINSCOPE_PIN=1";
+    f.evidence = FormatCount(loop.batches) + " batch copies from program-pinned memory (" +
+                 FormatCount(loop.pinned_batches) + " pinned), mean interval " +
+                 FormatDuration(interval) + " (median " + FormatDuration(loop.median_interval_ns) +
+                 "); pid " + std::to_string(report.root_header().pid()) + " thread " +
+                 std::to_string(report.input().pin_thread().tid) + " mapped " +
+                 FormatCount(report.input().pin_thread().shm_maps) +
+                 " worker shm segments (the pin thread); " +
+                 (supply.segments > 0
+                      ? std::to_string(supply.workers) + " workers supply a batch every " +
+                            FormatDuration(worker_interval)
+                      : std::string("worker supply unknown")) +
+                 "; the copy from pinned memory takes " + FormatDuration(copy_pinned) + ".";
+    f.action = "Set pin_memory=False and run under PINSCOPE_PIN=1: pinscope pins the workers' shm "
+               "batches in place, so no thread copies them (it pays one registration per new "
+               "batch segment, docs/pinning.md). Estimated saving " +
+               FormatDuration(saving) + " (" + FormatPercent(f.fraction) +
+               " of the main process's life), an upper bound: each interval shrinks to max(copy "
+               "at the pinned bandwidth, the workers' interval) = " + FormatDuration(after) +
+               ". Compare both runs with `pinscope diff`.";
+    findings->push_back(std::move(f));
+  }
+};
+
+// Synchronous copies blocking the host: a main thread waits for the GPU in
+// copy and synchronize calls (SyncWaits in input_analysis.h), and the GPU
+// idles while the host then does its own work. Only main threads count: a
+// pin-memory, CUPTI or NCCL thread blocks off the training loop's path.
+// Not flagged when the device says the GPU is busy (waiting is natural:
+// GPU-bound). Significant from kSignificantShare of the thread's time from
+// its first to its last copy or sync: the saving is an upper bound, so a
+// higher bar than kSignificantFraction.
+class SyncCopiesRule : public BottleneckRule {
+ public:
+  static constexpr double kSignificantShare = 0.05;
+  const char* id() const override { return "sync_copies"; }
+  const char* title() const override { return "synchronous copies blocking the host"; }
+  void Evaluate(const Report& report, std::vector<Finding>* findings) const override {
+    const SyncWaits& waits = report.input().sync_waits();
+    if (waits.threads.empty()) return;
+    const SyncThread& t = waits.threads.front();
+    if (t.saving_ns == 0 || t.span_ns == 0) return;
+    // The device of this process, else the run's busiest.
+    const device::DeviceBusy* busy = nullptr;
+    for (const ProcessDevice& p : report.input().devices()) {
+      if (p.process_index != t.process_index) continue;
+      for (const device::DeviceBusy& d : p.result.devices)
+        if (busy == nullptr || d.busy_ns > busy->busy_ns) busy = &d;
+    }
+    if (busy == nullptr) busy = report.input().MainDevice();
+    if (busy != nullptr && device::JudgeInput(*busy).not_input_bound) return;
+
+    const std::string thread = report.ThreadLabel(t.process_index, t.tid);
+    Finding f;
+    f.id = id();
+    f.title = title();
+    f.saving_ns = t.saving_ns;
+    f.fraction = Share(t.saving_ns, t.span_ns);
+    f.significant = f.fraction >= kSignificantShare;
+    f.severity = f.significant ? Severity::kWarning : Severity::kInfo;
+    f.verdict = "synchronous copies blocking the host: " + thread + " waited for the GPU " +
+                FormatDuration(t.wait_ns) + " in " + FormatCount(t.waiting_calls) +
+                " copy/synchronize calls (" + FormatPercent(Share(t.wait_ns, t.span_ns)) +
+                " of its " + FormatDuration(t.span_ns) +
+                " from first to last such call), and the GPU idles while the host works after "
+                "each wait: overlapping would save up to " +
+                FormatDuration(t.saving_ns) + " (" + FormatPercent(f.fraction) + ")";
+    f.evidence = FormatCount(t.waiting_calls) + " of " + FormatCount(t.calls) +
+                 " H2D/D2H copies and synchronize calls waited: synchronize calls " +
+                 FormatDuration(t.sync_wait_ns) + ", copies " + FormatDuration(t.copy_wait_ns) +
+                 " beyond their transfer (" + FormatCount(t.copies_joined) +
+                 " copies timed by device activity, " + FormatCount(t.copies_calibrated) +
+                 " at the calibrated bandwidth); host time outside the waits " +
+                 FormatDuration(t.host_ns) + ".";
+    if (busy != nullptr && busy->measured()) {
+      f.evidence += " The GPU was busy " +
+                    FormatPercent(device::JudgeInput(*busy).busy_fraction) +
+                    " of the time from its first to its last activity.";
+    }
+    std::string sites;
+    size_t shown = 0;
+    for (const SyncSite& site : t.sites) {
+      if (shown == 3 || site.saving_ns == 0) break;
+      ++shown;
+      sites += (sites.empty() ? " Sites: " : "; ") + SiteText(site) + " - " +
+               FormatCount(site.calls) + " waits, " + FormatDuration(site.wait_ns) + ", saving " +
+               FormatDuration(site.saving_ns);
+    }
+    if (!sites.empty()) f.evidence += sites + ".";
+    const std::string where =
+        t.sites.empty() || t.sites.front().site.empty() ? "At the waiting calls"
+                                                        : SiteText(t.sites.front());
+    f.action = where +
+               ": read the value back every N steps or after the loop (accumulate it on the "
+               "GPU); use non_blocking=True copies into pinned memory and wait (an event) only "
+               "where the value is needed. Estimated saving " +
+               FormatDuration(t.saving_ns) + " (" + FormatPercent(f.fraction) + " of " + thread +
+               "'s time from its first to its last copy or sync), an upper bound: each wait "
+               "overlaps at most the host work after it, up to the next wait.";
+    if (waits.dropped_calls > 0) {
+      f.evidence += " " + FormatCount(waits.dropped_calls) +
+                    " later calls were not assessed (memory cap).";
+    }
+    findings->push_back(std::move(f));
+  }
+
+ private:
+  // "tests/gpu/job.py:77 main (cudaStreamSynchronize after a 4 B D2H copy)"
+  static std::string SiteText(const SyncSite& site) {
+    std::string text = site.site.empty() ? std::string("unknown site (no stack)") : site.site;
+    std::string what;
+    if (site.syncs > 0) {
+      for (size_t i = 0; i < site.apis.size(); ++i) what += (i ? "/" : "") + site.apis[i];
+      if (site.via_copy) what += " after the copy there";
+    }
+    if (site.copies > 0) {
+      if (!what.empty()) what += ", ";
+      what += FormatCount(site.copies) +
+              (site.h2d > 0 && site.d2h > 0 ? " H2D/D2H" : site.h2d > 0 ? " H2D" : " D2H") +
+              (site.copies == 1 ? " copy" : " copies") + " of " +
+              FormatBytes(site.copy_bytes / site.copies) + " on average";
+    }
+    return what.empty() ? text : text + " (" + what + ")";
   }
 };
 
@@ -395,33 +689,16 @@ class ForkCostRule : public BottleneckRule {
   }
 };
 
-// Classes of bottleneck that need data a later recorder brings. Each is a
-// rule already, so adding its Evaluate() is the whole change.
-class PendingRule : public BottleneckRule {
- public:
-  PendingRule(const char* id, const char* title, const char* needs)
-      : id_(id), title_(title), needs_(needs) {}
-  const char* id() const override { return id_; }
-  const char* title() const override { return title_; }
-  std::string MissingData(const Report& report) const override { return needs_; }
-
- private:
-  const char* id_;
-  const char* title_;
-  const char* needs_;
-};
-
 }  // namespace
 
 std::vector<std::unique_ptr<BottleneckRule>> DefaultRules() {
   std::vector<std::unique_ptr<BottleneckRule>> rules;
   rules.push_back(std::make_unique<ShmCapacityRule>());
   rules.push_back(std::make_unique<PageableStagingRule>());
-  rules.push_back(std::make_unique<PendingRule>(
-      "sync_copies", "synchronous copies blocking the host",
-      "device activity (CUPTI) to tell time waiting on the stream from time copying"));
+  rules.push_back(std::make_unique<SyncCopiesRule>());
   rules.push_back(std::make_unique<MainProcessBoundRule>());
   rules.push_back(std::make_unique<InputStarvationRule>());
+  rules.push_back(std::make_unique<PinThreadRule>());
   rules.push_back(std::make_unique<PinnedOveruseRule>());
   rules.push_back(std::make_unique<ForkCostRule>());
   return rules;

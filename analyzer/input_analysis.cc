@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "analyzer/callsite_analysis.h"
+
 namespace pinscope {
 
 namespace {
@@ -13,6 +15,12 @@ namespace {
 // Root main thread H2D copies kept for the batch detection (the largest
 // recurring ones are the batches; a run with more is summarised on these).
 constexpr size_t kMaxRootCopies = 1 << 20;
+// Main-thread copies and syncs kept for SyncWaits (48 bytes each).
+constexpr uint64_t kMaxWaitCalls = 1 << 21;
+// A sync without a stack is named by the copy just before it on its thread
+// (`.item()`, `.cpu()`: cudaMemcpyAsync then cudaStreamSynchronize) when
+// that copy returned this recently.
+constexpr uint64_t kSyncAfterCopyNs = 1000000;  // 1 ms
 
 uint64_t Median(std::vector<uint64_t> values) {
   if (values.empty()) return 0;
@@ -46,7 +54,9 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
       copy.direction() == trace::H2D && ctx.blocked_ns > 0 && root_copies_.size() < kMaxRootCopies) {
     // Only copies that may still be a batch: at least half the largest yet.
     if (copy.bytes() * 2 >= largest_root_copy_) {
-      root_copies_.push_back({ctx.event.time_ns, ctx.event.time_ns + ctx.blocked_ns, copy.bytes()});
+      const bool pinned = copy.src_kind() == trace::PINNED && copy.pin() == trace::PIN_BY_PROGRAM;
+      root_copies_.push_back(
+          {ctx.event.time_ns, ctx.event.time_ns + ctx.blocked_ns, copy.bytes(), pinned});
       if (copy.bytes() > largest_root_copy_) {
         largest_root_copy_ = copy.bytes();
         std::erase_if(root_copies_, [&](const Copy& c) { return c.bytes * 2 < largest_root_copy_; });
@@ -89,10 +99,107 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
   call.tid = tid;
   PerProcess& state = Process(process.index());
   if (state.device) state.device->OnHostCall(call);
+
+  // Main threads' H2D/D2H copies for SyncWaits, with their transfer time at
+  // the calibrated bandwidth until a device record says better.
+  const bool h2d = copy.direction() == trace::H2D;
+  if (tid == process.pid() && (h2d || copy.direction() == trace::D2H) && copy.result() == 0) {
+    if (wait_calls_ >= kMaxWaitCalls) {
+      ++sync_.dropped_calls;
+      return;
+    }
+    if (state.wait_thread < 0) {
+      state.wait_thread = static_cast<int>(wait_threads_.size());
+      wait_threads_.push_back({process.index(), process.pid(), tid, {}, {}});
+    }
+    WaitThread& thread = wait_threads_[state.wait_thread];
+    const uint32_t host_kind = h2d ? copy.src_kind() : copy.dst_kind();
+    const double gbps = host_kind == trace::PAGEABLE ? calibration_.PageableGbps(h2d, copy.bytes())
+                                                     : calibration_.PinnedGbps(h2d, copy.bytes());
+    WaitCall wait{};
+    wait.start_ns = call.start_ns;
+    wait.end_ns = call.end_ns;
+    wait.call_id = copy.call_id();
+    wait.transfer_ns = AtGbps(copy.bytes(), gbps);
+    wait.bytes = copy.bytes();
+    wait.site = WaitSite(process, copy.stack_id());
+    wait.kind = h2d ? 1 : 2;
+    wait.pageable = host_kind == trace::PAGEABLE;
+    thread.by_call.try_emplace(copy.call_id(), static_cast<uint32_t>(thread.calls.size()));
+    thread.calls.push_back(wait);
+    ++wait_calls_;
+    if (!state.joiner) state.joiner = std::make_unique<device::CorrelationJoiner>();
+    state.joiner->AddHostCall(call);
+    JoinDevice(state);
+  }
+}
+
+int32_t InputAnalysis::WaitSite(const ProcessState& process, uint64_t stack_id) {
+  if (stack_id == 0) return -1;
+  std::string site;
+  const trace::Stack* stack = process.Stack(stack_id);
+  if (stack != nullptr && stack->python_frames_size() > 0) {
+    std::vector<std::string> frames = process.DescribeStack(stack_id, 1);
+    if (!frames.empty()) site = frames[0];
+  }
+  if (site.empty()) site = InnermostNativeFrame(process, stack_id);
+  if (site.empty()) return -1;
+  auto [it, inserted] = wait_site_index_.try_emplace(site, static_cast<int32_t>(wait_sites_.size()));
+  if (inserted) wait_sites_.push_back(site);
+  return it->second;
+}
+
+// Device times of the main thread's copies: the sum of the memcpy records
+// joined to each (a batch copy's records go to its CopyEvents in order).
+void InputAnalysis::JoinDevice(PerProcess& state) {
+  if (!state.joiner || state.wait_thread < 0) return;
+  WaitThread& thread = wait_threads_[state.wait_thread];
+  for (const device::Joined& joined : state.joiner->Take()) {
+    if (!joined.host || joined.device.kind != device::kActMemcpy) continue;
+    auto it = thread.by_call.find(joined.host->call_id);
+    if (it == thread.by_call.end()) continue;
+    for (size_t i = it->second; i < thread.calls.size() && i < it->second + 64u; ++i) {
+      WaitCall& call = thread.calls[i];
+      if (call.call_id != joined.host->call_id || call.start_ns != joined.host->start_ns) continue;
+      if (!call.joined) call.transfer_ns = 0;
+      call.joined = true;
+      call.transfer_ns += joined.device.duration_ns();
+      break;
+    }
+  }
 }
 
 void InputAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
   PerProcess& state = Process(event.process.index());
+  const ProcessState& process = event.process;
+  if (event.packet.tid() == process.pid() && sync.result() == 0) {
+    if (wait_calls_ >= kMaxWaitCalls) {
+      ++sync_.dropped_calls;
+    } else {
+      if (state.wait_thread < 0) {
+        state.wait_thread = static_cast<int>(wait_threads_.size());
+        wait_threads_.push_back({process.index(), process.pid(), process.pid(), {}, {}});
+      }
+      WaitThread& thread = wait_threads_[state.wait_thread];
+      WaitCall wait{};
+      wait.start_ns = event.time_ns;
+      wait.end_ns = std::max(sync.end_ns(), event.time_ns);
+      wait.call_id = sync.call_id();
+      wait.kind = 0;
+      wait.api = static_cast<uint8_t>(sync.api());
+      wait.site = WaitSite(process, sync.stack_id());
+      if (wait.site < 0 && !thread.calls.empty()) {
+        // Named by the copy just before it: encoded as -2 - site.
+        const WaitCall& before = thread.calls.back();
+        if (before.kind != 0 && before.site >= 0 && before.end_ns <= wait.start_ns &&
+            wait.start_ns - before.end_ns <= kSyncAfterCopyNs) {
+          wait.site = -2 - before.site;
+        }
+      }
+      thread.calls.push_back(wait);
+      ++wait_calls_;
+    }
+  }
   if (!state.device) return;
   device::HostCall call;
   call.type = device::HostCall::Type::kSync;
@@ -101,6 +208,15 @@ void InputAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
   call.end_ns = std::max(sync.end_ns(), event.time_ns);
   call.tid = event.packet.tid();
   state.device->OnHostCall(call);
+}
+
+void InputAnalysis::OnShm(const ShmContext& ctx) {
+  const ProcessState& process = ctx.event.process;
+  const uint32_t tid = ctx.event.packet.tid();
+  if (ctx.shm.op() == trace::SHM_MAP && !ctx.implicit && static_cast<int>(process.pid()) == root_pid_ &&
+      tid != 0 && tid != process.pid()) {
+    ++root_shm_maps_[tid];
+  }
 }
 
 void InputAnalysis::OnPin(const Event& event, const trace::PinEvent& pin) {
@@ -158,16 +274,22 @@ void InputAnalysis::OnDevice(const Event& event, const trace::DeviceActivity& a)
   record.correlation_id = a.correlation_id();
   record.name_id = a.name_id();
   state.device->OnDevice(record);
+  if (state.joiner && record.kind == device::kActMemcpy) state.joiner->AddDevice(record);
   if (event.time_ns > state.last_advance_ns + device::kSec) {
     state.device->Advance(event.time_ns);
+    if (state.joiner) state.joiner->Advance(event.time_ns);
     state.last_advance_ns = event.time_ns;
   }
+  JoinDevice(state);
 }
 
 void InputAnalysis::OnCorrelation(const Event& event, const trace::ExternalCorrelation& c) {
   PerProcess& state = Process(event.process.index());
   if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
   state.device->OnCorrelation(c.correlation_id(), c.call_id(), event.time_ns);
+  if (!state.joiner) state.joiner = std::make_unique<device::CorrelationJoiner>();
+  state.joiner->AddCorrelation(c.correlation_id(), c.call_id(), event.time_ns);
+  JoinDevice(state);
 }
 
 void InputAnalysis::OnRecording(const Event& event, const trace::DeviceRecording& r) {
@@ -188,6 +310,11 @@ void InputAnalysis::OnProcessEnd(const ProcessState& process) {
   if (it == per_process_.end()) return;
   PerProcess& state = it->second;
   pins_.peak_pinned_bytes += state.peak_pinned;
+  if (state.joiner) {
+    state.joiner->Finish();
+    JoinDevice(state);
+    state.joiner.reset();
+  }
   if (state.device && state.records > 0) {
     ProcessDevice out;
     out.process_index = process.index();
@@ -209,7 +336,81 @@ const device::DeviceBusy* InputAnalysis::MainDevice() const {
   return best;
 }
 
+void InputAnalysis::FinishSyncWaits() {
+  static const char* kSyncApis[] = {"unknown", "cudaStreamSynchronize", "cudaDeviceSynchronize",
+                                    "cudaEventSynchronize", "cudaStreamQuery"};
+  for (WaitThread& thread : wait_threads_) {
+    std::vector<WaitCall>& calls = thread.calls;
+    if (calls.empty()) continue;
+    std::stable_sort(calls.begin(), calls.end(),
+                     [](const WaitCall& a, const WaitCall& b) { return a.start_ns < b.start_ns; });
+    SyncThread out;
+    out.process_index = thread.process_index;
+    out.pid = thread.pid;
+    out.tid = thread.tid;
+    out.calls = calls.size();
+    uint64_t last_end = 0;
+    for (const WaitCall& c : calls) last_end = std::max(last_end, c.end_ns);
+    out.span_ns = last_end - calls.front().start_ns;
+    // Waits per call, then each one's saving up to the next waiting call.
+    std::vector<uint64_t> waits(calls.size(), 0);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const WaitCall& c = calls[i];
+      const uint64_t blocked = c.end_ns - c.start_ns;
+      const uint64_t own = (c.kind == 0 ? 0 : c.transfer_ns) + SyncWaits::kCallOverheadNs;
+      waits[i] = blocked > own ? blocked - own : 0;
+      if (c.kind != 0 && c.pageable && !c.joined) waits[i] = 0;
+      if (c.kind != 0) (c.joined ? out.copies_joined : out.copies_calibrated)++;
+    }
+    std::map<int32_t, SyncSite> sites;
+    size_t next = 0;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (waits[i] == 0) continue;
+      const WaitCall& c = calls[i];
+      next = std::max(next, i + 1);
+      while (next < calls.size() && waits[next] == 0) ++next;
+      const uint64_t host =
+          next < calls.size() && calls[next].start_ns > c.end_ns ? calls[next].start_ns - c.end_ns : 0;
+      const uint64_t saving = std::min(waits[i], host);
+      ++out.waiting_calls;
+      out.wait_ns += waits[i];
+      (c.kind == 0 ? out.sync_wait_ns : out.copy_wait_ns) += waits[i];
+      out.saving_ns += saving;
+      const int32_t index = c.site <= -2 ? -2 - c.site : c.site;
+      SyncSite& site = sites[index];
+      if (index >= 0) site.site = wait_sites_[index];
+      if (c.site <= -2) site.via_copy = true;
+      ++site.calls;
+      site.wait_ns += waits[i];
+      site.saving_ns += saving;
+      if (c.kind == 0) {
+        ++site.syncs;
+        const std::string api = c.api < 5 ? kSyncApis[c.api] : "unknown";
+        if (std::find(site.apis.begin(), site.apis.end(), api) == site.apis.end())
+          site.apis.push_back(api);
+      } else {
+        ++site.copies;
+        ++(c.kind == 1 ? site.h2d : site.d2h);
+        site.copy_bytes += c.bytes;
+      }
+    }
+    out.host_ns = out.span_ns - std::min(out.span_ns, out.wait_ns);
+    for (auto& [index, site] : sites) out.sites.push_back(std::move(site));
+    std::stable_sort(out.sites.begin(), out.sites.end(), [](const SyncSite& a, const SyncSite& b) {
+      return a.saving_ns != b.saving_ns ? a.saving_ns > b.saving_ns : a.wait_ns > b.wait_ns;
+    });
+    sync_.threads.push_back(std::move(out));
+  }
+  wait_threads_.clear();
+  std::stable_sort(sync_.threads.begin(), sync_.threads.end(),
+                   [](const SyncThread& a, const SyncThread& b) { return a.saving_ns > b.saving_ns; });
+}
+
 void InputAnalysis::Finish(const RunInfo& run) {
+  FinishSyncWaits();
+  for (const auto& [tid, maps] : root_shm_maps_) {
+    if (maps > pin_thread_.shm_maps) pin_thread_ = {tid, maps};
+  }
   std::vector<Copy> batches;
   for (const Copy& c : root_copies_) {
     if (c.bytes * 2 >= largest_root_copy_) batches.push_back(c);
@@ -224,6 +425,7 @@ void InputAnalysis::Finish(const RunInfo& run) {
   std::vector<uint64_t> bytes, copies;
   for (size_t i = 0; i < batches.size(); ++i) {
     bytes.push_back(batches[i].bytes);
+    if (batches[i].pinned) ++loop_.pinned_batches;
     copies.push_back(batches[i].end_ns - batches[i].start_ns);
     if (i + 1 < batches.size()) {
       loop_.intervals_ns.push_back(batches[i + 1].start_ns - batches[i].start_ns);

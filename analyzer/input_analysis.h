@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "analyzer/calibration.h"
@@ -32,6 +33,60 @@ struct BatchLoop {
   uint64_t total_copy_ns = 0;       // blocked time of the batch copies in that span
   std::vector<uint64_t> intervals_ns;  // each interval (for estimates)
   std::vector<uint64_t> copies_ns;     // the copy that opens each interval
+  // Batch copies that read memory the program pinned (PIN_BY_PROGRAM from
+  // pinned memory: pin_memory=True, or pinned buffers of its own).
+  uint64_t pinned_batches = 0;
+  // total_interval_ns / (batches - 1): the steady rate, which a bursty
+  // loader (batches queued behind one slow one) hides from the median.
+  uint64_t mean_interval_ns() const {
+    return batches > 1 ? total_interval_ns / (batches - 1) : 0;
+  }
+};
+
+// DataLoader's pin-memory thread, as the trace shows it: a non-main thread
+// of the root process that maps the workers' batch shm segments (it
+// unpickles each batch, then copies it into pinned memory).
+struct PinThread {
+  uint32_t tid = 0;        // 0: none seen
+  uint64_t shm_maps = 0;   // SHM_MAP calls of that thread
+};
+
+// Time the main threads spent waiting for the GPU inside copy and
+// synchronize calls (rule sync_copies). Per call: a synchronize waits its
+// whole host-blocked time; an H2D/D2H copy waits its blocked time minus its
+// transfer (the joined CUPTI device time, else bytes at the calibrated
+// pinned bandwidth; a pageable copy without device time is not assessed:
+// its excess over the calibration may be slow staging, which the
+// pageable_staging rule counts); both less kCallOverheadNs (the call's
+// own cost, not a wait). A wait could overlap the host work after it, up to
+// the next waiting call: saving = sum of min(wait, host time to the next
+// waiting call) - an upper bound (the host work may need the value).
+struct SyncSite {
+  std::string site;  // innermost Python frame, else native frame; "" unknown
+  bool via_copy = false;  // a sync without a stack, named by the copy just before it
+  uint64_t calls = 0;     // waiting calls
+  uint64_t copies = 0, syncs = 0;
+  uint64_t d2h = 0, h2d = 0;
+  uint64_t copy_bytes = 0;
+  uint64_t wait_ns = 0, saving_ns = 0;
+  std::vector<std::string> apis;  // SyncApi names, first seen first
+};
+struct SyncThread {
+  int process_index = 0;
+  uint32_t pid = 0, tid = 0;
+  uint64_t span_ns = 0;      // first considered call's start to the last one's end
+  uint64_t calls = 0;        // copies (H2D/D2H) and syncs considered
+  uint64_t waiting_calls = 0;
+  uint64_t wait_ns = 0, copy_wait_ns = 0, sync_wait_ns = 0;
+  uint64_t saving_ns = 0;
+  uint64_t host_ns = 0;  // span minus waits: the host's own time in the span
+  uint64_t copies_joined = 0, copies_calibrated = 0;  // transfer time from CUPTI / calibration
+  std::vector<SyncSite> sites;  // most saving first
+};
+struct SyncWaits {
+  static constexpr uint64_t kCallOverheadNs = 20000;  // 20 us
+  std::vector<SyncThread> threads;  // main threads with calls, most saving first
+  uint64_t dropped_calls = 0;       // past the memory cap, not assessed
 };
 
 struct PinStats {
@@ -74,6 +129,7 @@ class InputAnalysis : public Analysis {
   void OnProcess(const ProcessState& process) override;
   void OnCopy(const CopyContext& copy) override;
   void OnSync(const Event& event, const trace::SyncEvent& sync) override;
+  void OnShm(const ShmContext& shm) override;
   void OnPin(const Event& event, const trace::PinEvent& pin) override;
   void OnDevice(const Event& event, const trace::DeviceActivity& activity) override;
   void OnCorrelation(const Event& event, const trace::ExternalCorrelation& correlation) override;
@@ -83,6 +139,8 @@ class InputAnalysis : public Analysis {
 
   const BatchLoop& loop() const { return loop_; }
   const PinStats& pins() const { return pins_; }
+  const PinThread& pin_thread() const { return pin_thread_; }
+  const SyncWaits& sync_waits() const { return sync_; }
   bool has_pins() const { return pins_.events > 0; }
   // Processes with device records, in end order.
   const std::vector<ProcessDevice>& devices() const { return devices_; }
@@ -95,18 +153,44 @@ class InputAnalysis : public Analysis {
  private:
   struct Copy {
     uint64_t start_ns, end_ns, bytes;
+    bool pinned;
   };
+  // A main-thread copy or sync kept for SyncWaits (Finish).
+  struct WaitCall {
+    uint64_t start_ns, end_ns;
+    uint64_t call_id;
+    uint64_t transfer_ns;  // calibrated; replaced by the device time when joined
+    uint64_t bytes;
+    int32_t site;          // index into wait_sites_, -1 unknown
+    uint8_t kind;          // 0 sync, 1 H2D, 2 D2H
+    uint8_t api;           // SyncApi for syncs
+    bool joined;
+    bool pageable;         // host side pageable
+  };
+  struct WaitThread {
+    int process_index = 0;
+    uint32_t pid = 0, tid = 0;
+    std::vector<WaitCall> calls;
+    std::unordered_map<uint64_t, uint32_t> by_call;  // call id -> first index
+  };
+
   struct PerProcess {
     std::unique_ptr<device::ProcessDeviceAnalysis> device;
     uint64_t records = 0;
     uint64_t peak_pinned = 0;
     uint64_t last_advance_ns = 0;
     uint64_t last_batch_end_ns = 0;  // end of the last batch-sized H2D copy (root main thread)
+    // The main thread's copies joined to their device records (SyncWaits).
+    std::unique_ptr<device::CorrelationJoiner> joiner;
+    int wait_thread = -1;  // index into wait_threads_
   };
   // H2D copies this large on the root's main thread count as batches for
   // gap attribution (labels and indices are smaller).
   static constexpr uint64_t kMinBatchBytes = 1ull << 20;
   PerProcess& Process(int index);
+  void JoinDevice(PerProcess& state);
+  void FinishSyncWaits();
+  int32_t WaitSite(const ProcessState& process, uint64_t stack_id);
 
   const Calibration& calibration_;
   int root_pid_ = -1;
@@ -118,6 +202,13 @@ class InputAnalysis : public Analysis {
   std::vector<ProcessDevice> devices_;
   uint64_t workers_ = 0;
   uint64_t fork_unpins_ = 0;
+  PinThread pin_thread_;
+  std::map<uint32_t, uint64_t> root_shm_maps_;  // root non-main tid -> SHM_MAPs
+  std::vector<WaitThread> wait_threads_;
+  std::vector<std::string> wait_sites_;
+  std::unordered_map<std::string, int32_t> wait_site_index_;
+  uint64_t wait_calls_ = 0;
+  SyncWaits sync_;
 };
 
 }  // namespace pinscope

@@ -387,7 +387,39 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                      {"median_interval_ns", loop.median_interval_ns},
                      {"median_copy_ns", loop.median_copy_ns},
                      {"workers", input.workers()},
-                     {"available_cores", report.AvailableCores()}};
+                     {"available_cores", report.AvailableCores()},
+                     {"mean_interval_ns", loop.mean_interval_ns()},
+                     {"pinned_batches", loop.pinned_batches},
+                     {"pin_thread_tid", input.pin_thread().tid},
+                     {"host_copy_gbps", loop.found ? report.calibration().HostCopyGbps(loop.batch_bytes) : 0.0}};
+  {
+    const double gbps = report.calibration().HostCopyGbps(loop.batch_bytes);
+    j["batch_loop"]["pin_cost_ns"] =
+        gbps > 0 && loop.found
+            ? nlohmann::ordered_json(static_cast<uint64_t>(static_cast<double>(loop.batch_bytes) / gbps))
+            : nlohmann::ordered_json(nullptr);
+  }
+  {
+    nlohmann::ordered_json threads = nlohmann::ordered_json::array();
+    for (const SyncThread& t : input.sync_waits().threads) {
+      nlohmann::ordered_json sites = nlohmann::ordered_json::array();
+      for (const SyncSite& site : t.sites) {
+        sites.push_back({{"site", site.site}, {"via_copy", site.via_copy}, {"calls", site.calls},
+                         {"syncs", site.syncs}, {"copies", site.copies}, {"h2d", site.h2d},
+                         {"d2h", site.d2h}, {"copy_bytes", site.copy_bytes},
+                         {"wait_ns", site.wait_ns}, {"saving_ns", site.saving_ns},
+                         {"apis", site.apis}});
+      }
+      threads.push_back({{"pid", t.pid}, {"tid", t.tid}, {"span_ns", t.span_ns},
+                         {"calls", t.calls}, {"waiting_calls", t.waiting_calls},
+                         {"wait_ns", t.wait_ns}, {"sync_wait_ns", t.sync_wait_ns},
+                         {"copy_wait_ns", t.copy_wait_ns}, {"host_ns", t.host_ns},
+                         {"saving_ns", t.saving_ns}, {"copies_joined", t.copies_joined},
+                         {"copies_calibrated", t.copies_calibrated}, {"sites", sites}});
+    }
+    j["sync_waits"] = {{"threads", threads},
+                       {"dropped_calls", input.sync_waits().dropped_calls}};
+  }
   if (input.has_pins()) {
     const PinStats& p = input.pins();
     nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
@@ -401,6 +433,8 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                     {"alloc_bytes", p.alloc_bytes},
                     {"register_failed", p.register_failed},
                     {"budget_full", p.budget_full},
+                    {"recycles", p.recycles},
+                    {"reuses", p.reuses},
                     {"unpin_reasons", reasons},
                     {"peak_pinned_bytes", p.peak_pinned_bytes},
                     {"pinned_copies", p.pinned_copies},

@@ -632,6 +632,10 @@ void TextWriter::PinningSection() {
        "; peak pinned " + FormatBytes(pins.peak_pinned_bytes) + "; " +
        FormatCount(pins.register_failed) + " failed, budget full " + FormatCount(pins.budget_full) +
        " times.");
+  if (pins.recycles > 0 || pins.reuses > 0) {
+    Para("Kept " + FormatCount(pins.recycles) + " freed blocks registered for reuse; " +
+         FormatCount(pins.reuses) + " registrations saved by reuse.");
+  }
   if (!pins.unpin_reasons.empty()) {
     std::string reasons;
     for (const auto& [reason, count] : pins.unpin_reasons) {

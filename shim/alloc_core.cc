@@ -210,8 +210,8 @@ uint64_t PageSize() {
 
 // Registers and records a new block (the guard is set). A block the
 // registry cannot hold is not recorded either, so every HostAlloc in the
-// trace gets its HostFree.
-void Track(uint32_t api, void* p, size_t n, uint64_t alignment, void* old, uint64_t t) {
+// trace gets its HostFree. False if the registry could not hold it.
+bool Track(uint32_t api, void* p, size_t n, uint64_t alignment, void* old, uint64_t t) {
   HostBlock b;
   b.address = reinterpret_cast<uintptr_t>(p);
   b.size = n;
@@ -219,23 +219,47 @@ void Track(uint32_t api, void* p, size_t n, uint64_t alignment, void* old, uint6
   b.api = api;
   if (!Registry().AddBlock(b)) {
     g_dropped.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return false;
   }
   uint64_t stack = CaptureStack(StackSite::kAlloc);
   RecordAlloc(api, b.address, n, alignment, reinterpret_cast<uintptr_t>(old), stack, t);
+  return true;
+}
+
+// A freed block pinscope kept registered (pinning's recycle list) that fits
+// a new request of n bytes at `alignment`: recorded exactly as a fresh
+// allocation, then the REUSE. nullptr (the caller allocates as usual) when
+// none fits. The guard is set. One relaxed load while the list is empty.
+void* Reuse(uint32_t api, size_t n, size_t alignment, uint64_t recorded_alignment, uint64_t t) {
+  if (!PinHasKept()) return nullptr;
+  KeptTake k;
+  if (!PinTakeKept(n, alignment, &k)) return nullptr;
+  void* p = reinterpret_cast<void*>(k.base);
+  if (!Track(api, p, n, recorded_alignment, nullptr, t)) {
+    // Not recorded, so its free would never reach pinning: unpin it now.
+    PinOnFree(p, "free");
+    g_real.free(p);
+    return nullptr;
+  }
+  PinNoteReuse(k);
+  return p;
 }
 
 // Forgets a block that is about to go back to glibc, unpinning it first and
 // recording its free if this process recorded it (a forked child does not
 // record frees of blocks it inherited: they are the parent's allocations).
 // Must run before the real free/realloc. Returns false if p is not recorded.
-bool Untrack(void* p, bool by_realloc, HostBlock* out) {
+// *kept: pinning kept the block registered for reuse (a plain free only);
+// the caller must then not free it.
+bool Untrack(void* p, bool by_realloc, HostBlock* out, bool* kept = nullptr) {
   uint64_t addr = reinterpret_cast<uintptr_t>(p);
   if (!Registry().RemoveBlock(addr, out)) return false;
+  bool own = out->epoch == Registry().epoch();
   // Registered memory must be unregistered before glibc may unmap or reuse
   // it (one relaxed load when pinscope pinned nothing).
-  PinOnFree(p, by_realloc ? "realloc" : "free");
-  if (out->epoch == Registry().epoch()) RecordFree(addr, by_realloc, MonoNs());
+  bool keep = PinOnFree(p, by_realloc ? "realloc" : "free", kept != nullptr && own);
+  if (kept) *kept = keep;
+  if (own) RecordFree(addr, by_realloc, MonoNs());
   return true;
 }
 
@@ -321,6 +345,7 @@ void* MallocSlow(size_t n, const void* caller) {
   if (!ShouldRecord(caller)) return g_real.malloc(n);
   HookScope scope;
   uint64_t t = MonoNs();
+  if (void* k = Reuse(f::kMalloc, n, 0, 0, t)) return k;
   void* p = g_real.malloc(n);
   if (p == nullptr) {
     scope.KeepErrno(errno);
@@ -357,12 +382,15 @@ void* AlignedSlow(uint32_t api, size_t alignment, size_t n, const void* caller) 
   if (!ShouldRecord(caller)) return call();
   HookScope scope;
   uint64_t t = MonoNs();
+  uint64_t recorded_alignment = (api == f::kValloc || api == f::kPvalloc) ? PageSize() : alignment;
+  // pvalloc rounds the size up to pages: never served from the recycle list.
+  if (api != f::kPvalloc)
+    if (void* k = Reuse(api, n, recorded_alignment, recorded_alignment, t)) return k;
   void* p = call();
   if (p == nullptr) {
     scope.KeepErrno(errno);
     return nullptr;
   }
-  uint64_t recorded_alignment = (api == f::kValloc || api == f::kPvalloc) ? PageSize() : alignment;
   Track(api, p, n, recorded_alignment, nullptr, t);
   return p;
 }
@@ -375,8 +403,9 @@ void FreeSlow(void* p) {
   if (Registry().live_blocks() == 0) return g_real.free(p);
   HookScope scope;
   HostBlock b;
-  Untrack(p, false, &b);
-  g_real.free(p);
+  bool kept = false;
+  Untrack(p, false, &b, &kept);
+  if (!kept) g_real.free(p);
 }
 
 // realloc semantics in the trace (docs/host-memory.md):

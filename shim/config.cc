@@ -143,6 +143,7 @@ void LoadConfig(Config* c) {
       Log("PINSCOPE_PIN_BUDGET=\"%s\" is not a size (use e.g. 8G); using the derived default", s);
     }
   }
+  SizeVar("PINSCOPE_PIN_KEEP", &c->pin_keep);
 }
 
 }  // namespace pinscope::shim

@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -139,6 +140,8 @@ bool g_kernels_on = false;
 uint64_t g_phase_start_ns = 0;     // when kernels went on (or the rate was last measured)
 uint64_t g_phase_records = 0;      // g_kernel_records then
 uint64_t g_blind_until_ns = 0;     // kernels off until then
+uint64_t g_tick_ns = 0;            // the previous sampling tick while kernels were on
+uint64_t g_tick_records = 0;       // g_kernel_records then
 constexpr uint64_t kMaxBlindPeriods = 30;
 
 // Records CUPTI dropped (no buffer), reported once at exit.
@@ -617,9 +620,22 @@ void SampleKernelsLocked() {
     uint64_t elapsed = now - g_phase_start_ns;
     if (elapsed < period / 2) return;
     // Records arrive when a CUPTI buffer completes, so a low rate is seen
-    // late; averaging over up to ten periods smooths that out.
+    // late; averaging over up to ten periods smooths that out. A high rate
+    // fills buffers several times a period, so the last period alone is
+    // trusted when it is well above the limit (a job's start-up, with few
+    // kernels, must not delay the first switch).
     double rate = static_cast<double>(total - g_phase_records) * 1e9 / static_cast<double>(elapsed);
-    double limit = cfg.cupti_kernel_rate;
+    const double limit = cfg.cupti_kernel_rate;
+    if (g_tick_ns > g_phase_start_ns && now > g_tick_ns) {
+      double recent = static_cast<double>(total - g_tick_records) * 1e9 /
+                      static_cast<double>(now - g_tick_ns);
+      if (recent > 2 * limit && recent > rate) {
+        rate = recent;
+        elapsed = now - g_tick_ns;
+      }
+    }
+    g_tick_ns = now;
+    g_tick_records = total;
     if (rate <= limit) {
       if (elapsed >= 10 * period) {
         g_phase_start_ns = now;

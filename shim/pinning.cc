@@ -2,6 +2,14 @@
 // copy and invalidated on free/realloc/munmap, fork and the program's own
 // register calls. Design and measurements: docs/pinning.md.
 //
+// Freed malloc blocks pinscope registered whole may be kept registered in
+// a small recycle list (PINSCOPE_PIN_KEEP) and handed to the next
+// allocation that fits, so a buffer allocated anew for every batch is
+// registered once, not once per batch. Kept blocks count in the pinned
+// bytes (and so against the budget), are released (unregistered, then
+// really freed) when the list is full, when the budget needs their room,
+// after kKeepIdleNs idle (flusher thread), and before fork.
+//
 // Locking: one mutex guards the table of pinned blocks; it is never held
 // across a CUDA call (a block is kRegistering/kUnpinning while pinscope
 // calls CUDA for it outside the lock) and never taken by the allocator
@@ -17,6 +25,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "alloc_core.h"
 #include "block_registry.h"
 #include "clock.h"
 #include "cuda_runtime.h"
@@ -88,6 +97,22 @@ RealFn<cudaError_t (*)(int*)> g_get_device("cudaGetDevice");
 RealFn<cudaError_t (*)()> g_peek("cudaPeekAtLastError");
 RealFn<cudaError_t (*)()> g_get_last("cudaGetLastError");
 
+// The recycle list, oldest first; under g_mu (g_pin_kept mirrors g_kept_n
+// for the allocation hooks' lock-free filter).
+constexpr int kMaxKept = 4;
+constexpr uint64_t kKeepIdleNs = 2'000'000'000;
+struct Kept {
+  uintptr_t base;
+  size_t size;     // bytes registered
+  uint64_t since;  // MonoNs() when the program freed it
+  int device;      // current device of the freeing thread
+};
+Kept g_kept[kMaxKept];
+int g_kept_n = 0;
+uint64_t g_kept_bytes = 0;
+
+RealFn<cudaError_t (*)(int)> g_set_device("cudaSetDevice");
+
 // One event per thread and device for PinWaitStream.
 PINSCOPE_TLS cudaEvent_t t_events[16];
 
@@ -147,10 +172,9 @@ void ShortSleep() {
   nanosleep(&ts, nullptr);
 }
 
-// Unregisters block i, which the caller marked kUnpinning: waits until no
-// copy holds it and its async copies are done, then frees the slot and
-// records the UNREGISTER.
-void UnpinBusy(int i, const char* reason) {
+// Block i, which the caller marked kUnpinning, once no copy holds it and
+// its async copies are done (its events are destroyed). Outside the lock.
+Block WaitIdle(int i) {
   // Copies that took the block before it went kUnpinning finish first (the
   // window is one copy call, plus its wait under PINSCOPE_PIN=1).
   for (;;) {
@@ -160,12 +184,23 @@ void UnpinBusy(int i, const char* reason) {
     if (in_use == 0) break;
     ShortSleep();
   }
+  pthread_mutex_lock(&g_mu);
   Block b = g_blocks[i];  // stable now: nobody else touches a kUnpinning block
+  for (int k = 0; k < kEvents; ++k) g_blocks[i].ev[k] = nullptr;
+  pthread_mutex_unlock(&g_mu);
   for (int k = 0; k < kEvents; ++k) {
     if (!b.ev[k]) continue;
     if (auto sync = g_event_sync.get()) Quiet([&] { return sync(b.ev[k]); });
     if (auto destroy = g_event_destroy.get()) Quiet([&] { return destroy(b.ev[k]); });
   }
+  return b;
+}
+
+// Unregisters block i, which the caller marked kUnpinning: waits until no
+// copy holds it and its async copies are done, then frees the slot and
+// records the UNREGISTER.
+void UnpinBusy(int i, const char* reason) {
+  Block b = WaitIdle(i);
   uint64_t t0 = MonoNs();
   cudaError_t rc = cudaErrorUnknown;
   if (auto unreg = g_unregister.get())
@@ -178,6 +213,118 @@ void UnpinBusy(int i, const char* reason) {
   pthread_mutex_unlock(&g_mu);
   BumpPointerGeneration();
   Emit(f::kUnregister, b.base, b.size, t1 - t0, rc, reason, after, t0);
+}
+
+// Releases a block taken off the recycle list (its bytes already left
+// g_kept_bytes): unregisters it, records the UNREGISTER, then gives the
+// memory back to glibc (the program's HostFree was recorded when it freed
+// the block). No lock held. `own_thread`: the caller's thread is pinscope's
+// (the flusher), whose current device may be set to the block's.
+void ReleaseKept(const Kept& k, const char* reason, bool own_thread) {
+  if (own_thread) {
+    int cur = -1;
+    if (auto gd = g_get_device.get()) Quiet([&] { return gd(&cur); });
+    if (cur != k.device && k.device >= 0)
+      if (auto sd = g_set_device.get()) Quiet([&] { return sd(k.device); });
+  }
+  uint64_t t0 = MonoNs();
+  cudaError_t rc = cudaErrorUnknown;
+  if (auto unreg = g_unregister.get())
+    rc = Quiet([&] { return unreg(reinterpret_cast<void*>(k.base)); });
+  uint64_t t1 = MonoNs();
+  pthread_mutex_lock(&g_mu);
+  uint64_t after = g_pinned_bytes.fetch_sub(k.size, std::memory_order_relaxed) - k.size;
+  g_budget_noted = false;
+  pthread_mutex_unlock(&g_mu);
+  BumpPointerGeneration();
+  // Before the free: once glibc has the memory, another thread may receive
+  // it and register it, and that REGISTER must follow this UNREGISTER.
+  Emit(f::kUnregister, k.base, k.size, t1 - t0, rc, reason, after, t0);
+  alloc::g_real.free(reinterpret_cast<void*>(k.base));
+}
+
+// Takes kept block j off the list. Lock held.
+Kept PopKeptLocked(int j) {
+  Kept k = g_kept[j];
+  for (int m = j + 1; m < g_kept_n; ++m) g_kept[m - 1] = g_kept[m];
+  --g_kept_n;
+  g_kept_bytes -= k.size;
+  g_pin_kept.store(g_kept_n, std::memory_order_relaxed);
+  return k;
+}
+
+// Releases kept blocks, oldest first: all of them (need == 0 and
+// idle_before == 0), those idle since before idle_before, or as many as it
+// takes for pinned + need to fit `budget`.
+void ReleaseKeptWhere(uint64_t need, uint64_t budget, uint64_t idle_before, const char* reason,
+                      bool own_thread) {
+  for (;;) {
+    if (g_pin_kept.load(std::memory_order_relaxed) == 0) return;
+    Kept k;
+    bool take = false;
+    pthread_mutex_lock(&g_mu);
+    if (g_kept_n > 0) {
+      if (need) {
+        take = g_pinned_bytes.load(std::memory_order_relaxed) + need > budget;
+      } else if (idle_before) {
+        take = g_kept[0].since < idle_before;
+      } else {
+        take = true;
+      }
+      if (take) k = PopKeptLocked(0);
+    }
+    pthread_mutex_unlock(&g_mu);
+    if (!take) return;
+    ReleaseKept(k, reason, own_thread);
+  }
+}
+
+// The byte cap of the recycle list: PINSCOPE_PIN_KEEP, at most a quarter
+// of the budget.
+uint64_t KeepCap() {
+  uint64_t keep = GetConfig().pin_keep, quarter = PinBudget() / 4;
+  return keep < quarter ? keep : quarter;
+}
+
+// Free of p: keeps it registered on the recycle list if it is a private
+// block pinscope registered whole and it fits the caps (evicting the
+// oldest kept blocks for room). False: the caller unpins it as usual.
+bool TryKeep(uintptr_t p) {
+  const Config& c = GetConfig();
+  // Passive recorder: no allocation is recorded any more, so none could
+  // take the block (a reuse must be recorded like a fresh allocation).
+  if (c.pin == PinMode::kOff || c.pin_keep == 0 || !g_allowed || !Recording()) return false;
+  uint64_t cap = KeepCap();
+  int i = -1;
+  pthread_mutex_lock(&g_mu);
+  if (g_forking.load(std::memory_order_acquire) == 0) {
+    for (int j = 0; j < g_high && i < 0; ++j) {
+      Block& b = g_blocks[j];
+      if (b.state == kPinned && !b.shm && b.base == p && b.size <= cap) i = j;
+    }
+    // Busy from here: a copy racing with the free (a program bug) waits.
+    if (i >= 0) g_blocks[i].state = kUnpinning;
+  }
+  pthread_mutex_unlock(&g_mu);
+  if (i < 0) return false;
+  int device = 0;
+  if (auto gd = g_get_device.get()) Quiet([&] { return gd(&device); });
+  Block b = WaitIdle(i);  // in-flight copies done, async events fired
+  Kept evicted[kMaxKept];
+  int n_evicted = 0;
+  uint64_t now = MonoNs();
+  pthread_mutex_lock(&g_mu);
+  FreeSlotLocked(i);
+  while (g_kept_n > 0 && (g_kept_n == kMaxKept || g_kept_bytes + b.size > cap))
+    evicted[n_evicted++] = PopKeptLocked(0);
+  g_kept[g_kept_n++] = Kept{b.base, b.size, now, device};
+  g_kept_bytes += b.size;
+  g_pin_kept.store(g_kept_n, std::memory_order_relaxed);
+  uint64_t after = g_pinned_bytes.load(std::memory_order_relaxed);
+  pthread_mutex_unlock(&g_mu);
+  Emit(f::kRecycle, b.base, b.size, 0, 0, "free", after, now);
+  for (int k = 0; k < n_evicted; ++k) ReleaseKept(evicted[k], "evict", false);
+  return true;
 }
 
 // Unpins every block overlapping [p, p+n) (n == 0: the block starting at
@@ -329,6 +476,7 @@ uint64_t HostSide(CopyRecord* r, uint32_t** kind) {
 
 }  // namespace
 
+std::atomic<int> g_pin_kept{0};
 
 uint64_t PinnedBytes() { return g_pinned_bytes.load(std::memory_order_relaxed); }
 
@@ -408,6 +556,9 @@ PinTicket PinBeforeCopy(CopyRecord* r) {
     return t;
   }
   uint64_t budget = PinBudget();
+  // Idle kept blocks give way to a buffer being copied now.
+  if (g_pin_kept.load(std::memory_order_relaxed) > 0 && buf.size <= budget)
+    ReleaseKeptWhere(buf.size, budget, 0, "budget", false);
   pthread_mutex_lock(&g_mu);
   int slot = -1;
   bool raced = FindLocked(host) >= 0;  // another thread is registering it
@@ -609,9 +760,54 @@ bool PinProgramUnregister(void* p, int* rc) {
   return true;
 }
 
-void PinOnFree(void* p, const char* reason) {
-  if (g_count.load(std::memory_order_relaxed) == 0 || !p) return;
+bool PinOnFree(void* p, const char* reason, bool may_keep) {
+  if (g_count.load(std::memory_order_relaxed) == 0 || !p) return false;
+  if (may_keep && TryKeep(reinterpret_cast<uintptr_t>(p))) return true;
   UnpinWhere(reinterpret_cast<uintptr_t>(p), 0, false, reason);
+  return false;
+}
+
+bool PinTakeKept(size_t n, size_t alignment, KeptTake* out) {
+  if (g_pin_kept.load(std::memory_order_relaxed) == 0) return false;
+  if (n < GetConfig().pin_min || !g_allowed || g_forking.load(std::memory_order_acquire) > 0)
+    return false;
+  bool taken = false;
+  pthread_mutex_lock(&g_mu);
+  int best = -1;
+  for (int j = 0; j < g_kept_n; ++j) {
+    const Kept& k = g_kept[j];
+    if (k.size < n || k.size - n > n / 8) continue;
+    if (alignment > 1 && k.base % alignment != 0) continue;
+    if (best < 0 || k.size <= g_kept[best].size) best = j;  // tightest, then newest
+  }
+  if (best >= 0 && g_forking.load(std::memory_order_acquire) == 0) {
+    int slot = AllocSlotLocked();
+    if (slot >= 0) {
+      Kept k = PopKeptLocked(best);
+      g_blocks[slot] = Block{};
+      g_blocks[slot].base = k.base;
+      g_blocks[slot].size = k.size;
+      g_blocks[slot].state = kPinned;
+      g_count.fetch_add(1, std::memory_order_relaxed);
+      out->base = k.base;
+      out->size = k.size;
+      out->pinned_after = g_pinned_bytes.load(std::memory_order_relaxed);
+      taken = true;
+    }
+  }
+  pthread_mutex_unlock(&g_mu);
+  return taken;
+}
+
+void PinNoteReuse(const KeptTake& k) {
+  Emit(f::kReuse, k.base, k.size, 0, 0, "malloc", k.pinned_after, MonoNs());
+}
+
+void PinPeriodic() {
+  if (g_pin_kept.load(std::memory_order_relaxed) == 0) return;
+  uint64_t now = MonoNs();
+  if (now <= kKeepIdleNs) return;
+  ReleaseKeptWhere(0, 0, now - kKeepIdleNs, "idle", true);
 }
 
 void PinOnUnmap(void* p, size_t n) {
@@ -627,6 +823,11 @@ void PinBeforeFork() {
   // made one fork take 3.4 s): unpin them first. Shared mappings are not
   // copied and stay pinned. The parent pins them again on their next copy.
   UnpinWhere(0, 0, true, "fork");
+  // Kept blocks are idle pinned private memory: released (unregistered and
+  // freed), so the child neither inherits nor hands one out. After the
+  // unpin above, which waited for a free that was moving its block onto
+  // the list; no block joins the list while g_forking is set.
+  ReleaseKeptWhere(0, 0, 0, "fork", false);
 }
 
 void PinAfterForkParent() { g_forking.fetch_sub(1, std::memory_order_acq_rel); }
@@ -649,6 +850,11 @@ void PinForkChild() {
   g_pinned_bytes.store(0);
   g_budget_noted = false;
   g_forking.store(0);
+  // Normally empty (PinBeforeFork released them); after a fork that
+  // bypassed the hook the parent's kept blocks stay allocated, unused.
+  g_kept_n = 0;
+  g_kept_bytes = 0;
+  g_pin_kept.store(0);
   memset(static_cast<void*>(t_events), 0, sizeof t_events);
   if (g_cuda_at_fork || CudaSeen()) g_allowed = false;
 }

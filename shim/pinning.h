@@ -8,6 +8,7 @@
 // (fork is prepared by the fork() hook, PinBeforeFork).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -65,8 +66,32 @@ bool PinProgramUnregister(void* p, int* rc);
 // any lock those hooks hold): a block going away must be unpinned first.
 // `reason` is recorded ("free", "realloc", "munmap"). Cheap when nothing
 // is pinned (one relaxed load). Waits for copies in flight on the block.
-void PinOnFree(void* p, const char* reason);
+// With may_keep (a plain free of a block this process recorded), a malloc
+// block pinscope registered whole may be kept registered for reuse instead
+// (the recycle list, PINSCOPE_PIN_KEEP): then it returns true and the
+// caller must NOT hand the memory back to the allocator.
+bool PinOnFree(void* p, const char* reason, bool may_keep = false);
 void PinOnUnmap(void* p, size_t n);
+
+// The recycle list: freed blocks pinscope keeps registered (at most
+// kMaxKept, PINSCOPE_PIN_KEEP bytes). PinHasKept is the allocation hooks'
+// filter (one relaxed load); PinTakeKept hands out a kept block whose
+// registered size lies in [n, n + n/8] and whose address satisfies
+// `alignment` (0: the allocator's default), now pinned again as a block of
+// the cache; the caller records the allocation, then calls PinNoteReuse.
+// Never from calloc (the memory is not zeroed) or realloc.
+extern std::atomic<int> g_pin_kept;
+inline bool PinHasKept() { return g_pin_kept.load(std::memory_order_relaxed) > 0; }
+struct KeptTake {
+  uintptr_t base = 0;
+  size_t size = 0;  // bytes registered
+  uint64_t pinned_after = 0;
+};
+bool PinTakeKept(size_t n, size_t alignment, KeptTake* out);
+void PinNoteReuse(const KeptTake& k);
+// Periodic work (the recorder's flusher thread, never a signal handler):
+// releases kept blocks idle for more than kKeepIdleNs.
+void PinPeriodic();
 
 // True if [p, p+n) overlaps memory pinscope pinned.
 bool PinOwnsRange(uintptr_t p, size_t n);
@@ -91,10 +116,11 @@ uint64_t PinBudget();
 
 // fork(). The fork() hook calls PinBeforeFork before the real fork: it
 // unpins private blocks (the kernel would copy their pages eagerly, facts
-// section 5) and refuses new registrations until PinAfterForkParent (in the
-// parent) or PinForkChild. The pthread_atfork handlers (PinForkPrepare from
-// the recorder's prepare, PinForkChild from its child handler) make no CUDA
-// call: the child forgets every block (they belong to the parent's CUDA
+// section 5), releases every kept block (unregister + free) and refuses new
+// registrations until PinAfterForkParent (in the parent) or PinForkChild.
+// The pthread_atfork handlers (PinForkPrepare from the recorder's prepare,
+// PinForkChild from its child handler) make no CUDA call: the child forgets
+// every block and the recycle list (they belong to the parent's CUDA
 // context) and never pins if the parent had used CUDA.
 void PinBeforeFork();
 void PinAfterForkParent();

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -172,6 +173,7 @@ void* FlusherMain(void*) {
     timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>((ms % 1000) * 1000000)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+    PinPeriodic();  // idle kept pinned blocks, even once passive (no lock held here)
     if (g_state.load(std::memory_order_relaxed) != kActive || !g_open.load()) continue;
     CuptiFlushPeriodic();  // device records: a crash loses at most one period
     WriteCounters();

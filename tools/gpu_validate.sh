@@ -4,6 +4,8 @@
 #   tools/gpu_validate.sh validate   # GPU suite: copies, processes, stacks,
 #                                    # CUPTI, pinning correctness; example traces
 #   tools/gpu_validate.sh bench      # benchmarks for docs/benchmarks.md
+#   tools/gpu_validate.sh ab         # paired A/B runs (pinning at 0 workers,
+#                                    # cost with pin_memory, CUPTI modes)
 # Everything lands in $OUT (the device tool brings it back): a log, JSON
 # results, and the run folders packed in one tarball. The checks that read
 # traces run afterwards on any machine (tools/gpu_check.sh).
@@ -46,6 +48,7 @@ if [ "$phase" = validate ] || [ "$phase" = all ]; then
      -DCMAKE_PREFIX_PATH=/tmp/deps/usr >/tmp/srcbuild.log 2>&1 &&
    cmake --build /tmp/srcbuild -j16 >>/tmp/srcbuild.log 2>&1 &&
    echo "source build OK: $(ls -la /tmp/srcbuild/lib/libpinscope.so)" || { echo "source build FAILED"; tail -20 /tmp/srcbuild.log; }) > /tmp/srcbuild.result 2>&1 &
+  srcbuild_pid=$!
 
   step "calibrate"
   pinscope calibrate --output "$W/calibration.json"
@@ -89,7 +92,7 @@ if [ "$phase" = validate ] || [ "$phase" = all ]; then
   run fork_pin PINSCOPE_PIN=1 PINSCOPE_PIN_BUDGET=16G -- $PY tests/gpu/pinning_check.py fork --gib 8
 fi
 
-if [ "$phase" = all ]; then
+if [ "$phase" = validate ] || [ "$phase" = all ]; then
   step "pack validation"
   tar czf "$OUT/runs-validate.tgz" -C "$W" . && ls -la "$OUT"
 fi
@@ -116,6 +119,7 @@ if [ "$phase" = bench ] || [ "$phase" = all ]; then
   for rep in $(seq 1 "${BENCH_REPEATS:-3}"); do
     step "seedbench rep $rep"
     for m in ${orders[$(( (rep - 1) % 4 ))]}; do echo "--- $m"; mode "$m" "$rep"; done
+    tar czf "$OUT/runs-$phase.tgz" -C "$W" .  # what a time-out would lose
   done
   step "training-shaped"
   $PY tools/bench/seedbench.py --train --samples "$n" --configs 0f,0t,4f,4t,8f,8t --json "$W/train_none.json"
@@ -136,6 +140,43 @@ if [ "$phase" = bench ] || [ "$phase" = all ]; then
   fi
 fi
 
-if [ -f /tmp/srcbuild.result ]; then wait; step "shim source build result"; cat /tmp/srcbuild.result; fi
+if [ "$phase" = ab ]; then
+  # Paired A/B runs for the figures the median table cannot resolve: one
+  # process per mode, alternating, so drift hits both sides alike.
+  pinscope calibrate --output "$W/calibration.json" >/dev/null
+  sbj() { local out="$1"; shift; timeout -k 5 120 $PY tools/bench/seedbench.py --json "$out" "$@"; }
+  step "pinning at 0 workers: PINSCOPE_PIN=1 pin_memory=False vs pin_memory=True without pinscope"
+  for rep in 1 2 3; do
+    run ab_pin0_$rep PINSCOPE_PIN=1 -- $PY tools/bench/seedbench.py --samples 2560 --configs 0f --json "$W/ab_pin0_$rep.json"
+    sbj "$W/ab_none0t_$rep.json" --samples 2560 --configs 0t
+  done
+  step "pinscope's cost with pin_memory=True (nothing to gain)"
+  for rep in 1 2 3 4; do
+    sbj "$W/ab_none_t_$rep.json" --samples 2560 --configs 0t,8t
+    run ab_ps_t_$rep -- $PY tools/bench/seedbench.py --samples 2560 --configs 0t,8t --json "$W/ab_ps_t_$rep.json"
+  done
+  tar czf "$OUT/runs-$phase.tgz" -C "$W" .
+  step "more workers with pin_memory=True (the 8t report says: input starvation)"
+  sbj "$W/ab_workers.json" --samples 5120 --configs 8t,12t,15t
+  step "CUPTI overhead by kernel-recording mode (interleaved)"
+  co() { $PY tools/bench/cupti_overhead.py --rounds 5 "$@" | tee -a "$W/cupti_ab.jsonl"; }
+  for rep in 1 2; do
+    co --mode none
+    PINSCOPE_CUPTI=0 pinscope run --no-report -o "$W/cab_off_$rep" -- $PY tools/bench/cupti_overhead.py --rounds 5 --mode pinscope_nocupti | tee -a "$W/cupti_ab.jsonl"
+    PINSCOPE_CUPTI_KERNELS=off pinscope run --no-report -o "$W/cab_koff_$rep" -- $PY tools/bench/cupti_overhead.py --rounds 5 --mode pinscope_kernels_off | tee -a "$W/cupti_ab.jsonl"
+    pinscope run --no-report -o "$W/cab_auto_$rep" -- $PY tools/bench/cupti_overhead.py --rounds 5 --mode pinscope_auto | tee -a "$W/cupti_ab.jsonl"
+    PINSCOPE_CUPTI_KERNELS=all pinscope run --no-report -o "$W/cab_all_$rep" -- $PY tools/bench/cupti_overhead.py --rounds 5 --mode pinscope_all | tee -a "$W/cupti_ab.jsonl"
+    co --mode profiler
+    tar czf "$OUT/runs-$phase.tgz" -C "$W" .
+  done
+fi
+
+# Wait for the source build only (a bare `wait` would also wait for the
+# tee of the log, which never ends), and not for long.
+if [ -n "${srcbuild_pid:-}" ]; then
+  for _ in $(seq 60); do kill -0 "$srcbuild_pid" 2>/dev/null || break; sleep 1; done
+  kill "$srcbuild_pid" 2>/dev/null
+  step "shim source build result"; cat /tmp/srcbuild.result
+fi
 step "pack"
 tar czf "$OUT/runs-$phase.tgz" -C "$W" . && ls -la "$OUT"
