@@ -423,8 +423,15 @@ class InputStarvationRule : public BottleneckRule {
     f.fraction = Share(saving, life);
     f.significant = f.fraction >= kSignificantFraction;
     f.severity = f.significant ? Severity::kWarning : Severity::kInfo;
-    f.verdict = "input starvation: the main thread takes a batch every " +
-                FormatDuration(loop.median_interval_ns) + " (copy " +
+    // Batches that arrive in bursts (prefetched, then a wait) have a small
+    // median interval; the mean is the rate the workers really sustain.
+    const uint64_t mean = loop.mean_interval_ns();
+    const std::string every =
+        mean > 2 * loop.median_interval_ns
+            ? FormatDuration(mean) + " on average (median " +
+                  FormatDuration(loop.median_interval_ns) + ": they arrive in bursts)"
+            : FormatDuration(loop.median_interval_ns);
+    f.verdict = "input starvation: the main thread takes a batch every " + every + " (copy " +
                 FormatDuration(loop.median_copy_ns) + "), as fast as its " + std::to_string(workers) +
                 " workers make them (" + FormatDuration(static_cast<uint64_t>(per_batch_ns)) +
                 " each): use num_workers=" + std::to_string(wanted);
