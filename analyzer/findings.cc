@@ -535,6 +535,15 @@ class PinThreadRule : public BottleneckRule {
                " of the main process's life), an upper bound: each interval shrinks to max(copy "
                "at the pinned bandwidth, the workers' interval) = " + FormatDuration(after) +
                ". Compare both runs with `pinscope diff`.";
+    if (saving == 0) {
+      // The workers are as slow as the pin thread: removing its copy alone
+      // gains nothing until there are more workers.
+      f.action = "The workers supply a batch only every " + FormatDuration(worker_interval) +
+                 ", so the pin thread is not the limit yet; it becomes the limit as soon as "
+                 "num_workers is raised: then set pin_memory=False and run under "
+                 "PINSCOPE_PIN=1 (pinscope pins the workers' shm batches in place, no thread "
+                 "copies them).";
+    }
     findings->push_back(std::move(f));
   }
 };
