@@ -50,6 +50,12 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
   const trace::CopyEvent& copy = ctx.copy;
   const ProcessState& process = ctx.event.process;
   const uint32_t tid = ctx.event.packet.tid();
+  // A process that copies has a CUDA context: its device analysis starts
+  // here, not at its first device record, which CUPTI hands over a flush
+  // period later - the host calls and DataLoader waits before it would be
+  // lost for gap attribution. (Reported only if device records follow.)
+  if (PerProcess& early = Process(process.index()); !early.device)
+    early.device = std::make_unique<device::ProcessDeviceAnalysis>();
   if (static_cast<int>(process.pid()) == root_pid_ && tid == process.pid() &&
       copy.direction() == trace::H2D && ctx.blocked_ns > 0 && root_copies_.size() < kMaxRootCopies) {
     // Only copies that may still be a batch: at least half the largest yet.
@@ -200,7 +206,7 @@ void InputAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
       ++wait_calls_;
     }
   }
-  if (!state.device) return;
+  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
   device::HostCall call;
   call.type = device::HostCall::Type::kSync;
   call.call_id = sync.call_id();

@@ -454,6 +454,12 @@ nlohmann::ordered_json JsonReport(const Report& report) {
         };
         nlohmann::ordered_json chunks = nlohmann::ordered_json::array();
         for (double f : busy.chunk_busy_fraction) chunks.push_back(fraction(f));
+        // Idle gaps by what the host was doing: {cause: {gaps, idle_ns}}.
+        nlohmann::ordered_json by_cause = nlohmann::ordered_json::object();
+        for (int c = 0; c < device::kGapCauses; ++c) {
+          by_cause[device::GapCauseName(static_cast<device::GapCause>(c))] = {
+              {"gaps", busy.by_cause[c].gaps}, {"idle_ns", busy.by_cause[c].idle_ns}};
+        }
         devices.push_back({{"pid", pd.pid},
                            {"device_id", busy.device_id},
                            {"busy_fraction", fraction(busy.busy_fraction)},
@@ -461,6 +467,7 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                            {"chunk_busy_fraction", chunks},
                            {"gap_count", busy.gap_count},
                            {"gap_ns", busy.gap_ns},
+                           {"gaps_by_cause", by_cause},
                            {"kernels", !busy.kernels_sampled() ? "all"
                                        : busy.measured()       ? "sampled"
                                                                : "none"},

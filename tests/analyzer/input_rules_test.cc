@@ -299,6 +299,21 @@ TEST(InputRulesTest, SlowPinThreadWithFastWorkersIsTheVerdict) {
       << (*f)["action"];
 }
 
+// seed_0f: num_workers=0. The GPU idles between batches while the main
+// thread makes the next one; those gaps are the DataLoader's, including the
+// batches before CUPTI handed over its first records (the device analysis
+// starts at the first copy, not at the first device record).
+TEST(InputRulesTest, Seed0fGpuIdleIsAttributedToTheDataLoader) {
+  const nlohmann::json j = JsonOf(kRoot + "/h200/seed_0f");
+  ASSERT_EQ(j["device_activity"].size(), 1u);
+  const nlohmann::json& d = j["device_activity"][0];
+  EXPECT_EQ(d["gap_count"], 19);
+  EXPECT_EQ(d["gaps_by_cause"]["dataloader"]["gaps"], 18);
+  EXPECT_EQ(d["gaps_by_cause"]["unknown"]["gaps"], 1);
+  const double loader = d["gaps_by_cause"]["dataloader"]["idle_ns"].get<double>();
+  EXPECT_GT(loader / d["gap_ns"].get<double>(), 0.99);
+}
+
 // seed_0t: no workers, pin_memory=True: moving to 15 workers would be capped
 // by the pin thread (10.2 ms > 76.5 / 15 ms).
 TEST(InputRulesTest, Seed0tPinThreadCapsWorkers) {
