@@ -183,7 +183,11 @@ TEST_F(SmallShmDataLoader, OverflowFailsWithTheDiagnosis) {
     EXPECT_NE(line.find(" (12 MiB): /dev/shm is full: 32 MiB capacity, 32 MiB in use by "),
               std::string::npos)
         << line;
-    EXPECT_NE(line.find(" segments of this job ("), std::string::npos) << line;
+    // How many of the job's segments are alive when the page faults
+    // depends on timing (1 or more): "1 segment" or "N segments".
+    EXPECT_TRUE(line.find(" segments of this job (") != std::string::npos ||
+                line.find(" by 1 segment of this job (") != std::string::npos)
+        << line;
   } else {
     EXPECT_NE(line.find(" /torch_"), std::string::npos) << line;
     EXPECT_NE(line.find(" failed with ENOSPC: /dev/shm is full: 32 MiB capacity, "),
