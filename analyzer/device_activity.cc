@@ -615,7 +615,12 @@ ProcessDeviceAnalysis::ProcessDeviceAnalysis(BusyOptions options, uint64_t join_
     : joiner_(join_horizon_ns), busy_(options) {}
 
 void ProcessDeviceAnalysis::Pump() {
-  for (const Joined& j : joiner_.Take()) classes_.Add(j);
+  for (Joined& j : joiner_.Take()) {
+    classes_.Add(j);
+    if (keep_copies_ && j.host && j.host->type == HostCall::Type::kCopy &&
+        j.device.kind == kActMemcpy)
+      joined_copies_.push_back(std::move(j));
+  }
 }
 
 void ProcessDeviceAnalysis::OnHostCall(const HostCall& call) {

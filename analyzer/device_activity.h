@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace pinscope::device {
@@ -418,8 +419,16 @@ class ProcessDeviceAnalysis {
   void Advance(uint64_t now_ns);
   ProcessDeviceResult Finish(Interval window);
 
+  // Memcpy records joined to their host copy call, for a caller that needs
+  // them too (the sync-wait analysis: a copy's transfer time); kept from the
+  // first KeepJoinedCopies() on, until taken.
+  void KeepJoinedCopies() { keep_copies_ = true; }
+  std::vector<Joined> TakeJoinedCopies() { return std::exchange(joined_copies_, {}); }
+
  private:
   void Pump();
+  bool keep_copies_ = false;
+  std::vector<Joined> joined_copies_;
   CorrelationJoiner joiner_;
   CopyClassAccumulator classes_;
   GpuBusyTracker busy_;

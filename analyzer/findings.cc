@@ -52,6 +52,21 @@ std::string PinCostText(const PinCost& cost, uint64_t batch_bytes) {
          FormatDuration(cost.per_batch_ns) + " per batch";
 }
 
+// The pin thread's cost per batch and whether it keeps up when `workers`
+// workers supply a batch every `predicted` ns, or becomes the limit.
+std::string PinThreadOutlook(const PinCost& cost, uint64_t batch_bytes, uint64_t workers,
+                             uint64_t predicted) {
+  std::string text = PinCostText(cost, batch_bytes);
+  if (!cost.known) return text;
+  const std::string supply =
+      std::to_string(workers) + " workers supplying a batch every " + FormatDuration(predicted);
+  return text + (cost.per_batch_ns >= predicted
+                     ? "; with " + supply +
+                           " the pin thread becomes the limit and caps the gain "
+                           "(pin_memory=False with PINSCOPE_PIN=1 avoids its copy)"
+                     : "; it keeps up with " + supply);
+}
+
 // Pageable staging: H2D/D2H copies from pageable memory go through the
 // driver's staging buffer. Loss = host-blocked time minus the time the same
 // bytes take at the calibrated pinned bandwidth, summed per copy.
@@ -296,16 +311,7 @@ class MainProcessBoundRule : public BottleneckRule {
     if (pinned) {
       const uint64_t predicted = std::max(loop.median_copy_ns, loop.median_interval_ns / k);
       f.action += " The batches are pinned (pin_memory=True): with workers, " +
-                  PinCostText(pin, loop.batch_bytes);
-      if (pin.known) {
-        f.action += pin.per_batch_ns >= predicted
-                        ? ", more than the " + FormatDuration(predicted) +
-                              " interval the workers would allow: the pin thread becomes the "
-                              "limit (pin_memory=False with PINSCOPE_PIN=1 avoids its copy)"
-                        : ": it keeps up with the " + FormatDuration(predicted) +
-                              " interval the workers would allow";
-      }
-      f.action += ".";
+                  PinThreadOutlook(pin, loop.batch_bytes, k, predicted) + ".";
     }
     findings->push_back(std::move(f));
   }
@@ -450,17 +456,8 @@ class InputStarvationRule : public BottleneckRule {
     if (pin_on) {
       const uint64_t predicted = std::max(
           loop.median_copy_ns, static_cast<uint64_t>(supply_ns) * workers / wanted);
-      f.action += " pin_memory=True: " + PinCostText(pin, loop.batch_bytes);
-      if (pin.known) {
-        f.action += pin.per_batch_ns >= predicted
-                        ? "; with " + std::to_string(wanted) + " workers supplying a batch every " +
-                              FormatDuration(predicted) +
-                              " the pin thread becomes the limit and caps the gain "
-                              "(pin_memory=False with PINSCOPE_PIN=1 avoids its copy)"
-                        : "; it keeps up with " + std::to_string(wanted) +
-                              " workers supplying a batch every " + FormatDuration(predicted);
-      }
-      f.action += ".";
+      f.action +=
+          " pin_memory=True: " + PinThreadOutlook(pin, loop.batch_bytes, wanted, predicted) + ".";
     }
     findings->push_back(std::move(f));
   }

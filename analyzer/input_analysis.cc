@@ -50,12 +50,12 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
   const trace::CopyEvent& copy = ctx.copy;
   const ProcessState& process = ctx.event.process;
   const uint32_t tid = ctx.event.packet.tid();
-  // A process that copies has a CUDA context: its device analysis starts
-  // here, not at its first device record, which CUPTI hands over a flush
-  // period later - the host calls and DataLoader waits before it would be
-  // lost for gap attribution. (Reported only if device records follow.)
-  if (PerProcess& early = Process(process.index()); !early.device)
-    early.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  // The main thread's copies get their device time from the device
+  // analysis's join (SyncWaits, JoinDevice).
+  if (PerProcess& st = Process(process.index()); st.device) {
+    if (tid == process.pid()) st.device->KeepJoinedCopies();
+    AdvanceDevice(st, ctx.event.time_ns);
+  }
   if (static_cast<int>(process.pid()) == root_pid_ && tid == process.pid() &&
       copy.direction() == trace::H2D && ctx.blocked_ns > 0 && root_copies_.size() < kMaxRootCopies) {
     // Only copies that may still be a batch: at least half the largest yet.
@@ -134,8 +134,6 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
     thread.by_call.try_emplace(copy.call_id(), static_cast<uint32_t>(thread.calls.size()));
     thread.calls.push_back(wait);
     ++wait_calls_;
-    if (!state.joiner) state.joiner = std::make_unique<device::CorrelationJoiner>();
-    state.joiner->AddHostCall(call);
     JoinDevice(state);
   }
 }
@@ -158,10 +156,11 @@ int32_t InputAnalysis::WaitSite(const ProcessState& process, uint64_t stack_id) 
 // Device times of the main thread's copies: the sum of the memcpy records
 // joined to each (a batch copy's records go to its CopyEvents in order).
 void InputAnalysis::JoinDevice(PerProcess& state) {
-  if (!state.joiner || state.wait_thread < 0) return;
+  if (!state.device) return;
+  std::vector<device::Joined> copies = state.device->TakeJoinedCopies();
+  if (state.wait_thread < 0) return;
   WaitThread& thread = wait_threads_[state.wait_thread];
-  for (const device::Joined& joined : state.joiner->Take()) {
-    if (!joined.host || joined.device.kind != device::kActMemcpy) continue;
+  for (const device::Joined& joined : copies) {
     auto it = thread.by_call.find(joined.host->call_id);
     if (it == thread.by_call.end()) continue;
     for (size_t i = it->second; i < thread.calls.size() && i < it->second + 64u; ++i) {
@@ -206,7 +205,8 @@ void InputAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
       ++wait_calls_;
     }
   }
-  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  if (!state.device) return;
+  AdvanceDevice(state, event.time_ns);
   device::HostCall call;
   call.type = device::HostCall::Type::kSync;
   call.call_id = sync.call_id();
@@ -280,12 +280,7 @@ void InputAnalysis::OnDevice(const Event& event, const trace::DeviceActivity& a)
   record.correlation_id = a.correlation_id();
   record.name_id = a.name_id();
   state.device->OnDevice(record);
-  if (state.joiner && record.kind == device::kActMemcpy) state.joiner->AddDevice(record);
-  if (event.time_ns > state.last_advance_ns + device::kSec) {
-    state.device->Advance(event.time_ns);
-    if (state.joiner) state.joiner->Advance(event.time_ns);
-    state.last_advance_ns = event.time_ns;
-  }
+  AdvanceDevice(state, event.time_ns);
   JoinDevice(state);
 }
 
@@ -293,9 +288,27 @@ void InputAnalysis::OnCorrelation(const Event& event, const trace::ExternalCorre
   PerProcess& state = Process(event.process.index());
   if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
   state.device->OnCorrelation(c.correlation_id(), c.call_id(), event.time_ns);
-  if (!state.joiner) state.joiner = std::make_unique<device::CorrelationJoiner>();
-  state.joiner->AddCorrelation(c.correlation_id(), c.call_id(), event.time_ns);
   JoinDevice(state);
+}
+
+// The device analysis starts when CUPTI does (the "cupti_started" notice,
+// written before the first copy it covers), not at the first device record,
+// which CUPTI hands over a flush period later: the host calls and DataLoader
+// waits in between are what the first gaps are attributed to. Processes
+// without CUPTI get none, so their host calls cost nothing here.
+void InputAnalysis::OnNotice(const Event& event, const trace::Notice& notice) {
+  if (notice.code() != "cupti_started") return;
+  PerProcess& state = Process(event.process.index());
+  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+}
+
+// Lets the device analysis give up what is older than its horizons also
+// while no device record arrives (CUPTI stepped aside), so memory stays
+// bounded by time, not by the run's length.
+void InputAnalysis::AdvanceDevice(PerProcess& state, uint64_t now_ns) {
+  if (now_ns <= state.last_advance_ns + device::kSec) return;
+  state.device->Advance(now_ns);
+  state.last_advance_ns = now_ns;
 }
 
 void InputAnalysis::OnRecording(const Event& event, const trace::DeviceRecording& r) {
@@ -316,17 +329,13 @@ void InputAnalysis::OnProcessEnd(const ProcessState& process) {
   if (it == per_process_.end()) return;
   PerProcess& state = it->second;
   pins_.peak_pinned_bytes += state.peak_pinned;
-  if (state.joiner) {
-    state.joiner->Finish();
-    JoinDevice(state);
-    state.joiner.reset();
-  }
   if (state.device && state.records > 0) {
     ProcessDevice out;
     out.process_index = process.index();
     out.pid = process.pid();
     out.records = state.records;
     out.result = state.device->Finish({process.start_ns(), process.end_ns()});
+    JoinDevice(state);  // the joins the end of the stream resolved
     devices_.push_back(std::move(out));
   }
   state.device.reset();

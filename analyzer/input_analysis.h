@@ -134,6 +134,7 @@ class InputAnalysis : public Analysis {
   void OnDevice(const Event& event, const trace::DeviceActivity& activity) override;
   void OnCorrelation(const Event& event, const trace::ExternalCorrelation& correlation) override;
   void OnRecording(const Event& event, const trace::DeviceRecording& recording) override;
+  void OnNotice(const Event& event, const trace::Notice& notice) override;
   void OnProcessEnd(const ProcessState& process) override;
   void Finish(const RunInfo& run) override;
 
@@ -180,8 +181,6 @@ class InputAnalysis : public Analysis {
     uint64_t peak_pinned = 0;
     uint64_t last_advance_ns = 0;
     uint64_t last_batch_end_ns = 0;  // end of the last batch-sized H2D copy (root main thread)
-    // The main thread's copies joined to their device records (SyncWaits).
-    std::unique_ptr<device::CorrelationJoiner> joiner;
     int wait_thread = -1;  // index into wait_threads_
   };
   // H2D copies this large on the root's main thread count as batches for
@@ -189,6 +188,7 @@ class InputAnalysis : public Analysis {
   static constexpr uint64_t kMinBatchBytes = 1ull << 20;
   PerProcess& Process(int index);
   void JoinDevice(PerProcess& state);
+  void AdvanceDevice(PerProcess& state, uint64_t now_ns);
   void FinishSyncWaits();
   int32_t WaitSite(const ProcessState& process, uint64_t stack_id);
 

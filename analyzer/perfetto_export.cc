@@ -91,17 +91,7 @@ const char* ActivityKindName(trace::DeviceActivityKind kind) {
 
 // "worker" etc., as ProcessSummary::Role() spells them.
 const char* RoleOf(const ProcessState& process) {
-  if (process.helper()) return "helper";
-  switch (process.origin()) {
-    case trace::ORIGIN_ROOT:
-      return "root";
-    case trace::ORIGIN_FORK:
-      return "worker";
-    case trace::ORIGIN_EXEC:
-      return "exec";
-    default:
-      return "process";
-  }
+  return ProcessRoleName(process.origin(), process.helper());
 }
 
 void AddString(TrackEvent& event, const char* name, const std::string& value) {

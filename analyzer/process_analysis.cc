@@ -9,19 +9,7 @@
 
 namespace pinscope {
 
-std::string ProcessSummary::Role() const {
-  if (helper) return "helper";
-  switch (origin) {
-    case trace::ORIGIN_ROOT:
-      return "root";
-    case trace::ORIGIN_FORK:
-      return "worker";
-    case trace::ORIGIN_EXEC:
-      return "exec";
-    default:
-      return "process";
-  }
-}
+std::string ProcessSummary::Role() const { return ProcessRoleName(origin, helper); }
 
 void ProcessAnalysis::OnProcess(const ProcessState& process) {
   if (processes_.size() <= static_cast<size_t>(process.index())) {

@@ -112,6 +112,20 @@ const char* OriginName(trace::ProcessOrigin origin) {
   }
 }
 
+const char* ProcessRoleName(trace::ProcessOrigin origin, bool helper) {
+  if (helper) return "helper";
+  switch (origin) {
+    case trace::ORIGIN_ROOT:
+      return "root";
+    case trace::ORIGIN_FORK:
+      return "worker";
+    case trace::ORIGIN_EXEC:
+      return "exec";
+    default:
+      return "process";
+  }
+}
+
 const char* ShmOpName(trace::ShmOp op) {
   switch (op) {
     case trace::SHM_OPEN:

@@ -18,6 +18,9 @@ const char* AllocApiName(trace::AllocApi api);
 const char* CopyApiName(trace::CopyApi api);
 // "root", "fork", "exec", "unknown".
 const char* OriginName(trace::ProcessOrigin origin);
+// A process's role in the report: "root", "worker" (forked), "exec",
+// "helper" (torch_shm_manager and the like), "process".
+const char* ProcessRoleName(trace::ProcessOrigin origin, bool helper);
 // "create", "map", "unlink", ...
 const char* ShmOpName(trace::ShmOp op);
 // "exit", "_exit", "exec", "signal", "unknown".

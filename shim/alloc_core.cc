@@ -230,12 +230,12 @@ bool Track(uint32_t api, void* p, size_t n, uint64_t alignment, void* old, uint6
 // a new request of n bytes at `alignment`: recorded exactly as a fresh
 // allocation, then the REUSE. nullptr (the caller allocates as usual) when
 // none fits. The guard is set. One relaxed load while the list is empty.
-void* Reuse(uint32_t api, size_t n, size_t alignment, uint64_t recorded_alignment, uint64_t t) {
+void* Reuse(uint32_t api, size_t n, size_t alignment, uint64_t t) {
   if (!PinHasKept()) return nullptr;
   KeptTake k;
   if (!PinTakeKept(n, alignment, &k)) return nullptr;
   void* p = reinterpret_cast<void*>(k.base);
-  if (!Track(api, p, n, recorded_alignment, nullptr, t)) {
+  if (!Track(api, p, n, alignment, nullptr, t)) {
     // Not recorded, so its free would never reach pinning: unpin it now.
     PinOnFree(p, "free");
     g_real.free(p);
@@ -345,7 +345,7 @@ void* MallocSlow(size_t n, const void* caller) {
   if (!ShouldRecord(caller)) return g_real.malloc(n);
   HookScope scope;
   uint64_t t = MonoNs();
-  if (void* k = Reuse(f::kMalloc, n, 0, 0, t)) return k;
+  if (void* k = Reuse(f::kMalloc, n, 0, t)) return k;
   void* p = g_real.malloc(n);
   if (p == nullptr) {
     scope.KeepErrno(errno);
@@ -385,7 +385,7 @@ void* AlignedSlow(uint32_t api, size_t alignment, size_t n, const void* caller) 
   uint64_t recorded_alignment = (api == f::kValloc || api == f::kPvalloc) ? PageSize() : alignment;
   // pvalloc rounds the size up to pages: never served from the recycle list.
   if (api != f::kPvalloc)
-    if (void* k = Reuse(api, n, recorded_alignment, recorded_alignment, t)) return k;
+    if (void* k = Reuse(api, n, recorded_alignment, t)) return k;
   void* p = call();
   if (p == nullptr) {
     scope.KeepErrno(errno);

@@ -302,7 +302,7 @@ TEST(InputRulesTest, SlowPinThreadWithFastWorkersIsTheVerdict) {
 // seed_0f: num_workers=0. The GPU idles between batches while the main
 // thread makes the next one; those gaps are the DataLoader's, including the
 // batches before CUPTI handed over its first records (the device analysis
-// starts at the first copy, not at the first device record).
+// starts at the "cupti_started" notice, not at the first device record).
 TEST(InputRulesTest, Seed0fGpuIdleIsAttributedToTheDataLoader) {
   const nlohmann::json j = JsonOf(kRoot + "/h200/seed_0f");
   ASSERT_EQ(j["device_activity"].size(), 1u);
