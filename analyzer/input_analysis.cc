@@ -234,6 +234,10 @@ void InputAnalysis::OnPin(const Event& event, const trace::PinEvent& pin) {
       ++pins_.registers;
       pins_.register_bytes += pin.size();
       pins_.register_ns += pin.duration_ns();
+      if (pin.reason() == "shm_ahead") {
+        ++pins_.ahead_registers;
+        pins_.ahead_register_ns += pin.duration_ns();
+      }
       const HostBuffer buffer = event.process.ResolveHost(pin.address());
       if (buffer.kind == HostBuffer::Kind::kShm) {
         ++pins_.shm_registers;

@@ -94,6 +94,9 @@ struct PinStats {
   uint64_t registers = 0;
   uint64_t register_bytes = 0;
   uint64_t register_ns = 0;
+  // Made ahead by pinscope's pin-ahead thread (reason "shm_ahead"), off the
+  // copying thread: counted in registers/register_ns too.
+  uint64_t ahead_registers = 0, ahead_register_ns = 0;
   uint64_t shm_registers = 0, shm_bytes = 0;
   uint64_t alloc_registers = 0, alloc_bytes = 0;
   uint64_t other_registers = 0, other_bytes = 0;

@@ -427,6 +427,8 @@ nlohmann::ordered_json JsonReport(const Report& report) {
     j["pinning"] = {{"registers", p.registers},
                     {"register_bytes", p.register_bytes},
                     {"register_ns", p.register_ns},
+                    {"ahead_registers", p.ahead_registers},
+                    {"ahead_register_ns", p.ahead_register_ns},
                     {"shm_registers", p.shm_registers},
                     {"shm_bytes", p.shm_bytes},
                     {"alloc_registers", p.alloc_registers},
@@ -438,6 +440,8 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                     {"unpin_reasons", reasons},
                     {"peak_pinned_bytes", p.peak_pinned_bytes},
                     {"pinned_copies", p.pinned_copies},
+                    {"pinned_registered", p.pinned_registered},
+                    {"pinned_cached", p.pinned_cached},
                     {"pinned_copy_bytes", p.pinned_copy_bytes},
                     {"pinned_copy_blocked_ns", p.pinned_copy_blocked_ns},
                     {"pinned_copy_at_pageable_ns", p.pinned_copy_at_pageable_ns}};

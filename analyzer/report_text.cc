@@ -632,6 +632,12 @@ void TextWriter::PinningSection() {
        "; peak pinned " + FormatBytes(pins.peak_pinned_bytes) + "; " +
        FormatCount(pins.register_failed) + " failed, budget full " + FormatCount(pins.budget_full) +
        " times.");
+  if (pins.ahead_registers > 0) {
+    Para(FormatCount(pins.ahead_registers) + " of the registrations (" +
+         FormatDuration(pins.ahead_register_ns) +
+         ") were made ahead, on pinscope's pin-ahead thread as the shm batch was mapped, not on "
+         "the copying thread (PINSCOPE_PIN_AHEAD).");
+  }
   if (pins.recycles > 0 || pins.reuses > 0) {
     Para("Kept " + FormatCount(pins.recycles) + " freed blocks registered for reuse; " +
          FormatCount(pins.reuses) + " registrations saved by reuse.");
@@ -652,14 +658,15 @@ void TextWriter::PinningSection() {
                                   : static_cast<double>(pins.pinned_copy_bytes) / pins.pinned_copy_at_pinned_ns;
     const int64_t saved = static_cast<int64_t>(pins.pinned_copy_at_pageable_ns) -
                           static_cast<int64_t>(pins.pinned_copy_blocked_ns) -
-                          static_cast<int64_t>(pins.register_ns);
+                          static_cast<int64_t>(pins.register_ns - pins.ahead_register_ns);
     Para(FormatCount(pins.pinned_copies) + " copies ran pinned thanks to pinscope (" +
          FormatCount(pins.pinned_registered) + " registered, " + FormatCount(pins.pinned_cached) +
          " cached), " + FormatBytes(pins.pinned_copy_bytes) + " at " + FormatGbps(achieved) +
          " host-blocked (calibrated pinned " + FormatGbps(calibrated) + "). Time saved vs the " +
-         "calibrated pageable bandwidth, minus registration: " +
+         "calibrated pageable bandwidth, minus registration on the copying threads: " +
          (saved >= 0 ? FormatDuration(static_cast<uint64_t>(saved))
-                     : "-" + FormatDuration(static_cast<uint64_t>(-saved))) + ".");
+                     : "-" + FormatDuration(static_cast<uint64_t>(-saved))) +
+         ".");
   }
 }
 

@@ -144,6 +144,7 @@ void LoadConfig(Config* c) {
     }
   }
   SizeVar("PINSCOPE_PIN_KEEP", &c->pin_keep);
+  BoolVar("PINSCOPE_PIN_AHEAD", &c->pin_ahead);
 }
 
 }  // namespace pinscope::shim

@@ -32,6 +32,7 @@ struct Config {
   uint64_t pin_budget = 0;           // PINSCOPE_PIN_BUDGET (0: derived)
   bool pin_budget_explicit = false;
   uint64_t pin_keep = 1ull << 30;    // PINSCOPE_PIN_KEEP (0: no recycle list)
+  bool pin_ahead = true;             // PINSCOPE_PIN_AHEAD (register shm batches at mmap)
 };
 
 // Parses a byte size: digits with an optional K/M/G/T suffix (binary

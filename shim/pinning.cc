@@ -10,6 +10,15 @@
 // really freed) when the list is full, when the budget needs their room,
 // after kKeepIdleNs idle (flusher thread), and before fork.
 //
+// Pin-ahead (PINSCOPE_PIN_AHEAD): a new shared-memory mapping of a size
+// this process has already copied from a registered shm buffer (a
+// DataLoader batch) is registered at once on pinscope's pin-ahead thread,
+// not on the copying thread at its first copy: the main thread maps a
+// batch when it receives it, often long before it copies it (batches wait
+// in the loader's reorder buffer), so the copy finds it pinned. A munmap
+// or MAP_FIXED over a queued mapping cancels it; one being registered is
+// waited for, as for any busy block.
+//
 // Locking: one mutex guards the table of pinned blocks; it is never held
 // across a CUDA call (a block is kRegistering/kUnpinning while pinscope
 // calls CUDA for it outside the lock) and never taken by the allocator
@@ -20,6 +29,8 @@
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include <atomic>
@@ -115,6 +126,30 @@ RealFn<cudaError_t (*)(int)> g_set_device("cudaSetDevice");
 
 // One event per thread and device for PinWaitStream.
 PINSCOPE_TLS cudaEvent_t t_events[16];
+
+// Pin-ahead: the sizes of shm buffers this process registered at a copy
+// (a DataLoader's batches have one size), the queue of new mappings of
+// those sizes, and the thread that registers them. Under g_mu, except the
+// atomics (filters for the mmap/munmap hooks, one relaxed load each).
+constexpr int kAheadSizes = 8;
+constexpr int kAheadQueue = 16;
+struct AheadItem {
+  uintptr_t base;
+  size_t size;
+  bool writable;
+  bool live;  // false: unmapped before its turn
+};
+AheadItem g_ahead_q[kAheadQueue];
+int g_ahead_head = 0, g_ahead_n = 0;
+uint64_t g_ahead_sizes[kAheadSizes];
+int g_ahead_sizes_n = 0, g_ahead_sizes_next = 0;
+int g_ahead_device = 0;  // device of the copy that taught a size
+bool g_ahead_started = false;
+std::atomic<bool> g_ahead_learned{false};  // some size known
+std::atomic<int> g_ahead_pending{0};       // mirrors g_ahead_n
+std::atomic<bool> g_ahead_stop{false};     // process exit: no new CUDA call
+std::atomic<bool> g_ahead_in_cuda{false};  // the thread is inside a CUDA call
+pthread_cond_t g_ahead_cv = PTHREAD_COND_INITIALIZER;
 
 // Runs a CUDA call that may fail without leaving its error in the
 // program's last-error slot (unless one of the program's was pending).
@@ -474,6 +509,129 @@ uint64_t HostSide(CopyRecord* r, uint32_t** kind) {
   return 0;
 }
 
+// --- pin-ahead -------------------------------------------------------------
+
+// Marks queued mappings overlapping [p, p+n) dead (they are being unmapped).
+// Lock held.
+void AheadCancelLocked(uintptr_t p, size_t n) {
+  for (int k = 0; k < g_ahead_n; ++k) {
+    AheadItem& it = g_ahead_q[(g_ahead_head + k) % kAheadQueue];
+    if (it.live && it.base < p + n && p < it.base + it.size) it.live = false;
+  }
+}
+
+// Registers one queued mapping, as a copy's first use would (same budget,
+// same table, same PinEvent, reason "shm_ahead"). Lock held on entry and
+// on return; released around the CUDA call.
+void AheadRegisterLocked(const AheadItem& it, int* current_device) {
+  if (g_forking.load(std::memory_order_acquire) > 0 || !g_allowed || FindLocked(it.base) >= 0)
+    return;
+  uint64_t budget = PinBudget();  // ready: a copy registered before any item was queued
+  if (g_pinned_bytes.load(std::memory_order_relaxed) + it.size > budget) return;
+  int slot = AllocSlotLocked();
+  if (slot < 0) return;
+  g_blocks[slot] = Block{};
+  g_blocks[slot].base = it.base;
+  g_blocks[slot].size = it.size;
+  g_blocks[slot].state = kRegistering;
+  g_blocks[slot].shm = true;
+  g_count.fetch_add(1, std::memory_order_relaxed);
+  g_pinned_bytes.fetch_add(it.size, std::memory_order_relaxed);  // reserved
+  int device = g_ahead_device;
+  g_ahead_in_cuda.store(true, std::memory_order_seq_cst);
+  pthread_mutex_unlock(&g_mu);
+  cudaError_t rc = cudaErrorUnknown;
+  uint64_t t0 = MonoNs(), t1 = t0;
+  if (!g_ahead_stop.load(std::memory_order_seq_cst)) {
+    if (device != *current_device)
+      if (auto sd = g_set_device.get())
+        if (Quiet([&] { return sd(device); }) == cudaSuccess) *current_device = device;
+    unsigned flags = cudaHostRegisterPortable | (it.writable ? 0u : cudaHostRegisterReadOnly);
+    t0 = MonoNs();
+    if (auto reg = g_register.get())
+      rc = Quiet([&] { return reg(reinterpret_cast<void*>(it.base), it.size, flags); });
+    t1 = MonoNs();
+  }
+  g_ahead_in_cuda.store(false, std::memory_order_seq_cst);
+  if (rc == cudaSuccess) {
+    // Recorded while the block is still busy, so that the UNREGISTER of a
+    // munmap racing with it (which waits for kPinned) comes after it.
+    BumpPointerGeneration();
+    Emit(f::kRegister, it.base, it.size, t1 - t0, rc, "shm_ahead",
+         g_pinned_bytes.load(std::memory_order_relaxed), t0);
+    pthread_mutex_lock(&g_mu);
+    g_blocks[slot].state = kPinned;
+    return;
+  }
+  // Not remembered as refused (kFailed): the copy tries again itself, so a
+  // failure here never changes what the copy does.
+  pthread_mutex_lock(&g_mu);
+  FreeSlotLocked(slot);
+  uint64_t after = g_pinned_bytes.fetch_sub(it.size, std::memory_order_relaxed) - it.size;
+  pthread_mutex_unlock(&g_mu);
+  if (t1 != t0) Emit(f::kRegisterFailed, it.base, it.size, t1 - t0, rc, "shm_ahead", after, t0);
+  pthread_mutex_lock(&g_mu);
+}
+
+void* AheadMain(void*) {
+  ++t_hook_depth;  // nothing this thread does is the program's
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  int current_device = -1;
+  pthread_mutex_lock(&g_mu);
+  for (;;) {
+    while (g_ahead_n == 0 && !g_ahead_stop.load(std::memory_order_relaxed))
+      pthread_cond_wait(&g_ahead_cv, &g_mu);
+    if (g_ahead_stop.load(std::memory_order_relaxed)) break;
+    AheadItem it = g_ahead_q[g_ahead_head];
+    g_ahead_head = (g_ahead_head + 1) % kAheadQueue;
+    --g_ahead_n;
+    g_ahead_pending.store(g_ahead_n, std::memory_order_relaxed);
+    if (it.live) AheadRegisterLocked(it, &current_device);
+  }
+  pthread_mutex_unlock(&g_mu);
+  return nullptr;
+}
+
+// A copy registered an shm buffer of `size` bytes: later mappings of that
+// size are registered ahead. Starts the thread the first time. Called
+// from a copy hook (no lock held).
+void AheadLearn(uint64_t size) {
+  const Config& c = GetConfig();
+  if (!c.pin_ahead || c.pin == PinMode::kOff) return;
+  int device = 0;
+  if (auto gd = g_get_device.get()) Quiet([&] { return gd(&device); });
+  bool start = false;
+  pthread_mutex_lock(&g_mu);
+  bool known = false;
+  for (int k = 0; k < g_ahead_sizes_n && !known; ++k) known = g_ahead_sizes[k] == size;
+  if (!known) {
+    g_ahead_sizes[g_ahead_sizes_next] = size;
+    g_ahead_sizes_next = (g_ahead_sizes_next + 1) % kAheadSizes;
+    if (g_ahead_sizes_n < kAheadSizes) ++g_ahead_sizes_n;
+  }
+  g_ahead_device = device;
+  if (!g_ahead_started) start = g_ahead_started = true;
+  pthread_mutex_unlock(&g_mu);
+  if (start) {
+    pthread_t th;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    if (pthread_create(&th, &attr, AheadMain, nullptr) == 0) {
+      pthread_setname_np(th, "pinscope-pin");
+      g_ahead_learned.store(true, std::memory_order_release);
+      // Registered after the CUDA runtime's own exit handlers (CUDA is in
+      // use by now), so it runs before them: no registration is under way
+      // while CUDA tears down.
+      atexit(PinAheadStop);
+    }
+    pthread_attr_destroy(&attr);
+  }
+}
+
 }  // namespace
 
 std::atomic<int> g_pin_kept{0};
@@ -510,6 +668,17 @@ PinTicket PinBeforeCopy(CopyRecord* r) {
       if (state == kPinned) ++g_blocks[found].in_use;
     }
     pthread_mutex_unlock(&g_mu);
+    // A block being registered (by the pin-ahead thread, or another
+    // thread's copy) is waited for: its registration takes less than the
+    // pageable copy would, and the copy then runs pinned.
+    for (int spins = 0; found >= 0 && state == kRegistering && spins < 100000; ++spins) {
+      ShortSleep();
+      pthread_mutex_lock(&g_mu);
+      found = FindLocked(host);
+      state = found >= 0 ? g_blocks[found].state : static_cast<uint8_t>(kEmpty);
+      if (state == kPinned) ++g_blocks[found].in_use;
+      pthread_mutex_unlock(&g_mu);
+    }
     if (found >= 0 && state == kFailed) {
       r->pin = *kind == f::kPinned ? f::kPinByProgram : f::kPinFailed;
       return t;
@@ -626,6 +795,7 @@ PinTicket PinBeforeCopy(CopyRecord* r) {
   }
   BumpPointerGeneration();
   Emit(f::kRegister, buf.base, buf.size, t1 - t0, rc, buf.shm ? "shm" : "malloc", after, t0);
+  if (buf.shm) AheadLearn(buf.size);
   r->pin = f::kPinRegistered;
   t.block = static_cast<uint64_t>(slot) + 1;
   // Capture was checked above: the stream is not capturing.
@@ -811,8 +981,42 @@ void PinPeriodic() {
 }
 
 void PinOnUnmap(void* p, size_t n) {
-  if (g_count.load(std::memory_order_relaxed) == 0 || !p) return;
+  if (!p) return;
+  if (g_ahead_pending.load(std::memory_order_relaxed) > 0) {
+    pthread_mutex_lock(&g_mu);
+    AheadCancelLocked(reinterpret_cast<uintptr_t>(p), n ? n : 1);
+    pthread_mutex_unlock(&g_mu);
+  }
+  if (g_count.load(std::memory_order_relaxed) == 0) return;
   UnpinWhere(reinterpret_cast<uintptr_t>(p), n ? n : 1, false, "munmap");
+}
+
+void PinAheadOnMap(void* p, size_t n, bool writable) {
+  if (!g_ahead_learned.load(std::memory_order_relaxed) || !p) return;
+  if (!g_allowed || g_forking.load(std::memory_order_acquire) > 0 || !Recording()) return;
+  uintptr_t base = reinterpret_cast<uintptr_t>(p);
+  pthread_mutex_lock(&g_mu);
+  bool known = false;
+  for (int k = 0; k < g_ahead_sizes_n && !known; ++k) known = g_ahead_sizes[k] == n;
+  if (known && g_ahead_n < kAheadQueue && !g_ahead_stop.load(std::memory_order_relaxed)) {
+    g_ahead_q[(g_ahead_head + g_ahead_n) % kAheadQueue] = AheadItem{base, n, writable, true};
+    ++g_ahead_n;
+    g_ahead_pending.store(g_ahead_n, std::memory_order_relaxed);
+    pthread_cond_signal(&g_ahead_cv);
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
+void PinAheadStop() {
+  if (!g_ahead_learned.load(std::memory_order_relaxed)) return;
+  g_ahead_stop.store(true, std::memory_order_seq_cst);
+  pthread_mutex_lock(&g_mu);
+  pthread_cond_broadcast(&g_ahead_cv);
+  pthread_mutex_unlock(&g_mu);
+  // A registration under way finishes before the process goes on exiting
+  // (CUDA tears down in exit handlers); bounded, never forever.
+  for (int spins = 0; g_ahead_in_cuda.load(std::memory_order_seq_cst) && spins < 40000; ++spins)
+    ShortSleep();
 }
 
 void PinBeforeFork() {
@@ -823,6 +1027,14 @@ void PinBeforeFork() {
   // made one fork take 3.4 s): unpin them first. Shared mappings are not
   // copied and stay pinned. The parent pins them again on their next copy.
   UnpinWhere(0, 0, true, "fork");
+  // The pin-ahead thread starts no registration now (g_forking); one under
+  // way finishes first, so no CUDA call of pinscope's overlaps the fork.
+  // The thread checks g_forking and raises g_ahead_in_cuda under g_mu: once
+  // this lock/unlock is done, a registration that passed the check shows.
+  pthread_mutex_lock(&g_mu);
+  pthread_mutex_unlock(&g_mu);
+  for (int spins = 0; g_ahead_in_cuda.load(std::memory_order_seq_cst) && spins < 40000; ++spins)
+    ShortSleep();
   // Kept blocks are idle pinned private memory: released (unregistered and
   // freed), so the child neither inherits nor hands one out. After the
   // unpin above, which waited for a free that was moving its block onto
@@ -856,6 +1068,15 @@ void PinForkChild() {
   g_kept_bytes = 0;
   g_pin_kept.store(0);
   memset(static_cast<void*>(t_events), 0, sizeof t_events);
+  // The pin-ahead thread is the parent's (threads do not survive fork).
+  pthread_cond_init(&g_ahead_cv, nullptr);
+  g_ahead_head = g_ahead_n = 0;
+  g_ahead_sizes_n = g_ahead_sizes_next = 0;
+  g_ahead_started = false;
+  g_ahead_learned.store(false);
+  g_ahead_pending.store(0);
+  g_ahead_stop.store(false);
+  g_ahead_in_cuda.store(false);
   if (g_cuda_at_fork || CudaSeen()) g_allowed = false;
 }
 

@@ -73,6 +73,16 @@ bool PinProgramUnregister(void* p, int* rc);
 bool PinOnFree(void* p, const char* reason, bool may_keep = false);
 void PinOnUnmap(void* p, size_t n);
 
+// Pin-ahead (PINSCOPE_PIN_AHEAD): the mmap hook reports every new MAP_SHARED
+// shared-memory mapping of the program's; if its size is one this process
+// already copied from a registered shm buffer, pinscope's pin-ahead thread
+// registers it now, so its first copy finds it pinned. One relaxed load
+// until a copy has taught a size; no CUDA call here.
+void PinAheadOnMap(void* p, size_t n, bool writable);
+// Process exit: the pin-ahead thread starts no new CUDA call; one under
+// way is waited for (bounded).
+void PinAheadStop();
+
 // The recycle list: freed blocks pinscope keeps registered (at most
 // kMaxKept, PINSCOPE_PIN_KEEP bytes). PinHasKept is the allocation hooks'
 // filter (one relaxed load); PinTakeKept hands out a kept block whose

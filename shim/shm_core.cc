@@ -555,6 +555,10 @@ void* MmapSlow(void* addr, size_t length, int prot, int flags, int fd, off_t off
         if (!(id.flags & kFlagDriverInternal))
           g_job.Add(ProcessId(), at, id.device, id.inode, length);
         EnsureSigbusHandler();
+        // A DataLoader batch arriving: registered ahead if its size is one
+        // this process copies (docs/pinning.md, pin-ahead).
+        if ((flags & MAP_SHARED) && !(id.flags & kFlagDriverInternal))
+          PinAheadOnMap(p, length, (prot & PROT_WRITE) != 0);
       }
     }
     Record(f::kShmMap, id, fd, length, static_cast<uint64_t>(offset), at, flags, prot, err, t0);

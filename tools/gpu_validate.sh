@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repo root, with the bundle that
-# tools/make_gpu_bundle.sh made (.gpu/). Two phases, one device call each:
+# tools/make_gpu_bundle.sh made (.gpu/). Phases (one or more, comma-separated,
+# in one device call):
 #   tools/gpu_validate.sh validate   # GPU suite: copies, processes, stacks,
 #                                    # CUPTI, pinning correctness; example traces
 #   tools/gpu_validate.sh bench      # benchmarks for docs/benchmarks.md
 #   tools/gpu_validate.sh ab         # paired A/B runs (pinning at 0 workers,
 #                                    # cost with pin_memory, CUPTI modes)
+#   tools/gpu_validate.sh pairs4     # paired runs at 4 workers: PINSCOPE_PIN=1
+#                                    # pin_memory=False vs pin_memory=True
+#   tools/gpu_validate.sh ahead      # pin-ahead: loader batches bit-identical,
+#                                    # PIN=1 with/without PINSCOPE_PIN_AHEAD vs
+#                                    # pin_memory=True at 4 and 8 workers
+#   tools/gpu_validate.sh train      # training-shaped job: PIN=1 pin_memory=False
+#                                    # vs pin_memory=True, 4 and 8 workers
+#   tools/gpu_validate.sh cost       # paired runs, pinscope vs none on
+#                                    # pin_memory=True jobs: steady-state
+#                                    # samples/s and CPU per sample
 # Everything lands in $OUT (the device tool brings it back): a log, JSON
 # results, and the run folders packed in one tarball. The checks that read
-# traces run afterwards on any machine (tools/gpu_check.sh).
+# traces run afterwards on any machine (tests/gpu/*_check.py, docs/validation.md).
 set -uo pipefail
-phase="${1:-validate}"
+phases="${1:-validate}"
+has() { [ "$phases" = all ] || [[ ",$phases," == *",$1,"* ]]; }
+phase="${phases//,/_}"   # names the log and the tarball (the device tool brings back only plain names: no "+")
 OUT="${OUT:-/tmp/pinscope-out}"
 W=/tmp/psw
 rm -rf "$W"; mkdir -p "$W" "$OUT"
@@ -40,7 +53,7 @@ run() {  # run NAME [ENV=V...] -- CMD...: pinscope run into $W/NAME, no report
   return $rc
 }
 
-if [ "$phase" = validate ] || [ "$phase" = all ]; then
+if has validate; then
   step "shim from source on this machine (g++ $(g++ -dumpversion), cmake $(cmake --version | head -1))"
   rm -rf /tmp/deps /tmp/srcbuild; mkdir -p /tmp/deps
   for d in .gpu/debs/*.deb; do dpkg -x "$d" /tmp/deps; done
@@ -88,16 +101,21 @@ if [ "$phase" = validate ] || [ "$phase" = all ]; then
   run loader_nopin -- $PY tests/gpu/pinning_check.py loader --json "$W/loader_nopin.json"
   run loader_pin PINSCOPE_PIN=1 -- $PY tests/gpu/pinning_check.py loader --json "$W/loader_pin.json"
   cmp "$W/loader_nopin.json" "$W/loader_pin.json" && echo "PASS loader batches bit-identical with and without pinning" || echo "FAIL loader batches differ"
+  # num_workers=0: the collated batch is a malloc block, freed and allocated
+  # again every batch, so it runs through the recycle list (REUSE).
+  run loader0_nopin -- $PY tests/gpu/pinning_check.py loader --workers 0 --json "$W/loader0_nopin.json"
+  run loader0_pin PINSCOPE_PIN=1 -- $PY tests/gpu/pinning_check.py loader --workers 0 --json "$W/loader0_pin.json"
+  cmp "$W/loader0_nopin.json" "$W/loader0_pin.json" && echo "PASS loader (0 workers, recycle list) batches bit-identical with and without pinning" || echo "FAIL loader (0 workers) batches differ"
   $PY tests/gpu/pinning_check.py fork --gib 8
   run fork_pin PINSCOPE_PIN=1 PINSCOPE_PIN_BUDGET=16G -- $PY tests/gpu/pinning_check.py fork --gib 8
 fi
 
-if [ "$phase" = validate ] || [ "$phase" = all ]; then
+if has validate; then
   step "pack validation"
-  tar czf "$OUT/runs-validate.tgz" -C "$W" . && ls -la "$OUT"
+  tar czf "$OUT/runs-$phase.tgz" -C "$W" . && ls -la "$OUT"
 fi
 
-if [ "$phase" = bench ] || [ "$phase" = all ]; then
+if has bench; then
   pinscope calibrate --output "$W/calibration.json" >/dev/null
   cfgs="${BENCH_CONFIGS:-0f,0t,4f,4t,8f,8t}"
   n="${BENCH_SAMPLES:-3840}"
@@ -140,7 +158,7 @@ if [ "$phase" = bench ] || [ "$phase" = all ]; then
   fi
 fi
 
-if [ "$phase" = ab ]; then
+if [ "$phases" = ab ]; then
   # Paired A/B runs for the figures the median table cannot resolve: one
   # process per mode, alternating, so drift hits both sides alike.
   pinscope calibrate --output "$W/calibration.json" >/dev/null
@@ -167,6 +185,64 @@ if [ "$phase" = ab ]; then
     pinscope run --no-report -o "$W/cab_auto_$rep" -- $PY tools/bench/cupti_overhead.py --rounds 5 --mode pinscope_auto | tee -a "$W/cupti_ab.jsonl"
     PINSCOPE_CUPTI_KERNELS=all pinscope run --no-report -o "$W/cab_all_$rep" -- $PY tools/bench/cupti_overhead.py --rounds 5 --mode pinscope_all | tee -a "$W/cupti_ab.jsonl"
     co --mode profiler
+    tar czf "$OUT/runs-$phase.tgz" -C "$W" .
+  done
+fi
+
+if has pairs4; then
+  # The 4-worker cell of the pinning target, in pairs (one process per side,
+  # the order alternating), steady-state samples/s from seedbench's JSON.
+  [ -f "$W/calibration.json" ] || pinscope calibrate --output "$W/calibration.json" >/dev/null
+  n4="${PAIRS_SAMPLES:-10240}"
+  step "4 workers: PINSCOPE_PIN=1 pin_memory=False vs pin_memory=True (and False) without pinscope"
+  for rep in $(seq 1 "${PAIRS_REPEATS:-5}"); do
+    a() { run p4_pin_$rep PINSCOPE_PIN=1 -- $PY tools/bench/seedbench.py --samples "$n4" --configs 4f --json "$W/p4_pin_$rep.json"; }
+    b() { timeout -k 5 120 $PY tools/bench/seedbench.py --samples "$n4" --configs 4t --json "$W/p4_none_t_$rep.json"; }
+    c() { timeout -k 5 120 $PY tools/bench/seedbench.py --samples "$n4" --configs 4f --json "$W/p4_none_f_$rep.json"; }
+    if [ $((rep % 2)) = 1 ]; then a; b; c; else c; b; a; fi
+  done
+  run p4_ps_t -- $PY tools/bench/seedbench.py --samples "$n4" --configs 4t --json "$W/p4_ps_t.json"
+  tar czf "$OUT/runs-$phase.tgz" -C "$W" .
+fi
+
+if has ahead; then
+  [ -f "$W/calibration.json" ] || pinscope calibrate --output "$W/calibration.json" >/dev/null
+  step "pin-ahead: DataLoader batches bit-identical with and without pinning (4 workers)"
+  run ah_loader_nopin -- $PY tests/gpu/pinning_check.py loader --json "$W/ah_loader_nopin.json"
+  run ah_loader_pin PINSCOPE_PIN=1 -- $PY tests/gpu/pinning_check.py loader --json "$W/ah_loader_pin.json"
+  cmp "$W/ah_loader_nopin.json" "$W/ah_loader_pin.json" && echo "PASS loader batches bit-identical with pin-ahead" || echo "FAIL loader batches differ with pin-ahead"
+  na="${AHEAD_SAMPLES:-10240}"
+  step "pin-ahead A/B: PIN=1 (ahead on) vs PIN=1 PINSCOPE_PIN_AHEAD=0 vs pin_memory=True without pinscope ($na samples, 4 and 8 workers)"
+  for rep in $(seq 1 "${AHEAD_REPEATS:-3}"); do
+    x() { run ah_on_$rep PINSCOPE_PIN=1 -- $PY tools/bench/seedbench.py --samples "$na" --configs 4f,8f --json "$W/ah_on_$rep.json"; }
+    y() { run ah_off_$rep PINSCOPE_PIN=1 PINSCOPE_PIN_AHEAD=0 -- $PY tools/bench/seedbench.py --samples "$na" --configs 4f,8f --json "$W/ah_off_$rep.json"; }
+    z() { timeout -k 5 150 $PY tools/bench/seedbench.py --samples "$na" --configs 4t,8t --json "$W/ah_none_t_$rep.json"; }
+    case $((rep % 3)) in 1) x; y; z ;; 2) y; z; x ;; 0) z; x; y ;; esac
+    tar czf "$OUT/runs-$phase.tgz" -C "$W" .
+  done
+fi
+
+if has train; then
+  nt="${TRAIN_SAMPLES:-7680}"
+  step "training-shaped job: PINSCOPE_PIN=1 pin_memory=False vs pin_memory=True without pinscope ($nt samples)"
+  for rep in $(seq 1 "${TRAIN_REPEATS:-2}"); do
+    x() { run tr_pin_$rep PINSCOPE_PIN=1 -- $PY tools/bench/seedbench.py --train --samples "$nt" --configs 4f,8f --json "$W/tr_pin_$rep.json"; }
+    z() { timeout -k 5 150 $PY tools/bench/seedbench.py --train --samples "$nt" --configs 4t,8t --json "$W/tr_none_t_$rep.json"; }
+    if [ $((rep % 2)) = 1 ]; then x; z; else z; x; fi
+  done
+  tar czf "$OUT/runs-$phase.tgz" -C "$W" .
+fi
+
+if has cost; then
+  # pinscope's cost where nothing can be gained (pin_memory=True), in pairs:
+  # one process per side, ABBA order, steady state and CPU per sample.
+  [ -f "$W/calibration.json" ] || pinscope calibrate --output "$W/calibration.json" >/dev/null
+  nc="${COST_SAMPLES:-7680}"; cc="${COST_CONFIGS:-0t,4t,8t}"
+  step "cost on pin_memory=True jobs: pinscope run vs none ($cc, $nc samples)"
+  for rep in $(seq 1 "${COST_REPEATS:-6}"); do
+    a() { run c_ps_$rep -- $PY tools/bench/seedbench.py --samples "$nc" --configs "$cc" --json "$W/c_ps_$rep.json"; }
+    b() { timeout -k 5 150 $PY tools/bench/seedbench.py --samples "$nc" --configs "$cc" --json "$W/c_none_$rep.json"; }
+    if [ $((rep % 2)) = 1 ]; then a; b; else b; a; fi
     tar czf "$OUT/runs-$phase.tgz" -C "$W" .
   done
 fi

@@ -55,6 +55,49 @@ TEST(InputRulesTest, LoaderPinShowsPinning) {
   EXPECT_EQ(j["pinning"]["unpin_reasons"]["munmap"], 24);
 }
 
+// pin_ahead (tools/gpu_validate.sh ahead, seedbench 4f then 8f under
+// PINSCOPE_PIN=1): the first batch of each loader is registered at its copy,
+// the rest on pinscope's pin-ahead thread as they are mapped; every copy
+// ran pinned, and only the copying thread's registrations count against
+// the saving.
+TEST(InputRulesTest, PinAheadRegistersBatchesAheadOfTheirCopies) {
+  const nlohmann::json j = JsonOf(kRoot + "/h200/pin_ahead");
+  ASSERT_TRUE(j.contains("pinning"));
+  const nlohmann::json& p = j["pinning"];
+  EXPECT_EQ(p["registers"], 160);
+  EXPECT_EQ(p["shm_registers"], 160);
+  EXPECT_EQ(p["ahead_registers"], 153);
+  EXPECT_EQ(p["pinned_copies"], 160);
+  EXPECT_EQ(p["pinned_registered"], 7);
+  EXPECT_EQ(p["pinned_cached"], 153);
+  EXPECT_EQ(p["unpin_reasons"]["munmap"], 160);
+  EXPECT_GT(p["ahead_register_ns"].get<uint64_t>(), 0u);
+  EXPECT_LT(p["ahead_register_ns"].get<uint64_t>(), p["register_ns"].get<uint64_t>());
+}
+
+// The same job with PINSCOPE_PIN_AHEAD=0: every batch registered at its copy.
+TEST(InputRulesTest, PinAheadOffRegistersAtEveryCopy) {
+  const nlohmann::json j = JsonOf(kRoot + "/h200/pin_ahead_off");
+  const nlohmann::json& p = j["pinning"];
+  EXPECT_EQ(p["registers"], 160);
+  EXPECT_EQ(p["ahead_registers"], 0);
+  EXPECT_EQ(p["pinned_registered"], 160);
+  EXPECT_EQ(p["pinned_cached"], 0);
+}
+
+// loader0_pin (tests/gpu/pinning_check.py loader --workers 0): the collated
+// batch and its read-back buffer are freed and allocated again every batch;
+// the recycle list registers one block for all 48 copies.
+TEST(InputRulesTest, Loader0PinReusesOneRegistration) {
+  const nlohmann::json j = JsonOf(kRoot + "/h200/loader0_pin");
+  const nlohmann::json& p = j["pinning"];
+  EXPECT_EQ(p["registers"], 1);
+  EXPECT_EQ(p["recycles"], 48);
+  EXPECT_EQ(p["reuses"], 47);
+  EXPECT_EQ(p["pinned_copies"], 48);
+  EXPECT_EQ(p["pinned_cached"], 47);
+}
+
 // loader_pin: 3 epochs of 4 workers (persistent_workers=False, so 12 worker
 // processes, 4 at once) feed a main loop that hashes every batch on the
 // host: the workers keep up, the main loop is the limit, and the report
@@ -163,7 +206,9 @@ TEST(InputRulesTest, SeedRunsHaveNoSignificantSyncCopies) {
   for (const char* run : {"seed_0f", "seed_0t", "seed_8f", "seed_8t"}) {
     const nlohmann::json j = JsonOf(kRoot + "/h200/" + run);
     const nlohmann::json* f = FindingOf(j, "sync_copies");
-    if (f != nullptr) EXPECT_FALSE((*f)["significant"]) << run;
+    if (f != nullptr) {
+      EXPECT_FALSE((*f)["significant"]) << run;
+    }
     EXPECT_NE(j["verdict"]["id"], "sync_copies") << run;
   }
 }

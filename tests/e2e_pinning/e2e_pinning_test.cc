@@ -114,13 +114,21 @@ class E2EPinning : public ::testing::Test {
  protected:
   // Runs a scenario; PINSCOPE_PIN=1 unless env says otherwise.
   // The cache tests (sections 1-8) run without the recycle list
-  // (PINSCOPE_PIN_KEEP=0) unless env names it; section 9 tests the list.
+  // (PINSCOPE_PIN_KEEP=0) and without pin-ahead (PINSCOPE_PIN_AHEAD=0)
+  // unless env names them; sections 9 and 10 test those.
   RunResult Run(const std::string& scenario, Env env = {{"PINSCOPE_PIN", "1"}},
                 std::vector<std::string> unset = {}) {
-    bool keep_named = false;
-    for (const auto& [name, value] : env) keep_named |= name == "PINSCOPE_PIN_KEEP";
-    for (const std::string& name : unset) keep_named |= name == "PINSCOPE_PIN_KEEP";
+    bool keep_named = false, ahead_named = false;
+    for (const auto& [name, value] : env) {
+      keep_named |= name == "PINSCOPE_PIN_KEEP";
+      ahead_named |= name == "PINSCOPE_PIN_AHEAD";
+    }
+    for (const std::string& name : unset) {
+      keep_named |= name == "PINSCOPE_PIN_KEEP";
+      ahead_named |= name == "PINSCOPE_PIN_AHEAD";
+    }
     if (!keep_named) env.emplace_back("PINSCOPE_PIN_KEEP", "0");
+    if (!ahead_named) env.emplace_back("PINSCOPE_PIN_AHEAD", "0");
     RunOptions o;
     o.args = {scenario};
     o.env = std::move(env);
@@ -1016,6 +1024,90 @@ TEST_F(E2EPinning, ThreadsWithTheRecycleList) {
   EXPECT_EQ(M("unregister_calls"), static_cast<uint64_t>(unregisters));
   EXPECT_EQ(M("registered_bytes"), held);
   EXPECT_EQ(static_cast<uint64_t>(registers - unregisters) * 6 * kMiB, held);
+}
+
+// --- 10. pin-ahead (PINSCOPE_PIN_AHEAD) -------------------------------------------
+
+// Batch-shaped shm mappings: the first is registered at its copy, then every
+// new mapping of that size on pinscope's thread as soon as it is mapped; a
+// copy meeting a registration under way waits for it; munmap waits for one
+// under way and cancels one still queued.
+TEST_F(E2EPinning, PinAheadRegistersNewBatchesOfACopiedSizeOnItsOwnThread) {
+  TraceFile t = Scenario("ahead", {{"PINSCOPE_PIN", "1"}, {"PINSCOPE_PIN_AHEAD", "1"}});
+  const uint64_t a = M("a"), b = M("b"), c = M("c"), d = M("d"), e = M("e"), f1 = M("f1"),
+                 check = M("check");
+  ExpectCopies(t, {
+                      {pt::H2D, 16 * kMiB, a, pt::PIN_REGISTERED, pt::MEMCPY},
+                      {pt::H2D, 16 * kMiB, b, pt::PIN_CACHED, pt::MEMCPY_ASYNC},
+                      {pt::D2H, 16 * kMiB, check, pt::PIN_SKIPPED_UNKNOWN_BUFFER},
+                      {pt::H2D, 8 * kMiB, c, pt::PIN_REGISTERED, pt::MEMCPY},
+                      {pt::H2D, 16 * kMiB, d, pt::PIN_CACHED, pt::MEMCPY},
+                      {pt::D2H, 16 * kMiB, check, pt::PIN_SKIPPED_UNKNOWN_BUFFER},
+                  });
+  ExpectPins(t, {{pt::REGISTER, a, 16 * kMiB, "shm"},
+                 {pt::UNREGISTER, a, 16 * kMiB, "munmap"},
+                 {pt::REGISTER, b, 16 * kMiB, "shm_ahead"},
+                 {pt::UNREGISTER, b, 16 * kMiB, "munmap"},
+                 {pt::REGISTER, c, 8 * kMiB, "shm"},
+                 {pt::UNREGISTER, c, 8 * kMiB, "munmap"},
+                 {pt::REGISTER, d, 16 * kMiB, "shm_ahead"},
+                 {pt::UNREGISTER, d, 16 * kMiB, "munmap"},
+                 {pt::REGISTER, e, 16 * kMiB, "shm_ahead"},
+                 {pt::UNREGISTER, e, 16 * kMiB, "munmap"},
+                 {pt::REGISTER, f1, 16 * kMiB, "shm_ahead"},
+                 {pt::UNREGISTER, f1, 16 * kMiB, "munmap"}});
+  // Registered ahead on pinscope's thread, at the copy on the program's.
+  auto pins = e2e::Packets(t, pt::TracePacket::kPin);
+  ASSERT_EQ(pins.size(), 12u);
+  const uint64_t main_tid = pins[0]->tid();
+  for (size_t i : {2u, 6u, 8u, 10u}) EXPECT_NE(pins[i]->tid(), main_tid) << i;
+  EXPECT_EQ(pins[4]->tid(), main_tid);
+  for (size_t i : {1u, 3u, 5u, 7u, 9u, 11u}) EXPECT_EQ(pins[i]->tid(), main_tid) << i;
+  EXPECT_EQ(M("b_registered_ahead"), 1u);
+  EXPECT_EQ(M("b_device_old_data"), 1u);  // pageable semantics on a block pinned ahead
+  EXPECT_EQ(M("b_registered_after_munmap"), 0u);
+  EXPECT_EQ(M("c_registered_before_copy"), 0u);
+  EXPECT_EQ(M("d_device_data"), 1u);
+  EXPECT_EQ(M("d_register_calls"), 1u);  // the copy waited, it did not register again
+  EXPECT_EQ(M("e_registered_after_munmap"), 0u);
+  // d, e, f1: three registrations since the stats were reset; f2 never.
+  EXPECT_EQ(M("register_calls"), 3u);
+  EXPECT_EQ(M("unregister_calls"), 3u);
+  EXPECT_EQ(M("registered_bytes"), 0u);
+}
+
+TEST_F(E2EPinning, PinAheadOffRegistersAtTheCopyOnly) {
+  TraceFile t = Scenario("ahead", {{"PINSCOPE_PIN", "1"}, {"PINSCOPE_PIN_AHEAD", "0"}});
+  const uint64_t a = M("a"), b = M("b"), c = M("c"), d = M("d"), check = M("check");
+  ExpectCopies(t, {
+                      {pt::H2D, 16 * kMiB, a, pt::PIN_REGISTERED, pt::MEMCPY},
+                      {pt::H2D, 16 * kMiB, b, pt::PIN_REGISTERED, pt::MEMCPY_ASYNC},
+                      {pt::D2H, 16 * kMiB, check, pt::PIN_SKIPPED_UNKNOWN_BUFFER},
+                      {pt::H2D, 8 * kMiB, c, pt::PIN_REGISTERED, pt::MEMCPY},
+                      {pt::H2D, 16 * kMiB, d, pt::PIN_REGISTERED, pt::MEMCPY},
+                      {pt::D2H, 16 * kMiB, check, pt::PIN_SKIPPED_UNKNOWN_BUFFER},
+                  });
+  for (const auto* p : e2e::Packets(t, pt::TracePacket::kPin))
+    EXPECT_NE(p->pin().reason(), "shm_ahead");
+  EXPECT_EQ(M("b_registered_ahead"), 0u);
+  EXPECT_EQ(M("b_device_old_data"), 1u);
+  EXPECT_EQ(M("d_register_calls"), 1u);
+  EXPECT_EQ(M("e_registered_after_munmap"), 0u);
+  EXPECT_EQ(M("register_calls"), 1u);  // d only: e and f were never copied
+  EXPECT_EQ(M("registered_bytes"), 0u);
+}
+
+// On by default with PINSCOPE_PIN=1; a bad value says so once and keeps it on.
+TEST_F(E2EPinning, PinAheadIsOnByDefaultAndABadValueIsNamed) {
+  Run("ahead", {{"PINSCOPE_PIN", "1"}}, {"PINSCOPE_PIN_AHEAD"});
+  ASSERT_EQ(r_.exit_code, 0) << r_.stderr_text;
+  EXPECT_EQ(r_.stderr_text, "");
+  EXPECT_EQ(M("b_registered_ahead"), 1u);
+  Run("ahead", {{"PINSCOPE_PIN", "1"}, {"PINSCOPE_PIN_AHEAD", "sometimes"}});
+  ASSERT_EQ(r_.exit_code, 0) << r_.stderr_text;
+  ASSERT_EQ(r_.stderr_lines.size(), 1u) << r_.stderr_text;
+  EXPECT_NE(r_.stderr_lines[0].find("PINSCOPE_PIN_AHEAD=\"sometimes\""), std::string::npos);
+  EXPECT_EQ(M("b_registered_ahead"), 1u);
 }
 
 }  // namespace

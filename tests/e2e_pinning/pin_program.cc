@@ -845,6 +845,86 @@ void RecycleIdle() {
   free(b);
   PutStats("");
 }
+
+// --- 10. pin-ahead (PINSCOPE_PIN_AHEAD) -----------------------------------------
+
+// 1 once p is registered (by pinscope's pin-ahead thread), polling for at
+// most `ms` milliseconds.
+int WaitRegistered(const void* p, int ms) {
+  for (int i = 0; i < ms; ++i) {
+    if (fakecuda_is_registered(p)) return 1;
+    usleep(1000);
+  }
+  return fakecuda_is_registered(p);
+}
+
+// DataLoader batches: each a new shm mapping of one size. The first is
+// registered at its copy; later ones as soon as they are mapped.
+void Ahead() {
+  const size_t n = 16 * kMiB;
+  void* dev = DevAlloc(n);
+  // a: the first batch, registered at its copy (16 MiB becomes a batch size).
+  char* a = MapShm(n, PROT_READ | PROT_WRITE, "a");
+  memset(a, 'a', n);
+  PutPtr("a", a);
+  CK(cudaMemcpy(dev, a, n, cudaMemcpyHostToDevice));
+  if (munmap(a, n) != 0) Fail("munmap a");
+  // b: the next batch, registered before any copy; its async copy keeps
+  // pageable semantics (the stream is busy: a pinned copy would run late).
+  char* b = MapShm(n, PROT_READ | PROT_WRITE, "b");
+  PutPtr("b", b);
+  memset(b, 'b', n);
+  Put("b_registered_ahead", WaitRegistered(b, 2000));
+  CK(fakecuda_sleep_on_stream(nullptr, 50));
+  CK(cudaMemcpyAsync(dev, b, n, cudaMemcpyHostToDevice, nullptr));
+  memset(b, 'x', n);  // the program reuses its buffer at once
+  CK(cudaDeviceSynchronize());
+  Put("b_device_old_data", All(DeviceBytes(dev, n), n, 'b'));
+  if (munmap(b, n) != 0) Fail("munmap b");
+  Put("b_registered_after_munmap", fakecuda_is_registered(b));
+  // c: a size no copy has taught: not registered ahead.
+  char* c = MapShm(8 * kMiB, PROT_READ | PROT_WRITE, "c");
+  PutPtr("c", c);
+  memset(c, 'c', 8 * kMiB);
+  Put("c_registered_before_copy", WaitRegistered(c, 100));
+  CK(cudaMemcpy(dev, c, 8 * kMiB, cudaMemcpyHostToDevice));
+  if (munmap(c, 8 * kMiB) != 0) Fail("munmap c");
+  // From here every registration takes 300 ms.
+  fakecuda_set_register_delay_ms(300);
+  // d: copied while its registration is under way: the copy waits for it
+  // and runs pinned (one registration in all).
+  fakecuda_reset_stats();
+  char* d = MapShm(n, PROT_READ | PROT_WRITE, "d");
+  PutPtr("d", d);
+  memset(d, 'd', n);
+  usleep(20 * 1000);
+  CK(cudaMemcpy(dev, d, n, cudaMemcpyHostToDevice));
+  Put("d_device_data", All(DeviceBytes(dev, n), n, 'd'));
+  Put("d_register_calls", [] {
+    fakecuda_stats st;
+    fakecuda_get_stats(&st);
+    return st.host_register_calls;
+  }());
+  if (munmap(d, n) != 0) Fail("munmap d");
+  // e: unmapped while being registered: munmap waits, then unregisters.
+  char* e = MapShm(n, PROT_READ | PROT_WRITE, "e");
+  PutPtr("e", e);
+  usleep(50 * 1000);
+  if (munmap(e, n) != 0) Fail("munmap e");
+  Put("e_registered_after_munmap", fakecuda_is_registered(e));
+  // f1 is being registered while f2 waits in the queue; f2 is unmapped
+  // before its turn: never registered.
+  char* f1 = MapShm(n, PROT_READ | PROT_WRITE, "f1");
+  usleep(20 * 1000);
+  char* f2 = MapShm(n, PROT_READ | PROT_WRITE, "f2");
+  PutPtr("f1", f1);
+  PutPtr("f2", f2);
+  if (munmap(f2, n) != 0) Fail("munmap f2");
+  if (munmap(f1, n) != 0) Fail("munmap f1");
+  usleep(400 * 1000);  // time for the thread to have registered f2, had it not been cancelled
+  fakecuda_set_register_delay_ms(0);
+  PutStats("");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -872,6 +952,7 @@ int main(int argc, char** argv) {
   else if (s == "recycle_budget") RecycleBudget();
   else if (s == "recycle_fork") RecycleFork();
   else if (s == "recycle_idle") RecycleIdle();
+  else if (s == "ahead") Ahead();
   else {
     fprintf(stderr, "unknown scenario %s\n", s.c_str());
     return 2;

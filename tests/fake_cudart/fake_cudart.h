@@ -49,6 +49,11 @@ void fakecuda_reset_stats(void);
 // memory is pinned but not "registered": 0).
 int fakecuda_is_registered(const void* p);
 
+// Makes every later cudaHostRegister take `ms` milliseconds before it
+// registers the range (0: at once, the default), as the real call does for
+// large ranges: lets tests catch a registration under way.
+void fakecuda_set_register_delay_ms(unsigned ms);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

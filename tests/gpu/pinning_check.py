@@ -80,8 +80,16 @@ def data_suite():
 
 def hazard_suite():
     n = 64 << 20
-    for rep in range(3):  # first copy registers, later ones hit the cache
-        host = torch.full((n,), 1, dtype=torch.uint8) if rep == 0 else host
+    # Reps 0-2: one buffer (the first copy registers, later ones hit the
+    # cache). Reps 3-5: a new buffer each rep, the previous one freed first,
+    # so under PINSCOPE_PIN=1 the allocation gets the block pinscope kept
+    # registered (PinEvent REUSE): a reused block must keep pageable
+    # semantics too.
+    host = None
+    for rep in range(6):
+        if rep == 0 or rep >= 3:
+            del host
+            host = torch.full((n,), 1, dtype=torch.uint8)
         host.fill_(1)
         torch.cuda.synchronize()
         busy(50)
@@ -93,6 +101,7 @@ def hazard_suite():
         check(int(d[0]) == 1 and int(d[-1]) == 1 and int(d.sum()) == n,
               f"H2D hazard rep {rep}: device got the old data (call returned after {returned_ms:.1f} ms)")
         out = torch.zeros(n, dtype=torch.uint8)
+        out.fill_(0)
         dev_src = torch.full((n,), 3, dtype=torch.uint8, device=DEV)
         torch.cuda.synchronize()
         busy(50)
@@ -150,6 +159,7 @@ def main():
     ap.add_argument("suite", choices=["data", "hazard", "loader", "fork"])
     ap.add_argument("--json")
     ap.add_argument("--gib", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=4, help="loader: DataLoader num_workers")
     a = ap.parse_args()
     torch.cuda.init()
     if a.suite == "data":
@@ -157,7 +167,7 @@ def main():
     elif a.suite == "hazard":
         hazard_suite()
     elif a.suite == "loader":
-        loader_suite(a.json)
+        loader_suite(a.json, workers=a.workers)
     else:
         fork_suite(a.gib)
     print(f"{a.suite}: {'FAIL' if failures else 'PASS'} ({len(failures)} failures)", flush=True)

@@ -3,16 +3,24 @@
 batch 128), extended for pinscope's measurements.
 
     python3 tools/bench/seedbench.py [--samples N] [--configs 0f,4f,4t,8t]
-                                     [--epochs E] [--train] [--json FILE]
+                                     [--epochs E] [--train] [--warmup B]
+                                     [--json FILE]
 
 A config is <num_workers><f|t> (pin_memory False/True). Each config runs
 `epochs` epochs over `samples` samples; the loop copies every batch to the
 GPU with non_blocking=True and synchronizes, as the article's loop does.
 --train adds a small conv model step per batch (a training-shaped job).
-Prints one line per config and, with --json, writes the numbers.
+Prints one line per config and, with --json, writes the numbers:
+samples/s over the whole loop (worker start-up included), samples/s in the
+steady state (from the end of batch `warmup` to the end, so worker start-up
+and the first batches' page faults do not count), and the CPU time per
+sample of the main process (all its threads, the pin_memory thread
+included) and of the workers (counted once they have exited and been
+joined, which DataLoader does at the end of each epoch).
 """
 import argparse
 import json
+import resource
 import time
 
 import numpy as np
@@ -39,13 +47,21 @@ def make_model(dev):
         torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10)).to(dev)
 
 
-def run(loader, epochs, train, dev):
+def cpu_seconds(who):
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
+def run(loader, epochs, train, dev, warmup):
     model = opt = None
     if train:
         model = make_model(dev)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
     n = 0
     steps = []
+    steady_t = steady_n = None
+    cpu_self = cpu_seconds(resource.RUSAGE_SELF)
+    cpu_children = cpu_seconds(resource.RUSAGE_CHILDREN)
     t = time.time()
     for _ in range(epochs):
         for x, y in loader:
@@ -60,8 +76,18 @@ def run(loader, epochs, train, dev):
             torch.cuda.synchronize()
             steps.append(time.perf_counter() - s)
             n += x.size(0)
-    dt = time.time() - t
-    return n / dt, dt, float(np.median(steps)) if steps else 0.0
+            if len(steps) == warmup:
+                steady_t, steady_n = time.time(), n
+    end = time.time()
+    dt = end - t
+    cpu_self = cpu_seconds(resource.RUSAGE_SELF) - cpu_self
+    cpu_children = cpu_seconds(resource.RUSAGE_CHILDREN) - cpu_children
+    steady = (n - steady_n) / (end - steady_t) if steady_t and n > steady_n else 0.0
+    return {"samples_per_s": n / dt, "seconds": dt,
+            "median_step_s": float(np.median(steps)) if steps else 0.0,
+            "steady_samples_per_s": steady, "warmup_batches": warmup,
+            "main_cpu_us_per_sample": cpu_self / n * 1e6 if n else 0.0,
+            "worker_cpu_us_per_sample": cpu_children / n * 1e6 if n else 0.0}
 
 
 def main():
@@ -71,6 +97,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--train", action="store_true")
+    ap.add_argument("--warmup", type=int, default=5,
+                    help="batches before the steady-state clock starts")
     ap.add_argument("--json")
     a = ap.parse_args()
     dev = torch.device("cuda")
@@ -80,11 +108,14 @@ def main():
     for c in a.configs.split(","):
         w, p = int(c[:-1]), c[-1] == "t"
         loader = DataLoader(ds, batch_size=a.batch, num_workers=w, pin_memory=p)
-        sps, dt, step = run(loader, a.epochs, a.train, dev)
-        results.append({"num_workers": w, "pin_memory": p, "samples_per_s": sps, "seconds": dt,
-                        "median_step_s": step, "train": a.train})
-        print(f"workers={w} pin={p} train={a.train}: {sps:.0f} samples/s ({dt:.2f}s, "
-              f"median step {step * 1e3:.1f} ms)", flush=True)
+        r = run(loader, a.epochs, a.train, dev, a.warmup)
+        del loader  # its workers are joined by now: their CPU time is counted
+        results.append({"num_workers": w, "pin_memory": p, "train": a.train, **r})
+        print(f"workers={w} pin={p} train={a.train}: {r['samples_per_s']:.0f} samples/s "
+              f"({r['seconds']:.2f}s, median step {r['median_step_s'] * 1e3:.1f} ms; "
+              f"steady {r['steady_samples_per_s']:.0f} samples/s; CPU per sample "
+              f"main {r['main_cpu_us_per_sample']:.0f} us, workers "
+              f"{r['worker_cpu_us_per_sample']:.0f} us)", flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
