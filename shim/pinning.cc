@@ -123,6 +123,17 @@ int g_kept_n = 0;
 uint64_t g_kept_bytes = 0;
 
 RealFn<cudaError_t (*)(int)> g_set_device("cudaSetDevice");
+RealFn<cudaError_t (*)(cudaStreamCaptureMode*)> g_exchange_capture_mode(
+    "cudaThreadExchangeStreamCaptureMode");
+
+// pinscope's own threads (pin-ahead, flusher) call cudaHostRegister and
+// cudaHostUnregister whenever the program's batches come and go, perhaps
+// while a program thread captures a CUDA graph in the default (global)
+// mode, which prohibits "potentially unsafe" calls in every thread. Such a
+// call would fail and could cost the program its capture, so these threads
+// put themselves in relaxed mode, as PyTorch does around its own host
+// allocations. Once per thread; never on a program thread.
+PINSCOPE_TLS bool t_capture_relaxed = false;
 
 // One event per thread and device for PinWaitStream.
 PINSCOPE_TLS cudaEvent_t t_events[16];
@@ -161,6 +172,40 @@ cudaError_t Quiet(Call&& call) {
   cudaError_t rc = call();
   if (rc != cudaSuccess && clean && get_last) get_last();
   return rc;
+}
+
+// pinscope's CUDA calls on a program thread that the program did not ask
+// for at that moment - unregistering at free, munmap and fork, waiting for
+// a block's copies, registering at a copy - run in relaxed capture mode,
+// the thread's own mode restored after: a graph capture in global mode in
+// another thread must not lose its capture to them. (PyTorch guards its
+// host allocations the same way.)
+class RelaxedCapture {
+ public:
+  RelaxedCapture() {
+    if (auto exchange = g_exchange_capture_mode.get())
+      ok_ = Quiet([&] { return exchange(&mode_); }) == cudaSuccess;
+  }
+  ~RelaxedCapture() {
+    if (!ok_) return;
+    if (auto exchange = g_exchange_capture_mode.get()) Quiet([&] { return exchange(&mode_); });
+  }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+  bool ok_ = false;
+};
+
+// See t_capture_relaxed.
+void RelaxCaptureModeOfOwnThread() {
+  if (t_capture_relaxed) return;
+  t_capture_relaxed = true;
+  if (auto exchange = g_exchange_capture_mode.get()) {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    Quiet([&] { return exchange(&mode); });
+  }
 }
 
 void Emit(uint32_t op, uintptr_t addr, size_t size, uint64_t dur, int rc, const char* reason,
@@ -223,6 +268,7 @@ Block WaitIdle(int i) {
   Block b = g_blocks[i];  // stable now: nobody else touches a kUnpinning block
   for (int k = 0; k < kEvents; ++k) g_blocks[i].ev[k] = nullptr;
   pthread_mutex_unlock(&g_mu);
+  RelaxedCapture relaxed;
   for (int k = 0; k < kEvents; ++k) {
     if (!b.ev[k]) continue;
     if (auto sync = g_event_sync.get()) Quiet([&] { return sync(b.ev[k]); });
@@ -236,6 +282,7 @@ Block WaitIdle(int i) {
 // records the UNREGISTER.
 void UnpinBusy(int i, const char* reason) {
   Block b = WaitIdle(i);
+  RelaxedCapture relaxed;
   uint64_t t0 = MonoNs();
   cudaError_t rc = cudaErrorUnknown;
   if (auto unreg = g_unregister.get())
@@ -257,11 +304,13 @@ void UnpinBusy(int i, const char* reason) {
 // (the flusher), whose current device may be set to the block's.
 void ReleaseKept(const Kept& k, const char* reason, bool own_thread) {
   if (own_thread) {
+    RelaxCaptureModeOfOwnThread();
     int cur = -1;
     if (auto gd = g_get_device.get()) Quiet([&] { return gd(&cur); });
     if (cur != k.device && k.device >= 0)
       if (auto sd = g_set_device.get()) Quiet([&] { return sd(k.device); });
   }
+  RelaxedCapture relaxed;
   uint64_t t0 = MonoNs();
   cudaError_t rc = cudaErrorUnknown;
   if (auto unreg = g_unregister.get())
@@ -543,6 +592,7 @@ void AheadRegisterLocked(const AheadItem& it, int* current_device) {
   cudaError_t rc = cudaErrorUnknown;
   uint64_t t0 = MonoNs(), t1 = t0;
   if (!g_ahead_stop.load(std::memory_order_seq_cst)) {
+    RelaxCaptureModeOfOwnThread();
     if (device != *current_device)
       if (auto sd = g_set_device.get())
         if (Quiet([&] { return sd(device); }) == cudaSuccess) *current_device = device;
@@ -773,8 +823,11 @@ PinTicket PinBeforeCopy(CopyRecord* r) {
   unsigned flags = cudaHostRegisterPortable | (buf.writable ? 0u : cudaHostRegisterReadOnly);
   uint64_t t0 = MonoNs();
   cudaError_t rc = cudaErrorUnknown;
-  if (auto reg = g_register.get())
-    rc = Quiet([&] { return reg(reinterpret_cast<void*>(buf.base), buf.size, flags); });
+  {
+    RelaxedCapture relaxed;
+    if (auto reg = g_register.get())
+      rc = Quiet([&] { return reg(reinterpret_cast<void*>(buf.base), buf.size, flags); });
+  }
   uint64_t t1 = MonoNs();
   uint64_t after;
   pthread_mutex_lock(&g_mu);

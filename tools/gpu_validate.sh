@@ -211,6 +211,8 @@ if has ahead; then
   run ah_loader_nopin -- $PY tests/gpu/pinning_check.py loader --json "$W/ah_loader_nopin.json"
   run ah_loader_pin PINSCOPE_PIN=1 -- $PY tests/gpu/pinning_check.py loader --json "$W/ah_loader_pin.json"
   cmp "$W/ah_loader_nopin.json" "$W/ah_loader_pin.json" && echo "PASS loader batches bit-identical with pin-ahead" || echo "FAIL loader batches differ with pin-ahead"
+  step "pin-ahead while the main thread captures CUDA graphs (global capture mode)"
+  run ah_capture PINSCOPE_PIN=1 -- $PY tests/gpu/pinning_check.py capture --json "$W/ah_capture.json"
   na="${AHEAD_SAMPLES:-10240}"
   step "pin-ahead A/B: PIN=1 (ahead on) vs PIN=1 PINSCOPE_PIN_AHEAD=0 vs pin_memory=True without pinscope ($na samples, 4 and 8 workers)"
   for rep in $(seq 1 "${AHEAD_REPEATS:-3}"); do
@@ -223,6 +225,8 @@ if has ahead; then
 fi
 
 if has train; then
+  step "releasing a batch's shared memory (munmap, close of the last fd)"
+  $PY tools/bench/shm_release.py --reps 8 --json "$W/shm_release.json"
   nt="${TRAIN_SAMPLES:-7680}"
   step "training-shaped job: PINSCOPE_PIN=1 pin_memory=False vs pin_memory=True without pinscope ($nt samples)"
   for rep in $(seq 1 "${TRAIN_REPEATS:-2}"); do

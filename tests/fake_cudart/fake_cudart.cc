@@ -1723,6 +1723,17 @@ FAKE_API cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStat
 FAKE_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t s, cudaStreamCaptureStatus* st) {
   return api([&] { return stream_is_capturing(s, st); });
 }
+// The double never captures, so the mode only has to round-trip per thread
+// (the real call swaps the thread's mode with *mode).
+thread_local cudaStreamCaptureMode t_capture_mode = cudaStreamCaptureModeGlobal;
+FAKE_API cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  return api([&]() -> cudaError_t {
+    if (!mode || *mode < cudaStreamCaptureModeGlobal || *mode > cudaStreamCaptureModeRelaxed)
+      return cudaErrorInvalidValue;
+    std::swap(*mode, t_capture_mode);
+    return cudaSuccess;
+  });
+}
 FAKE_API cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
   return api([&] { return stream_wait_event(s, e, flags); });
 }

@@ -134,6 +134,57 @@ def loader_suite(out_json, epochs=3, workers=4):
     print(f"loader: {len(sums)} batches hashed", flush=True)
 
 
+def _endless(dl):
+    while True:
+        yield from dl
+
+
+def capture_suite(out_json, rounds=6):
+    """Pin-ahead registers batches on pinscope's thread while the main thread
+    captures a CUDA graph in the default (global) mode, which prohibits
+    "potentially unsafe" CUDA calls in every thread: every capture must
+    succeed and replay right, and every batch must reach the GPU intact.
+    Writes the capture windows (CLOCK_MONOTONIC ns, the trace's clock)."""
+    dl = torch.utils.data.DataLoader(Deterministic(), batch_size=96, num_workers=4,
+                                     persistent_workers=False, pin_memory=False,
+                                     prefetch_factor=4)
+    it = _endless(dl)  # 8 batches an epoch; rounds x 3 + 1 batches needed
+    x, _ = next(it)
+    xd = x.to(DEV)  # the first batch copy registers it: its size is now a batch size
+    torch.cuda.synchronize()
+    check(torch.equal(xd.cpu(), x), "first batch reached the GPU intact")
+    a = torch.randn(128, 128, device=DEV) / 128
+    ref = a
+    for _ in range(2000):
+        ref = torch.tanh(ref @ a)
+    torch.cuda.synchronize()
+    windows = []
+    for r in range(rounds):
+        # A second thread takes batches from the loader during the capture:
+        # each maps a batch (no CUDA call with pin_memory=False), which
+        # pinscope's pin-ahead thread then registers while the capture runs.
+        got = []
+        fetch = threading.Thread(target=lambda: got.extend(next(it) for _ in range(3)))
+        g = torch.cuda.CUDAGraph()
+        t0 = time.monotonic_ns()
+        with torch.cuda.graph(g):  # capture_error_mode="global" (the default)
+            fetch.start()
+            b = a
+            for _ in range(2000):
+                b = torch.tanh(b @ a)
+            fetch.join()
+        windows.append([t0, time.monotonic_ns()])
+        g.replay()
+        torch.cuda.synchronize()
+        check(torch.allclose(b, ref, atol=1e-5), f"capture {r}: graph replays the eager result")
+        for k, (x, _) in enumerate(got):
+            xd = x.to(DEV, non_blocking=True)
+            torch.cuda.synchronize()
+            check(torch.equal(xd.cpu(), x), f"capture {r}: batch {k} reached the GPU intact")
+        del g, got
+    json.dump({"capture_windows_ns": windows}, open(out_json, "w"))
+
+
 def fork_suite(gib):
     n = gib << 30
     big = torch.ones(n, dtype=torch.uint8)
@@ -156,7 +207,7 @@ def fork_suite(gib):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("suite", choices=["data", "hazard", "loader", "fork"])
+    ap.add_argument("suite", choices=["data", "hazard", "loader", "fork", "capture"])
     ap.add_argument("--json")
     ap.add_argument("--gib", type=int, default=8)
     ap.add_argument("--workers", type=int, default=4, help="loader: DataLoader num_workers")
@@ -168,6 +219,8 @@ def main():
         hazard_suite()
     elif a.suite == "loader":
         loader_suite(a.json, workers=a.workers)
+    elif a.suite == "capture":
+        capture_suite(a.json)
     else:
         fork_suite(a.gib)
     print(f"{a.suite}: {'FAIL' if failures else 'PASS'} ({len(failures)} failures)", flush=True)
