@@ -30,6 +30,7 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -77,6 +78,8 @@ struct Block {
   uint8_t state;
   bool shm;
   uint32_t in_use;  // copies between PinBefore* and PinAfter*
+  bool ahead;       // registered by the pin-ahead thread
+  bool used;        // a copy has used the block since it was registered
   cudaEvent_t ev[kEvents];
   uint64_t ev_stream[kEvents];
 };
@@ -152,8 +155,13 @@ struct AheadItem {
 };
 AheadItem g_ahead_q[kAheadQueue];
 int g_ahead_head = 0, g_ahead_n = 0;
-uint64_t g_ahead_sizes[kAheadSizes];
+uint64_t g_ahead_sizes[kAheadSizes];  // 0: a slot whose size was dropped
+int g_ahead_misses[kAheadSizes];      // ahead blocks of that size unmapped unused, in a row
 int g_ahead_sizes_n = 0, g_ahead_sizes_next = 0;
+// A size whose last kAheadMissLimit ahead registrations were all unmapped
+// without a copy is dropped (until a copy registers a buffer of that size
+// again): mappings of a batch size that are not batches cost at most that.
+constexpr int kAheadMissLimit = 8;
 int g_ahead_device = 0;  // device of the copy that taught a size
 bool g_ahead_started = false;
 std::atomic<bool> g_ahead_learned{false};  // some size known
@@ -252,6 +260,23 @@ void ShortSleep() {
   nanosleep(&ts, nullptr);
 }
 
+// A block registered ahead is being unmapped, used by a copy or not.
+// Returns true when that drops its size from pin-ahead. Lock held.
+bool AheadOutcomeLocked(uint64_t size, bool used) {
+  for (int k = 0; k < g_ahead_sizes_n; ++k) {
+    if (g_ahead_sizes[k] != size) continue;
+    if (used) {
+      g_ahead_misses[k] = 0;
+      return false;
+    }
+    if (++g_ahead_misses[k] < kAheadMissLimit) return false;
+    g_ahead_sizes[k] = 0;
+    g_ahead_misses[k] = 0;
+    return true;
+  }
+  return false;
+}
+
 // Block i, which the caller marked kUnpinning, once no copy holds it and
 // its async copies are done (its events are destroyed). Outside the lock.
 Block WaitIdle(int i) {
@@ -292,9 +317,18 @@ void UnpinBusy(int i, const char* reason) {
   FreeSlotLocked(i);
   uint64_t after = g_pinned_bytes.fetch_sub(b.size, std::memory_order_relaxed) - b.size;
   g_budget_noted = false;  // room again: the next refusal is news
+  bool dropped = b.ahead && !strcmp(reason, "munmap") && AheadOutcomeLocked(b.size, b.used);
   pthread_mutex_unlock(&g_mu);
   BumpPointerGeneration();
   Emit(f::kUnregister, b.base, b.size, t1 - t0, rc, reason, after, t0);
+  if (dropped) {
+    char text[200];
+    snprintf(text, sizeof text,
+             "pin-ahead stops for %llu-byte mappings: the last %d registered ahead were unmapped "
+             "without a copy (a copy of such a buffer starts it again)",
+             static_cast<unsigned long long>(b.size), kAheadMissLimit);
+    RecordNotice(f::kInfo, "pin_ahead_stopped", text);
+  }
 }
 
 // Releases a block taken off the recycle list (its bytes already left
@@ -611,6 +645,7 @@ void AheadRegisterLocked(const AheadItem& it, int* current_device) {
          g_pinned_bytes.load(std::memory_order_relaxed), t0);
     pthread_mutex_lock(&g_mu);
     g_blocks[slot].state = kPinned;
+    g_blocks[slot].ahead = true;
     return;
   }
   // Not remembered as refused (kFailed): the copy tries again itself, so a
@@ -657,9 +692,16 @@ void AheadLearn(uint64_t size) {
   bool known = false;
   for (int k = 0; k < g_ahead_sizes_n && !known; ++k) known = g_ahead_sizes[k] == size;
   if (!known) {
-    g_ahead_sizes[g_ahead_sizes_next] = size;
-    g_ahead_sizes_next = (g_ahead_sizes_next + 1) % kAheadSizes;
-    if (g_ahead_sizes_n < kAheadSizes) ++g_ahead_sizes_n;
+    int slot = -1;  // a dropped size's slot first, else the oldest
+    for (int k = 0; k < g_ahead_sizes_n && slot < 0; ++k)
+      if (g_ahead_sizes[k] == 0) slot = k;
+    if (slot < 0) {
+      slot = g_ahead_sizes_next;
+      g_ahead_sizes_next = (g_ahead_sizes_next + 1) % kAheadSizes;
+      if (g_ahead_sizes_n < kAheadSizes) ++g_ahead_sizes_n;
+    }
+    g_ahead_sizes[slot] = size;
+    g_ahead_misses[slot] = 0;
   }
   g_ahead_device = device;
   if (!g_ahead_started) start = g_ahead_started = true;
@@ -715,7 +757,10 @@ PinTicket PinBeforeCopy(CopyRecord* r) {
     found = FindLocked(host);
     if (found >= 0) {
       state = g_blocks[found].state;
-      if (state == kPinned) ++g_blocks[found].in_use;
+      if (state == kPinned) {
+        ++g_blocks[found].in_use;
+        g_blocks[found].used = true;
+      }
     }
     pthread_mutex_unlock(&g_mu);
     // A block being registered (by the pin-ahead thread, or another
@@ -726,7 +771,10 @@ PinTicket PinBeforeCopy(CopyRecord* r) {
       pthread_mutex_lock(&g_mu);
       found = FindLocked(host);
       state = found >= 0 ? g_blocks[found].state : static_cast<uint8_t>(kEmpty);
-      if (state == kPinned) ++g_blocks[found].in_use;
+      if (state == kPinned) {
+        ++g_blocks[found].in_use;
+        g_blocks[found].used = true;
+      }
       pthread_mutex_unlock(&g_mu);
     }
     if (found >= 0 && state == kFailed) {
@@ -896,6 +944,7 @@ void PinBeforeBatch(void* const* dsts, const void* const* srcs, const size_t* si
       continue;
     }
     ++g_blocks[i].in_use;
+    g_blocks[i].used = true;
     t->slot[t->n] = i;
     t->base[t->n] = g_blocks[i].base;
     t->size[t->n] = g_blocks[i].size;

@@ -1110,4 +1110,36 @@ TEST_F(E2EPinning, PinAheadIsOnByDefaultAndABadValueIsNamed) {
   EXPECT_EQ(M("b_registered_ahead"), 1u);
 }
 
+// Eight mappings of the batch size unmapped without a copy: pin-ahead stops
+// for that size (a notice says so once); a copy of such a buffer starts it
+// again.
+TEST_F(E2EPinning, PinAheadStopsForASizeThatIsNeverCopied) {
+  TraceFile t = Scenario("ahead_unused", {{"PINSCOPE_PIN", "1"}, {"PINSCOPE_PIN_AHEAD", "1"}});
+  EXPECT_EQ(M("unused_registered_ahead"), 8u);
+  EXPECT_EQ(M("g_registered_before_copy"), 0u);
+  EXPECT_EQ(M("h_registered_ahead"), 1u);
+  const uint64_t a = M("a"), g = M("g"), h = M("h"), check = M("check");
+  ExpectCopies(t, {
+                      {pt::H2D, 16 * kMiB, a, pt::PIN_REGISTERED},
+                      {pt::H2D, 16 * kMiB, g, pt::PIN_REGISTERED},
+                      {pt::D2H, 16 * kMiB, check, pt::PIN_SKIPPED_UNKNOWN_BUFFER},
+                      {pt::H2D, 16 * kMiB, h, pt::PIN_CACHED},
+                  });
+  auto pins = e2e::Packets(t, pt::TracePacket::kPin);
+  ASSERT_EQ(pins.size(), 2u + 16u + 4u);
+  EXPECT_EQ(pins[0]->pin().reason(), "shm");
+  for (size_t k = 0; k < 8; ++k) {
+    EXPECT_EQ(pins[2 + 2 * k]->pin().reason(), "shm_ahead") << k;
+    EXPECT_EQ(pins[3 + 2 * k]->pin().reason(), "munmap") << k;
+  }
+  EXPECT_EQ(pins[18]->pin().address(), g);
+  EXPECT_EQ(pins[18]->pin().reason(), "shm");
+  EXPECT_EQ(pins[20]->pin().address(), h);
+  EXPECT_EQ(pins[20]->pin().reason(), "shm_ahead");
+  size_t stopped = 0;
+  for (const auto* p : e2e::Packets(t, pt::TracePacket::kNotice))
+    if (p->notice().code() == "pin_ahead_stopped") ++stopped;
+  EXPECT_EQ(stopped, 1u);
+}
+
 }  // namespace

@@ -925,6 +925,37 @@ void Ahead() {
   fakecuda_set_register_delay_ms(0);
   PutStats("");
 }
+
+// Mappings of a batch size that are never copied: pin-ahead registers the
+// first 8 for nothing, then stops for that size; a copy of a buffer of that
+// size starts it again.
+void AheadUnused() {
+  const size_t n = 16 * kMiB;
+  void* dev = DevAlloc(n);
+  char* a = MapShm(n, PROT_READ | PROT_WRITE, "a");
+  PutPtr("a", a);
+  CK(cudaMemcpy(dev, a, n, cudaMemcpyHostToDevice));  // teaches 16 MiB
+  if (munmap(a, n) != 0) Fail("munmap a");
+  int ahead = 0;
+  for (int k = 0; k < 8; ++k) {
+    char* u = MapShm(n, PROT_READ | PROT_WRITE, ("u" + std::to_string(k)).c_str());
+    ahead += WaitRegistered(u, 2000);
+    if (munmap(u, n) != 0) Fail("munmap u");
+  }
+  Put("unused_registered_ahead", ahead);
+  char* g = MapShm(n, PROT_READ | PROT_WRITE, "g");
+  PutPtr("g", g);
+  Put("g_registered_before_copy", WaitRegistered(g, 200));
+  memset(g, 'g', n);
+  CK(cudaMemcpy(dev, g, n, cudaMemcpyHostToDevice));  // registers, teaches 16 MiB again
+  if (!All(DeviceBytes(dev, n), n, 'g')) Fail("ahead_unused: device data");
+  if (munmap(g, n) != 0) Fail("munmap g");
+  char* h = MapShm(n, PROT_READ | PROT_WRITE, "h");
+  PutPtr("h", h);
+  Put("h_registered_ahead", WaitRegistered(h, 2000));
+  CK(cudaMemcpy(dev, h, n, cudaMemcpyHostToDevice));
+  if (munmap(h, n) != 0) Fail("munmap h");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -953,6 +984,7 @@ int main(int argc, char** argv) {
   else if (s == "recycle_fork") RecycleFork();
   else if (s == "recycle_idle") RecycleIdle();
   else if (s == "ahead") Ahead();
+  else if (s == "ahead_unused") AheadUnused();
   else {
     fprintf(stderr, "unknown scenario %s\n", s.c_str());
     return 2;
