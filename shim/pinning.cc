@@ -129,15 +129,6 @@ RealFn<cudaError_t (*)(int)> g_set_device("cudaSetDevice");
 RealFn<cudaError_t (*)(cudaStreamCaptureMode*)> g_exchange_capture_mode(
     "cudaThreadExchangeStreamCaptureMode");
 
-// pinscope's own threads (pin-ahead, flusher) call cudaHostRegister and
-// cudaHostUnregister whenever the program's batches come and go, perhaps
-// while a program thread captures a CUDA graph in the default (global)
-// mode, which prohibits "potentially unsafe" calls in every thread. Such a
-// call would fail and could cost the program its capture, so these threads
-// put themselves in relaxed mode, as PyTorch does around its own host
-// allocations. Once per thread; never on a program thread.
-PINSCOPE_TLS bool t_capture_relaxed = false;
-
 // One event per thread and device for PinWaitStream.
 PINSCOPE_TLS cudaEvent_t t_events[16];
 
@@ -182,12 +173,13 @@ cudaError_t Quiet(Call&& call) {
   return rc;
 }
 
-// pinscope's CUDA calls on a program thread that the program did not ask
-// for at that moment - unregistering at free, munmap and fork, waiting for
-// a block's copies, registering at a copy - run in relaxed capture mode,
-// the thread's own mode restored after: a graph capture in global mode in
-// another thread must not lose its capture to them. (PyTorch guards its
-// host allocations the same way.)
+// pinscope registers and unregisters whenever the program's buffers come
+// and go - at a copy, free, munmap or fork, on the pin-ahead and flusher
+// threads - perhaps while a program thread captures a CUDA graph in the
+// default (global) mode, which prohibits "potentially unsafe" calls in
+// every thread: such a call would fail and could cost the program its
+// capture. So those calls run in relaxed capture mode, the thread's own
+// mode restored after (PyTorch guards its host allocations the same way).
 class RelaxedCapture {
  public:
   RelaxedCapture() {
@@ -206,14 +198,38 @@ class RelaxedCapture {
   bool ok_ = false;
 };
 
-// See t_capture_relaxed.
-void RelaxCaptureModeOfOwnThread() {
-  if (t_capture_relaxed) return;
-  t_capture_relaxed = true;
-  if (auto exchange = g_exchange_capture_mode.get()) {
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    Quiet([&] { return exchange(&mode); });
-  }
+// cudaHostRegister of [base, base+size) (read-only for a read-only
+// mapping), timed; relaxed capture mode.
+cudaError_t RegisterRange(uintptr_t base, size_t size, bool writable, uint64_t* t0, uint64_t* t1) {
+  unsigned flags = cudaHostRegisterPortable | (writable ? 0u : cudaHostRegisterReadOnly);
+  RelaxedCapture relaxed;
+  cudaError_t rc = cudaErrorUnknown;
+  *t0 = MonoNs();
+  if (auto reg = g_register.get())
+    rc = Quiet([&] { return reg(reinterpret_cast<void*>(base), size, flags); });
+  *t1 = MonoNs();
+  return rc;
+}
+
+// cudaHostUnregister of base, timed; relaxed capture mode.
+cudaError_t UnregisterRange(uintptr_t base, uint64_t* t0, uint64_t* t1) {
+  RelaxedCapture relaxed;
+  cudaError_t rc = cudaErrorUnknown;
+  *t0 = MonoNs();
+  if (auto unreg = g_unregister.get())
+    rc = Quiet([&] { return unreg(reinterpret_cast<void*>(base)); });
+  *t1 = MonoNs();
+  return rc;
+}
+
+// On one of pinscope's own threads (flusher, pin-ahead): makes `device`
+// current, so that a call for a block lands in the program's context.
+void UseDeviceOnOwnThread(int device) {
+  if (device < 0) return;
+  int cur = -1;
+  if (auto gd = g_get_device.get()) Quiet([&] { return gd(&cur); });
+  if (cur != device)
+    if (auto sd = g_set_device.get()) Quiet([&] { return sd(device); });
 }
 
 void Emit(uint32_t op, uintptr_t addr, size_t size, uint64_t dur, int rc, const char* reason,
@@ -247,6 +263,28 @@ int AllocSlotLocked() {
     }
   }
   return -1;
+}
+
+// A new block in the table for [base, base+size), kRegistering, its bytes
+// reserved in the pinned total; -1 if the table is full. Lock held.
+int ReserveLocked(uintptr_t base, size_t size, bool shm) {
+  int slot = AllocSlotLocked();
+  if (slot < 0) return -1;
+  g_blocks[slot] = Block{};
+  g_blocks[slot].base = base;
+  g_blocks[slot].size = size;
+  g_blocks[slot].state = kRegistering;
+  g_blocks[slot].shm = shm;
+  g_count.fetch_add(1, std::memory_order_relaxed);
+  g_pinned_bytes.fetch_add(size, std::memory_order_relaxed);
+  return slot;
+}
+
+// size bytes are no longer pinned (an unregistration): returns the pinned
+// total after. Lock held.
+uint64_t GiveBackLocked(size_t size) {
+  g_budget_noted = false;  // room again: the next refusal is news
+  return g_pinned_bytes.fetch_sub(size, std::memory_order_relaxed) - size;
 }
 
 void FreeSlotLocked(int i) {
@@ -307,17 +345,12 @@ Block WaitIdle(int i) {
 // records the UNREGISTER.
 void UnpinBusy(int i, const char* reason) {
   Block b = WaitIdle(i);
-  RelaxedCapture relaxed;
-  uint64_t t0 = MonoNs();
-  cudaError_t rc = cudaErrorUnknown;
-  if (auto unreg = g_unregister.get())
-    rc = Quiet([&] { return unreg(reinterpret_cast<void*>(b.base)); });
-  uint64_t t1 = MonoNs();
+  uint64_t t0, t1;
+  cudaError_t rc = UnregisterRange(b.base, &t0, &t1);
   pthread_mutex_lock(&g_mu);
   FreeSlotLocked(i);
-  uint64_t after = g_pinned_bytes.fetch_sub(b.size, std::memory_order_relaxed) - b.size;
-  g_budget_noted = false;  // room again: the next refusal is news
-  bool dropped = b.ahead && !strcmp(reason, "munmap") && AheadOutcomeLocked(b.size, b.used);
+  uint64_t after = GiveBackLocked(b.size);
+  bool dropped = b.ahead && AheadOutcomeLocked(b.size, b.used);
   pthread_mutex_unlock(&g_mu);
   BumpPointerGeneration();
   Emit(f::kUnregister, b.base, b.size, t1 - t0, rc, reason, after, t0);
@@ -337,22 +370,11 @@ void UnpinBusy(int i, const char* reason) {
 // the block). No lock held. `own_thread`: the caller's thread is pinscope's
 // (the flusher), whose current device may be set to the block's.
 void ReleaseKept(const Kept& k, const char* reason, bool own_thread) {
-  if (own_thread) {
-    RelaxCaptureModeOfOwnThread();
-    int cur = -1;
-    if (auto gd = g_get_device.get()) Quiet([&] { return gd(&cur); });
-    if (cur != k.device && k.device >= 0)
-      if (auto sd = g_set_device.get()) Quiet([&] { return sd(k.device); });
-  }
-  RelaxedCapture relaxed;
-  uint64_t t0 = MonoNs();
-  cudaError_t rc = cudaErrorUnknown;
-  if (auto unreg = g_unregister.get())
-    rc = Quiet([&] { return unreg(reinterpret_cast<void*>(k.base)); });
-  uint64_t t1 = MonoNs();
+  if (own_thread) UseDeviceOnOwnThread(k.device);
+  uint64_t t0, t1;
+  cudaError_t rc = UnregisterRange(k.base, &t0, &t1);
   pthread_mutex_lock(&g_mu);
-  uint64_t after = g_pinned_bytes.fetch_sub(k.size, std::memory_order_relaxed) - k.size;
-  g_budget_noted = false;
+  uint64_t after = GiveBackLocked(k.size);
   pthread_mutex_unlock(&g_mu);
   BumpPointerGeneration();
   // Before the free: once glibc has the memory, another thread may receive
@@ -606,35 +628,22 @@ void AheadCancelLocked(uintptr_t p, size_t n) {
 // Registers one queued mapping, as a copy's first use would (same budget,
 // same table, same PinEvent, reason "shm_ahead"). Lock held on entry and
 // on return; released around the CUDA call.
-void AheadRegisterLocked(const AheadItem& it, int* current_device) {
+void AheadRegisterLocked(const AheadItem& it) {
   if (g_forking.load(std::memory_order_acquire) > 0 || !g_allowed || FindLocked(it.base) >= 0)
     return;
   uint64_t budget = PinBudget();  // ready: a copy registered before any item was queued
   if (g_pinned_bytes.load(std::memory_order_relaxed) + it.size > budget) return;
-  int slot = AllocSlotLocked();
+  int slot = ReserveLocked(it.base, it.size, true);
   if (slot < 0) return;
-  g_blocks[slot] = Block{};
-  g_blocks[slot].base = it.base;
-  g_blocks[slot].size = it.size;
-  g_blocks[slot].state = kRegistering;
-  g_blocks[slot].shm = true;
-  g_count.fetch_add(1, std::memory_order_relaxed);
-  g_pinned_bytes.fetch_add(it.size, std::memory_order_relaxed);  // reserved
   int device = g_ahead_device;
   g_ahead_in_cuda.store(true, std::memory_order_seq_cst);
   pthread_mutex_unlock(&g_mu);
   cudaError_t rc = cudaErrorUnknown;
-  uint64_t t0 = MonoNs(), t1 = t0;
-  if (!g_ahead_stop.load(std::memory_order_seq_cst)) {
-    RelaxCaptureModeOfOwnThread();
-    if (device != *current_device)
-      if (auto sd = g_set_device.get())
-        if (Quiet([&] { return sd(device); }) == cudaSuccess) *current_device = device;
-    unsigned flags = cudaHostRegisterPortable | (it.writable ? 0u : cudaHostRegisterReadOnly);
-    t0 = MonoNs();
-    if (auto reg = g_register.get())
-      rc = Quiet([&] { return reg(reinterpret_cast<void*>(it.base), it.size, flags); });
-    t1 = MonoNs();
+  uint64_t t0 = 0, t1 = 0;
+  bool called = !g_ahead_stop.load(std::memory_order_seq_cst);  // not once exit began
+  if (called) {
+    UseDeviceOnOwnThread(device);
+    rc = RegisterRange(it.base, it.size, it.writable, &t0, &t1);
   }
   g_ahead_in_cuda.store(false, std::memory_order_seq_cst);
   if (rc == cudaSuccess) {
@@ -654,7 +663,7 @@ void AheadRegisterLocked(const AheadItem& it, int* current_device) {
   FreeSlotLocked(slot);
   uint64_t after = g_pinned_bytes.fetch_sub(it.size, std::memory_order_relaxed) - it.size;
   pthread_mutex_unlock(&g_mu);
-  if (t1 != t0) Emit(f::kRegisterFailed, it.base, it.size, t1 - t0, rc, "shm_ahead", after, t0);
+  if (called) Emit(f::kRegisterFailed, it.base, it.size, t1 - t0, rc, "shm_ahead", after, t0);
   pthread_mutex_lock(&g_mu);
 }
 
@@ -663,7 +672,6 @@ void* AheadMain(void*) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
-  int current_device = -1;
   pthread_mutex_lock(&g_mu);
   for (;;) {
     while (g_ahead_n == 0 && !g_ahead_stop.load(std::memory_order_relaxed))
@@ -673,10 +681,17 @@ void* AheadMain(void*) {
     g_ahead_head = (g_ahead_head + 1) % kAheadQueue;
     --g_ahead_n;
     g_ahead_pending.store(g_ahead_n, std::memory_order_relaxed);
-    if (it.live) AheadRegisterLocked(it, &current_device);
+    if (it.live) AheadRegisterLocked(it);
   }
   pthread_mutex_unlock(&g_mu);
   return nullptr;
+}
+
+// Is `size` one of the learned batch sizes? Lock held.
+bool KnownSizeLocked(uint64_t size) {
+  for (int k = 0; k < g_ahead_sizes_n; ++k)
+    if (g_ahead_sizes[k] == size) return true;
+  return false;
 }
 
 // A copy registered an shm buffer of `size` bytes: later mappings of that
@@ -689,9 +704,7 @@ void AheadLearn(uint64_t size) {
   if (auto gd = g_get_device.get()) Quiet([&] { return gd(&device); });
   bool start = false;
   pthread_mutex_lock(&g_mu);
-  bool known = false;
-  for (int k = 0; k < g_ahead_sizes_n && !known; ++k) known = g_ahead_sizes[k] == size;
-  if (!known) {
+  if (!KnownSizeLocked(size)) {
     int slot = -1;  // a dropped size's slot first, else the oldest
     for (int k = 0; k < g_ahead_sizes_n && slot < 0; ++k)
       if (g_ahead_sizes[k] == 0) slot = k;
@@ -753,21 +766,10 @@ PinTicket PinBeforeCopy(CopyRecord* r) {
   if (g_count.load(std::memory_order_relaxed) > 0) {
     int found = -1;
     uint8_t state = kEmpty;
-    pthread_mutex_lock(&g_mu);
-    found = FindLocked(host);
-    if (found >= 0) {
-      state = g_blocks[found].state;
-      if (state == kPinned) {
-        ++g_blocks[found].in_use;
-        g_blocks[found].used = true;
-      }
-    }
-    pthread_mutex_unlock(&g_mu);
     // A block being registered (by the pin-ahead thread, or another
     // thread's copy) is waited for: its registration takes less than the
     // pageable copy would, and the copy then runs pinned.
-    for (int spins = 0; found >= 0 && state == kRegistering && spins < 100000; ++spins) {
-      ShortSleep();
+    for (int spins = 0;; ++spins) {
       pthread_mutex_lock(&g_mu);
       found = FindLocked(host);
       state = found >= 0 ? g_blocks[found].state : static_cast<uint8_t>(kEmpty);
@@ -776,6 +778,8 @@ PinTicket PinBeforeCopy(CopyRecord* r) {
         g_blocks[found].used = true;
       }
       pthread_mutex_unlock(&g_mu);
+      if (state != kRegistering || spins == 100000) break;
+      ShortSleep();
     }
     if (found >= 0 && state == kFailed) {
       r->pin = *kind == f::kPinned ? f::kPinByProgram : f::kPinFailed;
@@ -838,17 +842,8 @@ PinTicket PinBeforeCopy(CopyRecord* r) {
       say_full = !g_budget_noted;
       g_budget_noted = true;
     } else {
-      slot = AllocSlotLocked();
+      slot = ReserveLocked(buf.base, buf.size, buf.shm);
     }
-  }
-  if (slot >= 0) {
-    g_blocks[slot] = Block{};
-    g_blocks[slot].base = buf.base;
-    g_blocks[slot].size = buf.size;
-    g_blocks[slot].state = kRegistering;
-    g_blocks[slot].shm = buf.shm;
-    g_count.fetch_add(1, std::memory_order_relaxed);
-    g_pinned_bytes.fetch_add(buf.size, std::memory_order_relaxed);  // reserved
   }
   pthread_mutex_unlock(&g_mu);
   if (slot < 0) {
@@ -868,15 +863,8 @@ PinTicket PinBeforeCopy(CopyRecord* r) {
     }
     return t;
   }
-  unsigned flags = cudaHostRegisterPortable | (buf.writable ? 0u : cudaHostRegisterReadOnly);
-  uint64_t t0 = MonoNs();
-  cudaError_t rc = cudaErrorUnknown;
-  {
-    RelaxedCapture relaxed;
-    if (auto reg = g_register.get())
-      rc = Quiet([&] { return reg(reinterpret_cast<void*>(buf.base), buf.size, flags); });
-  }
-  uint64_t t1 = MonoNs();
+  uint64_t t0, t1;
+  cudaError_t rc = RegisterRange(buf.base, buf.size, buf.writable, &t0, &t1);
   uint64_t after;
   pthread_mutex_lock(&g_mu);
   if (rc == cudaSuccess) {
@@ -1098,9 +1086,8 @@ void PinAheadOnMap(void* p, size_t n, bool writable) {
   if (!g_allowed || g_forking.load(std::memory_order_acquire) > 0 || !Recording()) return;
   uintptr_t base = reinterpret_cast<uintptr_t>(p);
   pthread_mutex_lock(&g_mu);
-  bool known = false;
-  for (int k = 0; k < g_ahead_sizes_n && !known; ++k) known = g_ahead_sizes[k] == n;
-  if (known && g_ahead_n < kAheadQueue && !g_ahead_stop.load(std::memory_order_relaxed)) {
+  if (KnownSizeLocked(n) && g_ahead_n < kAheadQueue &&
+      !g_ahead_stop.load(std::memory_order_relaxed)) {
     g_ahead_q[(g_ahead_head + g_ahead_n) % kAheadQueue] = AheadItem{base, n, writable, true};
     ++g_ahead_n;
     g_ahead_pending.store(g_ahead_n, std::memory_order_relaxed);
@@ -1108,6 +1095,14 @@ void PinAheadOnMap(void* p, size_t n, bool writable) {
   }
   pthread_mutex_unlock(&g_mu);
 }
+
+namespace {
+// Until the pin-ahead thread is out of its CUDA call (at most 2 s).
+void WaitAheadOutOfCuda() {
+  for (int spins = 0; g_ahead_in_cuda.load(std::memory_order_seq_cst) && spins < 40000; ++spins)
+    ShortSleep();
+}
+}  // namespace
 
 void PinAheadStop() {
   if (!g_ahead_learned.load(std::memory_order_relaxed)) return;
@@ -1117,8 +1112,7 @@ void PinAheadStop() {
   pthread_mutex_unlock(&g_mu);
   // A registration under way finishes before the process goes on exiting
   // (CUDA tears down in exit handlers); bounded, never forever.
-  for (int spins = 0; g_ahead_in_cuda.load(std::memory_order_seq_cst) && spins < 40000; ++spins)
-    ShortSleep();
+  WaitAheadOutOfCuda();
 }
 
 void PinBeforeFork() {
@@ -1135,8 +1129,7 @@ void PinBeforeFork() {
   // this lock/unlock is done, a registration that passed the check shows.
   pthread_mutex_lock(&g_mu);
   pthread_mutex_unlock(&g_mu);
-  for (int spins = 0; g_ahead_in_cuda.load(std::memory_order_seq_cst) && spins < 40000; ++spins)
-    ShortSleep();
+  WaitAheadOutOfCuda();
   // Kept blocks are idle pinned private memory: released (unregistered and
   // freed), so the child neither inherits nor hands one out. After the
   // unpin above, which waited for a free that was moving its block onto

@@ -53,6 +53,10 @@ run() {  # run NAME [ENV=V...] -- CMD...: pinscope run into $W/NAME, no report
   return $rc
 }
 
+pack() { tar czf "$OUT/runs-$phase.tgz" -C "$W" .; }  # what a time-out would lose
+# The validate phase calibrates with its output in the log; the others quietly, once.
+has validate || pinscope calibrate --output "$W/calibration.json" >/dev/null
+
 if has validate; then
   step "shim from source on this machine (g++ $(g++ -dumpversion), cmake $(cmake --version | head -1))"
   rm -rf /tmp/deps /tmp/srcbuild; mkdir -p /tmp/deps
@@ -112,11 +116,10 @@ fi
 
 if has validate; then
   step "pack validation"
-  tar czf "$OUT/runs-$phase.tgz" -C "$W" . && ls -la "$OUT"
+  pack && ls -la "$OUT"
 fi
 
 if has bench; then
-  pinscope calibrate --output "$W/calibration.json" >/dev/null
   cfgs="${BENCH_CONFIGS:-0f,0t,4f,4t,8f,8t}"
   n="${BENCH_SAMPLES:-3840}"
   # Four modes per repetition, in a rotating order so drift over the call
@@ -137,7 +140,7 @@ if has bench; then
   for rep in $(seq 1 "${BENCH_REPEATS:-3}"); do
     step "seedbench rep $rep"
     for m in ${orders[$(( (rep - 1) % 4 ))]}; do echo "--- $m"; mode "$m" "$rep"; done
-    tar czf "$OUT/runs-$phase.tgz" -C "$W" .  # what a time-out would lose
+    pack
   done
   step "training-shaped"
   $PY tools/bench/seedbench.py --train --samples "$n" --configs 0f,0t,4f,4t,8f,8t --json "$W/train_none.json"
@@ -161,7 +164,6 @@ fi
 if [ "$phases" = ab ]; then
   # Paired A/B runs for the figures the median table cannot resolve: one
   # process per mode, alternating, so drift hits both sides alike.
-  pinscope calibrate --output "$W/calibration.json" >/dev/null
   sbj() { local out="$1"; shift; timeout -k 5 120 $PY tools/bench/seedbench.py --json "$out" "$@"; }
   step "pinning at 0 workers: PINSCOPE_PIN=1 pin_memory=False vs pin_memory=True without pinscope"
   for rep in 1 2 3; do
@@ -173,7 +175,7 @@ if [ "$phases" = ab ]; then
     sbj "$W/ab_none_t_$rep.json" --samples 2560 --configs 0t,8t
     run ab_ps_t_$rep -- $PY tools/bench/seedbench.py --samples 2560 --configs 0t,8t --json "$W/ab_ps_t_$rep.json"
   done
-  tar czf "$OUT/runs-$phase.tgz" -C "$W" .
+  pack
   step "more workers with pin_memory=True (the 8t report says: input starvation)"
   sbj "$W/ab_workers.json" --samples 5120 --configs 8t,12t,15t
   step "CUPTI overhead by kernel-recording mode (interleaved)"
@@ -185,14 +187,13 @@ if [ "$phases" = ab ]; then
     pinscope run --no-report -o "$W/cab_auto_$rep" -- $PY tools/bench/cupti_overhead.py --rounds 5 --mode pinscope_auto | tee -a "$W/cupti_ab.jsonl"
     PINSCOPE_CUPTI_KERNELS=all pinscope run --no-report -o "$W/cab_all_$rep" -- $PY tools/bench/cupti_overhead.py --rounds 5 --mode pinscope_all | tee -a "$W/cupti_ab.jsonl"
     co --mode profiler
-    tar czf "$OUT/runs-$phase.tgz" -C "$W" .
+    pack
   done
 fi
 
 if has pairs4; then
   # The 4-worker cell of the pinning target, in pairs (one process per side,
   # the order alternating), steady-state samples/s from seedbench's JSON.
-  [ -f "$W/calibration.json" ] || pinscope calibrate --output "$W/calibration.json" >/dev/null
   n4="${PAIRS_SAMPLES:-10240}"
   step "4 workers: PINSCOPE_PIN=1 pin_memory=False vs pin_memory=True (and False) without pinscope"
   for rep in $(seq 1 "${PAIRS_REPEATS:-5}"); do
@@ -202,11 +203,10 @@ if has pairs4; then
     if [ $((rep % 2)) = 1 ]; then a; b; c; else c; b; a; fi
   done
   run p4_ps_t -- $PY tools/bench/seedbench.py --samples "$n4" --configs 4t --json "$W/p4_ps_t.json"
-  tar czf "$OUT/runs-$phase.tgz" -C "$W" .
+  pack
 fi
 
 if has ahead; then
-  [ -f "$W/calibration.json" ] || pinscope calibrate --output "$W/calibration.json" >/dev/null
   step "pin-ahead: DataLoader batches bit-identical with and without pinning (4 workers)"
   run ah_loader_nopin -- $PY tests/gpu/pinning_check.py loader --json "$W/ah_loader_nopin.json"
   run ah_loader_pin PINSCOPE_PIN=1 -- $PY tests/gpu/pinning_check.py loader --json "$W/ah_loader_pin.json"
@@ -220,7 +220,7 @@ if has ahead; then
     y() { run ah_off_$rep PINSCOPE_PIN=1 PINSCOPE_PIN_AHEAD=0 -- $PY tools/bench/seedbench.py --samples "$na" --configs 4f,8f --json "$W/ah_off_$rep.json"; }
     z() { timeout -k 5 150 $PY tools/bench/seedbench.py --samples "$na" --configs 4t,8t --json "$W/ah_none_t_$rep.json"; }
     case $((rep % 3)) in 1) x; y; z ;; 2) y; z; x ;; 0) z; x; y ;; esac
-    tar czf "$OUT/runs-$phase.tgz" -C "$W" .
+    pack
   done
 fi
 
@@ -234,20 +234,19 @@ if has train; then
     z() { timeout -k 5 150 $PY tools/bench/seedbench.py --train --samples "$nt" --configs 4t,8t --json "$W/tr_none_t_$rep.json"; }
     if [ $((rep % 2)) = 1 ]; then x; z; else z; x; fi
   done
-  tar czf "$OUT/runs-$phase.tgz" -C "$W" .
+  pack
 fi
 
 if has cost; then
   # pinscope's cost where nothing can be gained (pin_memory=True), in pairs:
   # one process per side, ABBA order, steady state and CPU per sample.
-  [ -f "$W/calibration.json" ] || pinscope calibrate --output "$W/calibration.json" >/dev/null
   nc="${COST_SAMPLES:-7680}"; cc="${COST_CONFIGS:-0t,4t,8t}"
   step "cost on pin_memory=True jobs: pinscope run vs none ($cc, $nc samples)"
   for rep in $(seq 1 "${COST_REPEATS:-6}"); do
     a() { run c_ps_$rep -- $PY tools/bench/seedbench.py --samples "$nc" --configs "$cc" --json "$W/c_ps_$rep.json"; }
     b() { timeout -k 5 150 $PY tools/bench/seedbench.py --samples "$nc" --configs "$cc" --json "$W/c_none_$rep.json"; }
     if [ $((rep % 2)) = 1 ]; then a; b; else b; a; fi
-    tar czf "$OUT/runs-$phase.tgz" -C "$W" .
+    pack
   done
 fi
 
@@ -259,4 +258,4 @@ if [ -n "${srcbuild_pid:-}" ]; then
   step "shim source build result"; cat /tmp/srcbuild.result
 fi
 step "pack"
-tar czf "$OUT/runs-$phase.tgz" -C "$W" . && ls -la "$OUT"
+pack && ls -la "$OUT"

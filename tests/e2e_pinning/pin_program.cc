@@ -77,6 +77,16 @@ void PutStats(const char* prefix) {
   Put((p + "registered_bytes").c_str(), s.registered_bytes);
 }
 
+// A new n-byte posix_memalign block filled with `fill`, its address printed
+// as `key`, copied to dev once (pinscope registers it).
+char* CopiedBlock(void* dev, size_t n, const std::string& key, char fill) {
+  char* p = Memalign(n);
+  memset(p, fill, n);
+  PutPtr(key.c_str(), p);
+  CK(cudaMemcpy(dev, p, n, cudaMemcpyHostToDevice));
+  return p;
+}
+
 // --- 1. decisions ------------------------------------------------------------
 
 void Decisions() {
@@ -536,10 +546,7 @@ void Interplay() {
   CK(cudaStreamCreate(&s));
 
   // (a) The program registers a buffer pinscope pinned, then unregisters it.
-  char* a = Memalign(n);
-  memset(a, 'a', n);
-  PutPtr("a", a);
-  CK(cudaMemcpy(dev, a, n, cudaMemcpyHostToDevice));  // REGISTERED
+  char* a = CopiedBlock(dev, n, "a", 'a');  // REGISTERED
   Put("a_register_rc", cudaHostRegister(a, n, cudaHostRegisterDefault));
   Put("a_registered", fakecuda_is_registered(a));
   CK(cudaMemcpyAsync(dev, a, n, cudaMemcpyHostToDevice, s));  // BY_PROGRAM
@@ -689,10 +696,7 @@ void Recycle() {
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   const size_t n = 16 * kMiB;
   void* dev = DevAlloc(2 * n);
-  char* a = Memalign(n);
-  memset(a, 'a', n);
-  PutPtr("a", a);
-  CK(cudaMemcpy(dev, a, n, cudaMemcpyHostToDevice));  // REGISTERED
+  char* a = CopiedBlock(dev, n, "a", 'a');            // REGISTERED
   free(a);                                            // kept: still registered
   Put("a_registered_after_free", fakecuda_is_registered(a));
   char* b = Memalign(n);  // the same size: the kept block
@@ -742,19 +746,12 @@ void RecycleCap(size_t n) {
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   void* dev = DevAlloc(48 * kMiB);
   char* b[kRecycleBlocks];
-  for (int i = 0; i < kRecycleBlocks; ++i) {
-    b[i] = Memalign(n);
-    memset(b[i], 'a' + i, n);
-    PutPtr(("b" + std::to_string(i)).c_str(), b[i]);
-    CK(cudaMemcpy(dev, b[i], n, cudaMemcpyHostToDevice));  // REGISTERED
-  }
+  for (int i = 0; i < kRecycleBlocks; ++i)
+    b[i] = CopiedBlock(dev, n, "b" + std::to_string(i), static_cast<char>('a' + i));  // REGISTERED
   for (int i = 0; i < kRecycleBlocks; ++i) free(b[i]);
   // A block larger than the byte cap is never kept.
   const size_t ln = 48 * kMiB;
-  char* large = Memalign(ln);
-  memset(large, 'l', ln);
-  PutPtr("large", large);
-  CK(cudaMemcpy(dev, large, ln, cudaMemcpyHostToDevice));  // REGISTERED
+  char* large = CopiedBlock(dev, ln, "large", 'l');  // REGISTERED
   free(large);
   char* r = Memalign(n);
   PutPtr("r", r);
@@ -793,10 +790,7 @@ void RecycleFork() {
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   const size_t n = 16 * kMiB;
   void* dev = DevAlloc(n);
-  char* a = Memalign(n);
-  memset(a, 'a', n);
-  PutPtr("a", a);
-  CK(cudaMemcpy(dev, a, n, cudaMemcpyHostToDevice));  // REGISTERED
+  char* a = CopiedBlock(dev, n, "a", 'a');            // REGISTERED
   free(a);                                            // kept
   Put("a_kept_before_fork", fakecuda_is_registered(a));
   fflush(stdout);
@@ -831,10 +825,7 @@ void RecycleIdle() {
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   const size_t n = 16 * kMiB;
   void* dev = DevAlloc(n);
-  char* a = Memalign(n);
-  memset(a, 'a', n);
-  PutPtr("a", a);
-  CK(cudaMemcpy(dev, a, n, cudaMemcpyHostToDevice));  // REGISTERED
+  char* a = CopiedBlock(dev, n, "a", 'a');            // REGISTERED
   free(a);                                            // kept
   Put("a_kept", fakecuda_is_registered(a));
   usleep(3000 * 1000);
