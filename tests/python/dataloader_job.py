@@ -3,7 +3,8 @@ dataloader_test (tests/python). Synthetic samples: a float32 tensor of
 --shape filled with the sample index; --batches batches of --batch samples
 through --workers worker processes; each batch is checked and, with
 --clone, copied once in the main process (a posix_memalign of the batch's
-size there). Prints "batches N" and exits 0 on success."""
+size there); with --hold, every batch is kept alive (its shm segment stays
+mapped in the main process) until the loop ends. Prints "batches N" and exits 0 on success."""
 import argparse
 
 import torch
@@ -29,6 +30,7 @@ def main():
     ap.add_argument("--batches", type=int, default=8)
     ap.add_argument("--shape", default="3,64,64")
     ap.add_argument("--clone", action="store_true")
+    ap.add_argument("--hold", action="store_true")
     args = ap.parse_args()
     shape = tuple(int(x) for x in args.shape.split(","))
     loader = DataLoader(Synthetic(args.batch * args.batches, shape), batch_size=args.batch,
@@ -40,6 +42,8 @@ def main():
         assert float(batch[0].flatten()[0]) == n * args.batch
         if args.clone:
             keep.append(batch.clone())
+        elif args.hold:
+            keep.append(batch)
         n += 1
     assert n == args.batches, n
     print("batches", n, flush=True)

@@ -162,10 +162,13 @@ TEST_F(SmallShmDataLoader, OverflowFailsWithTheDiagnosis) {
                   probe.path())
            .Exited(0))
     GTEST_SKIP() << "needs root for unshare -m and mount -t tmpfs";
-  // 12 MiB batches, 2 workers x prefetch 2 in flight: more than 32 MiB.
-  RunResult r =
-      RunJob({"--workers", "2", "--batch", "16", "--batches", "8", "--shape", "3,256,256"},
-             "mount -t tmpfs -o size=32m tmpfs /dev/shm");
+  // 12 MiB batches, all kept alive by the main process (--hold): the third
+  // one cannot fit in 32 MiB whatever the timing. (Without --hold, how many
+  // are alive at once depends on how fast the main process consumes them,
+  // and a fast machine got through all 8.)
+  RunResult r = RunJob(
+      {"--workers", "2", "--batch", "16", "--batches", "8", "--shape", "3,256,256", "--hold"},
+      "mount -t tmpfs -o size=32m tmpfs /dev/shm");
   EXPECT_FALSE(r.Exited(0));
   // torch 1.13 sizes segments with ftruncate only (sparse), so the worker
   // that writes past the space left gets SIGBUS; torch 2.x calls
