@@ -1097,6 +1097,62 @@ TEST_F(E2EPinning, PinAheadOffRegistersAtTheCopyOnly) {
   EXPECT_EQ(M("registered_bytes"), 0u);
 }
 
+// Four threads map, copy and unmap batch-sized shm segments while the main
+// thread forks and each registration takes 2 ms (pin_program.cc,
+// AheadThreads). The interleaving decides which mappings are registered
+// ahead and which at their copy; what never varies is asserted.
+TEST_F(E2EPinning, PinAheadUnderThreadsAndForks) {
+  TraceFile t = Scenario("ahead_threads", {{"PINSCOPE_PIN", "1"}, {"PINSCOPE_PIN_AHEAD", "1"}});
+  EXPECT_EQ(M("failures"), 0u);  // data and pageable semantics, in the program
+  // Per thread: 22 of 30 mappings copied H2D, 7 of them also D2H; a check
+  // copy (unrecorded static buffer) after each.
+  std::map<pt::PinOutcome, int> shm_outcomes;
+  int checks = 0, h2d = 0, d2h = 0;
+  for (const auto* p : e2e::Packets(t, pt::TracePacket::kCopy)) {
+    const auto& c = p->copy();
+    if (c.pin() == pt::PIN_SKIPPED_UNKNOWN_BUFFER) {
+      ++checks;
+      continue;
+    }
+    EXPECT_EQ(c.bytes(), 4 * kMiB);
+    ++shm_outcomes[c.pin()];
+    (c.direction() == pt::H2D ? h2d : d2h)++;
+  }
+  EXPECT_EQ(checks, 4 * 22);
+  EXPECT_EQ(h2d, 4 * 22);
+  EXPECT_EQ(d2h, 4 * 7);
+  // Every shm copy ran pinned, except one that met a fork (pageable then).
+  const int pinned = shm_outcomes[pt::PIN_REGISTERED] + shm_outcomes[pt::PIN_CACHED];
+  EXPECT_EQ(pinned + shm_outcomes[pt::PIN_SKIPPED_CAPTURE], 4 * 29);
+  EXPECT_LE(shm_outcomes[pt::PIN_SKIPPED_CAPTURE], 6 * 4);
+  EXPECT_GE(shm_outcomes[pt::PIN_CACHED], 4 * 7);  // at least the D2H after the H2D
+  // Each registration succeeded and was released once, by munmap.
+  std::map<uint64_t, int> live;
+  int registers = 0, ahead = 0, unregisters = 0;
+  for (const auto* p : e2e::Packets(t, pt::TracePacket::kPin)) {
+    const pt::PinEvent& e = p->pin();
+    EXPECT_EQ(e.result(), 0) << e.reason();
+    EXPECT_EQ(e.size(), 4 * kMiB);
+    if (e.op() == pt::REGISTER) {
+      ++registers;
+      ahead += e.reason() == "shm_ahead";
+      EXPECT_TRUE(e.reason() == "shm" || e.reason() == "shm_ahead") << e.reason();
+      EXPECT_EQ(++live[e.address()], 1) << "registered twice";
+    } else {
+      ASSERT_EQ(pt::PinOp_Name(e.op()), "UNREGISTER");
+      ++unregisters;
+      EXPECT_EQ(e.reason(), "munmap");
+      EXPECT_EQ(--live[e.address()], 0) << "unregistered without a registration";
+    }
+  }
+  EXPECT_GE(ahead, 1);
+  EXPECT_LE(registers, 4 * 30);
+  EXPECT_EQ(registers, unregisters);
+  EXPECT_EQ(M("register_calls"), static_cast<uint64_t>(registers));
+  EXPECT_EQ(M("unregister_calls"), static_cast<uint64_t>(unregisters));
+  EXPECT_EQ(M("registered_bytes"), 0u);
+}
+
 // On by default with PINSCOPE_PIN=1; a bad value says so once and keeps it on.
 TEST_F(E2EPinning, PinAheadIsOnByDefaultAndABadValueIsNamed) {
   Run("ahead", {{"PINSCOPE_PIN", "1"}}, {"PINSCOPE_PIN_AHEAD"});
