@@ -849,6 +849,22 @@ int WaitRegistered(const void* p, int ms) {
   return fakecuda_is_registered(p);
 }
 
+// Until n cudaHostRegister calls have begun since the last
+// fakecuda_reset_stats (the double counts a call as it enters, before its
+// delay), for at most `ms` milliseconds: a registration is under way.
+// Nothing to wait for with pin-ahead off (PINSCOPE_PIN_AHEAD=0).
+void WaitRegisterCalls(unsigned long n, int ms) {
+  const char* v = getenv("PINSCOPE_PIN_AHEAD");
+  if (v && strcmp(v, "0") == 0) return;
+  for (int i = 0; i < ms; ++i) {
+    fakecuda_stats st;
+    fakecuda_get_stats(&st);
+    if (st.host_register_calls >= n) return;
+    usleep(1000);
+  }
+  Fail("the pin-ahead thread did not start a registration");
+}
+
 // DataLoader batches: each a new shm mapping of one size. The first is
 // registered at its copy; later ones as soon as they are mapped.
 void Ahead() {
@@ -888,7 +904,7 @@ void Ahead() {
   char* d = MapShm(n, PROT_READ | PROT_WRITE, "d");
   PutPtr("d", d);
   memset(d, 'd', n);
-  usleep(20 * 1000);
+  WaitRegisterCalls(1, 5000);
   CK(cudaMemcpy(dev, d, n, cudaMemcpyHostToDevice));
   Put("d_device_data", All(DeviceBytes(dev, n), n, 'd'));
   Put("d_register_calls", [] {
@@ -900,13 +916,13 @@ void Ahead() {
   // e: unmapped while being registered: munmap waits, then unregisters.
   char* e = MapShm(n, PROT_READ | PROT_WRITE, "e");
   PutPtr("e", e);
-  usleep(50 * 1000);
+  WaitRegisterCalls(2, 5000);
   if (munmap(e, n) != 0) Fail("munmap e");
   Put("e_registered_after_munmap", fakecuda_is_registered(e));
   // f1 is being registered while f2 waits in the queue; f2 is unmapped
   // before its turn: never registered.
   char* f1 = MapShm(n, PROT_READ | PROT_WRITE, "f1");
-  usleep(20 * 1000);
+  WaitRegisterCalls(3, 5000);
   char* f2 = MapShm(n, PROT_READ | PROT_WRITE, "f2");
   PutPtr("f1", f1);
   PutPtr("f2", f2);
