@@ -392,8 +392,14 @@ void ReplayEngine::SegmentMaybeClosed(ShmSegment* segment) {
   if (segment == nullptr || !segment->closed() || segment->eviction_queued) return;
   segment->eviction_queued = true;
   closed_order_.push_back(segment->id);
+}
+
+void ReplayEngine::EvictClosedSegments() {
   // Forget the oldest closed segments beyond the cache size, so memory
-  // follows the live segments and not the run's length.
+  // follows the live segments and not the run's length. Only once the
+  // event is handled: a segment forgotten while a loop still held pointers
+  // to it (the pieces of one munmap, the mappings a process left) was
+  // read after it was freed.
   while (closed_order_.size() - closed_head_ > options_.closed_segments_kept) {
     const uint64_t id = closed_order_[closed_head_++];
     auto it = segments_.find(id);
@@ -527,6 +533,7 @@ void ReplayEngine::HandleShm(ProcessState& process, const Event& event) {
   }
   notify();
   SegmentMaybeClosed(segment);
+  EvictClosedSegments();
 }
 
 void ReplayEngine::RemoveMappings(ProcessState& process, const Event& event, uint64_t start,
@@ -578,6 +585,7 @@ void ReplayEngine::EndProcess(ProcessState& process) {
   process.fds_.clear();
   for (ShmSegment* segment : closed) SegmentMaybeClosed(segment);
   for (Analysis* a : analyses_) a->OnProcessEnd(process);
+  EvictClosedSegments();
   // Live allocations die with the process; consumers saw them in OnProcessEnd.
   process.allocations_.Clear();
 }

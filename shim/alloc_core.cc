@@ -55,6 +55,8 @@ bool InArena(const void* p) {
   auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(g_arena);
   return a >= b && a < b + kArenaBytes;
 }
+void AfterArenaAlloc();
+
 // Arena blocks carry their size in the 16 bytes below the pointer.
 void* ArenaAlloc(size_t n, size_t alignment) {
   if (alignment < 16) alignment = 16;
@@ -67,8 +69,9 @@ void* ArenaAlloc(size_t n, size_t alignment) {
       errno = ENOMEM;
       return nullptr;
     }
-    if (g_arena_used.compare_exchange_weak(used, end)) {
+    if (g_arena_used.compare_exchange_weak(used, end, std::memory_order_seq_cst)) {
       reinterpret_cast<size_t*>(user)[-1] = n;
+      AfterArenaAlloc();
       return reinterpret_cast<void*>(user);
     }
   }
@@ -106,24 +109,68 @@ void* OtherValloc(size_t n) {
   return g_next.memalign(static_cast<size_t>(sysconf(_SC_PAGESIZE)), n);
 }
 
+// glibc's functions behind arena-aware wrappers: installed once an arena
+// block may be out (one handed to dlsym, or to a thread that called while
+// Resolve ran), whose free, realloc or usable size must not reach glibc.
+void GlibcFree(void* p) {
+  if (!InArena(p)) __libc_free(p);
+}
+void* GlibcRealloc(void* p, size_t n) {
+  if (!InArena(p)) return __libc_realloc(p, n);
+  void* q = __libc_malloc(n);
+  if (q) memcpy(q, p, ArenaSize(p) < n ? ArenaSize(p) : n);
+  return q;
+}
+void InstallArenaAware() {
+  g_real.free = GlibcFree;
+  g_real.realloc = GlibcRealloc;
+}
+// After an arena block was handed out: once Resolve chose glibc, switch to
+// the wrappers (the resolver checks g_arena_used after its stores, so one
+// side or the other installs them; installing twice is harmless).
+void AfterArenaAlloc() {
+  if (g_resolve.load(std::memory_order_seq_cst) == 2 && g_libc == Libc::kGlibc) InstallArenaAware();
+}
+
+// The load address of the object that defines f, or 0.
+uintptr_t ObjectOf(const void* f) {
+  Dl_info info;
+  if (!f || !dladdr(f, &info)) return 0;
+  return reinterpret_cast<uintptr_t>(info.dli_fbase);
+}
+
+// All seven __libc_* names come from one object: glibc, or an allocator
+// that replaces all of them (tcmalloc and mimalloc do). A library that
+// defines only some - the sanitizer runtimes export __libc_memalign and no
+// other - would make pinscope hand one allocator's blocks to the other's
+// free. dladdr neither allocates nor takes a lock a hook holds.
+bool OneAllocator() {
+  const void* fns[] = {
+      reinterpret_cast<const void*>(__libc_calloc), reinterpret_cast<const void*>(__libc_realloc),
+      reinterpret_cast<const void*>(__libc_free),   reinterpret_cast<const void*>(__libc_memalign),
+      reinterpret_cast<const void*>(__libc_valloc), reinterpret_cast<const void*>(__libc_pvalloc)};
+  const uintptr_t base = ObjectOf(reinterpret_cast<const void*>(__libc_malloc));
+  for (const void* f : fns) {
+    if (ObjectOf(f) != base || base == 0) return false;
+  }
+  return base != 0;
+}
+
 // True once g_real is usable; false while another call (dlsym's own
-// allocation, or a concurrent first call) is resolving it.
+// allocation, or a concurrent first call) is resolving it: that caller is
+// served from the arena.
+//
+// pinscope forwards to the allocator the program would have used without
+// it: the next `malloc` after libpinscope.so in the lookup order. When that
+// is the one glibc's __libc_* names belong to (glibc, or tcmalloc, which
+// replaces them all), allocations are recorded through those names.
+// Otherwise (jemalloc preloaded after pinscope defines malloc but no
+// __libc_*; a sanitizer runtime replaces part of them) everything goes to
+// the next allocator's own functions (InitAlloc records through them):
+// taking glibc's malloc there would pair it with that allocator's operator
+// new and delete, and the job would free one's blocks with the other.
 bool Resolve() {
   if (g_resolve.load(std::memory_order_acquire) == 2) return true;
-  if (__libc_malloc && __libc_calloc && __libc_realloc && __libc_free && __libc_memalign &&
-      __libc_valloc && __libc_pvalloc && gnu_get_libc_version) {
-    // Idempotent plain stores: racing first calls all write the same values.
-    g_real.malloc = __libc_malloc;
-    g_real.calloc = __libc_calloc;
-    g_real.realloc = __libc_realloc;
-    g_real.free = __libc_free;
-    g_real.memalign = __libc_memalign;
-    g_real.valloc = __libc_valloc;
-    g_real.pvalloc = __libc_pvalloc;
-    g_libc = Libc::kGlibc;
-    g_resolve.store(2, std::memory_order_release);
-    return true;
-  }
   int expected = 0;
   if (!g_resolve.compare_exchange_strong(expected, 1)) return g_resolve.load() == 2;
   g_next.malloc = reinterpret_cast<void* (*)(size_t)>(dlsym(RTLD_NEXT, "malloc"));
@@ -132,6 +179,22 @@ bool Resolve() {
   g_next.free = reinterpret_cast<void (*)(void*)>(dlsym(RTLD_NEXT, "free"));
   g_next.memalign = reinterpret_cast<void* (*)(size_t, size_t)>(dlsym(RTLD_NEXT, "memalign"));
   g_next.usable_size = reinterpret_cast<size_t (*)(void*)>(dlsym(RTLD_NEXT, "malloc_usable_size"));
+  if (__libc_malloc && __libc_calloc && __libc_realloc && __libc_free && __libc_memalign &&
+      __libc_valloc && __libc_pvalloc && gnu_get_libc_version && OneAllocator() &&
+      ObjectOf(reinterpret_cast<const void*>(g_next.malloc)) ==
+          ObjectOf(reinterpret_cast<const void*>(__libc_malloc))) {
+    g_real.malloc = __libc_malloc;
+    g_real.calloc = __libc_calloc;
+    g_real.realloc = __libc_realloc;
+    g_real.free = __libc_free;
+    g_real.memalign = __libc_memalign;
+    g_real.valloc = __libc_valloc;
+    g_real.pvalloc = __libc_pvalloc;
+    g_libc = Libc::kGlibc;
+    g_resolve.store(2, std::memory_order_seq_cst);
+    if (g_arena_used.load(std::memory_order_seq_cst) > 0) InstallArenaAware();
+    return true;
+  }
   if (!g_next.malloc || !g_next.calloc || !g_next.realloc || !g_next.free || !g_next.memalign) {
     // Nothing to forward to: keep serving from the arena (it fails with
     // ENOMEM when exhausted) rather than crash.
@@ -178,17 +241,31 @@ void* BootValloc(size_t n) { return Resolve() ? g_real.valloc(n) : ArenaAlloc(n,
 void* BootPvalloc(size_t n) {
   return Resolve() ? g_real.pvalloc(n) : ArenaAlloc((n + 4095) & ~size_t{4095}, 4096);
 }
+size_t (*g_glibc_usable)(void*) = nullptr;  // malloc_usable_size of __libc_malloc's object
 size_t BootUsable(void* p) {
   if (p && InArena(p)) return ArenaSize(p);
   if (!Resolve()) return 0;
-  if (g_real.usable_size == BootUsable) {
+  if (g_real.usable_size != BootUsable) return g_real.usable_size(p);
+  if (!g_glibc_usable) {
     // glibc: its malloc_usable_size is not exported under a __libc_ name.
+    // Taken from the object that serves __libc_malloc, not the next one in
+    // the lookup order, which may be another allocator's. Stays behind
+    // this function: arena blocks never reach it.
     HookScope scope;
-    auto fn = reinterpret_cast<size_t (*)(void*)>(dlsym(RTLD_NEXT, "malloc_usable_size"));
-    if (!fn) return 0;
-    g_real.usable_size = fn;
+    size_t (*fn)(void*) = nullptr;
+    Dl_info info;
+    if (dladdr(reinterpret_cast<const void*>(__libc_malloc), &info) && info.dli_fname) {
+      if (void* h = dlopen(info.dli_fname, RTLD_NOLOAD | RTLD_LAZY)) {
+        fn = reinterpret_cast<size_t (*)(void*)>(dlsym(h, "malloc_usable_size"));
+        dlclose(h);
+      }
+    }
+    if (!fn || ObjectOf(reinterpret_cast<const void*>(fn)) !=
+                   ObjectOf(reinterpret_cast<const void*>(__libc_malloc)))
+      return 0;
+    g_glibc_usable = fn;
   }
-  return g_real.usable_size(p);
+  return g_glibc_usable(p);
 }
 
 // --- recording ---------------------------------------------------------------
@@ -302,7 +379,13 @@ RealAlloc g_real = {BootMalloc,   BootCalloc, BootRealloc, BootFree,
                     BootMemalign, BootValloc, BootPvalloc, BootUsable};
 std::atomic<size_t> g_trace_min{SIZE_MAX};
 std::atomic<size_t> g_free_min{SIZE_MAX};
+std::atomic<size_t> g_free_min_usable{SIZE_MAX};
 bool g_aligned_alloc_strict = false;
+
+bool MaybeRecordedOther(const void* p) {
+  const size_t min = g_free_min_usable.load(std::memory_order_relaxed);
+  return min != SIZE_MAX && UsableSize(const_cast<void*>(p)) >= min;
+}
 
 Libc LibcKind() { return g_libc; }
 uint64_t DroppedBlocks() { return g_dropped.load(std::memory_order_relaxed); }
@@ -314,19 +397,43 @@ void InitAlloc() {
   Resolve();
   InstallRegistryForkHandlers();
   if (g_libc != Libc::kGlibc) {
-    LogOnce(&g_said_libc,
-            "the C library is not glibc (no __libc_malloc): the malloc family passes straight "
-            "through and host allocations are not recorded");
+    if (!gnu_get_libc_version || !g_next.usable_size) {
+      LogOnce(&g_said_libc,
+              "the C library is not glibc, or the allocator ahead of it has no "
+              "malloc_usable_size: the malloc family passes straight through and host "
+              "allocations are not recorded");
+      return;
+    }
+    // glibc underneath, another allocator ahead of it (jemalloc, or a
+    // sanitizer runtime): its own functions serve every call, and frees are
+    // filtered by its malloc_usable_size (at least the request) instead of
+    // glibc's chunk header.
+    g_aligned_alloc_strict = AtLeastGlibc(2, 38);
+    if (!Recording()) return;
+    size_t min = GetConfig().trace_min;
+    g_free_min_usable.store(min, std::memory_order_release);
+    g_trace_min.store(min, std::memory_order_release);
     return;
   }
   g_aligned_alloc_strict = AtLeastGlibc(2, 38);
   UsableSize(nullptr);  // resolves malloc_usable_size now, outside any malloc
-  bool chunk_ok = CheckChunkLayout();
+  // glibc's own allocator has the chunk header; one that replaces all the
+  // __libc_* names (tcmalloc) is filtered by its malloc_usable_size, which
+  // is at least the request, and never read below a block.
+  const bool glibc_itself = ObjectOf(reinterpret_cast<const void*>(__libc_malloc)) ==
+                            ObjectOf(reinterpret_cast<const void*>(gnu_get_libc_version));
+  bool chunk_ok = glibc_itself && CheckChunkLayout();
   if (!Recording()) return;
   size_t min = GetConfig().trace_min;
   // Free's filter first: once g_trace_min is set, blocks get recorded and
   // each of their frees must reach the registry.
-  g_free_min.store(chunk_ok ? min : 0, std::memory_order_release);
+  if (glibc_itself) {
+    g_free_min.store(chunk_ok ? min : 0, std::memory_order_release);
+  } else if (g_glibc_usable) {
+    g_free_min_usable.store(min, std::memory_order_release);
+  } else {
+    g_free_min.store(0, std::memory_order_release);  // every free checks the registry
+  }
   g_trace_min.store(min, std::memory_order_release);
 }
 

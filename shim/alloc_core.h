@@ -37,9 +37,16 @@ extern RealAlloc g_real;
 // Smallest request recorded; SIZE_MAX while nothing is recorded (before
 // InitAlloc, passive process, unknown libc), so every call takes the fast path.
 extern std::atomic<size_t> g_trace_min;
-// Smallest glibc chunk that can hold a recorded block (== g_trace_min), or
-// 0 when the chunk header cannot be trusted (every free checks the registry).
+// Smallest glibc chunk that can hold a recorded block (== g_trace_min), 0
+// when the chunk header cannot be trusted (every free checks the registry),
+// or SIZE_MAX when frees are not filtered by a glibc chunk header at all:
+// nothing recorded yet, or an allocator other than glibc's serves the
+// blocks, whose memory below a block may not even be mapped
+// (MaybeRecordedOther).
 extern std::atomic<size_t> g_free_min;
+// With an allocator other than glibc's: smallest malloc_usable_size of a
+// recorded block (== g_trace_min); SIZE_MAX: nothing recorded.
+extern std::atomic<size_t> g_free_min_usable;
 // aligned_alloc rejects a non-power-of-two alignment with EINVAL (glibc >= 2.38).
 extern bool g_aligned_alloc_strict;
 
@@ -87,10 +94,14 @@ inline void* Calloc(size_t nmemb, size_t size, const void* caller = nullptr) {
   return CallocSlow(nmemb, size, caller);
 }
 
+bool MaybeRecordedOther(const void* p);
+
 // A block may be recorded only if its chunk is at least the threshold;
 // smaller chunks (nearly every free) skip the registry entirely.
 inline bool MaybeRecorded(const void* p) {
-  return ChunkSizeOf(p) >= g_free_min.load(std::memory_order_relaxed);
+  const size_t min = g_free_min.load(std::memory_order_relaxed);
+  if (__builtin_expect(min != SIZE_MAX, 1)) return ChunkSizeOf(p) >= min;
+  return MaybeRecordedOther(p);
 }
 
 inline void Free(void* p) {

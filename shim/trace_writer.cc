@@ -72,7 +72,7 @@ bool TraceWriter::WriteAllLocked(const uint8_t* data, size_t n) {
     }
     data += w;
     n -= static_cast<size_t>(w);
-    bytes_written_ += static_cast<uint64_t>(w);
+    bytes_written_.fetch_add(static_cast<uint64_t>(w), std::memory_order_relaxed);
   }
   return true;
 }
@@ -130,7 +130,7 @@ void TraceWriter::ResetInChild() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
   len_ = 0;
-  bytes_written_ = 0;
+  bytes_written_.store(0, std::memory_order_relaxed);
   failure_.store(0, std::memory_order_relaxed);
   path_[0] = '\0';
 }

@@ -33,7 +33,8 @@ class TraceWriter {
   bool TryAppendAndFlush(const uint8_t* data, size_t n);
   // errno of the first failed write, 0 if none.
   int failure() const { return failure_.load(std::memory_order_relaxed); }
-  uint64_t bytes_written() const { return bytes_written_; }
+  // Read without the lock (the flusher's counters): atomic.
+  uint64_t bytes_written() const { return bytes_written_.load(std::memory_order_relaxed); }
 
   // fork(): the prepare handler takes the lock so no thread is mid-append,
   // the parent releases it, the child forgets the parent's file and buffer.
@@ -51,7 +52,7 @@ class TraceWriter {
   int fd_ = -1;
   uint8_t* buf_ = nullptr;  // mmap'd, kBufferSize
   size_t len_ = 0;
-  uint64_t bytes_written_ = 0;
+  std::atomic<uint64_t> bytes_written_{0};
   std::atomic<int> failure_{0};
   char path_[4200] = {};
 };

@@ -32,8 +32,11 @@ class E2eAlloc : public ::testing::Test {
       std::cerr << "kept " << dir_.path() << "\n";
     }
   }
-  RunResult RunPreloaded(const std::vector<std::string>& argv, std::vector<std::string> env = {}) {
-    env.push_back(std::string("LD_PRELOAD=") + PINSCOPE_LIB);
+  // `preload_after`: a library loaded after libpinscope.so.
+  RunResult RunPreloaded(const std::vector<std::string>& argv, std::vector<std::string> env = {},
+                         const std::string& preload_after = "") {
+    env.push_back(std::string("LD_PRELOAD=") + PINSCOPE_LIB +
+                  (preload_after.empty() ? "" : ":" + preload_after));
     env.push_back("PINSCOPE_OUT=" + run_);
     env.push_back("PINSCOPE_E2E_DIR=" + dir_.path());
     env.push_back("PINSCOPE_CUPTI=0");
@@ -108,6 +111,37 @@ TEST_F(E2eAlloc, EveryEntryPointRecordsExactly) {
   EXPECT_EQ(t.Exit()->how(), trace::ProcessExit::EXIT);
 }
 
+// A library after pinscope that replaces part of glibc's allocator names
+// (the sanitizer runtimes export __libc_memalign and no other __libc_*):
+// pinscope calls that library's own functions, consistently, instead of
+// freeing its blocks with glibc's free (the job aborted), and records
+// through them.
+TEST_F(E2eAlloc, PartialAllocatorReplacementGetsEveryCall) {
+  RunResult r =
+      RunPreloaded({Program("partial_alloc_job")}, {"PINSCOPE_TRACE_MIN=1M"}, PARTIAL_ALLOCATOR);
+  ASSERT_TRUE(r.Exited(0)) << r.err;
+  EXPECT_EQ(r.err, "");
+  // 3 rounds of 7 blocks of 2-5 MiB (a strdup and the arena start-up too),
+  // all from the double.
+  ASSERT_EQ(r.out.rfind("blocks ", 0), 0u) << r.out;
+  EXPECT_GE(std::stoul(r.out.substr(7)), 24u) << r.out;
+  auto run = Traces();
+  ASSERT_EQ(run.size(), 1u);
+  const ProcessTrace& t = run.begin()->second;
+  std::map<trace::AllocApi, int> apis;
+  for (const auto* p : t.Allocs())
+    if (p->has_alloc()) ++apis[p->alloc().api()];
+  EXPECT_EQ(apis[trace::POSIX_MEMALIGN], 3);
+  EXPECT_EQ(apis[trace::MALLOC], 3);
+  EXPECT_EQ(apis[trace::CALLOC], 3);
+  EXPECT_EQ(apis[trace::REALLOC], 3);
+  EXPECT_EQ(apis[trace::ALIGNED_ALLOC], 3);
+  EXPECT_EQ(apis[trace::MEMALIGN], 3);
+  EXPECT_EQ(apis[trace::VALLOC], 3);
+  EXPECT_EQ(apis.size(), 7u);
+  EXPECT_EQ(CheckPairs(t.Allocs()), 21u);
+}
+
 TEST_F(E2eAlloc, ThresholdFollowsTheEnvironment) {
   // With a 64 KiB threshold the 1 MiB - 1 block is recorded too.
   RunResult r = RunPreloaded({Program("alloc_apis")}, {"PINSCOPE_TRACE_MIN=64K"});
@@ -126,11 +160,24 @@ TEST_F(E2eAlloc, ThresholdFollowsTheEnvironment) {
   CheckPairs(allocs);
 }
 
-TEST_F(E2eAlloc, StressThreadsFixedSeed) {
+class StressThreads : public E2eAlloc, public ::testing::WithParamInterface<std::string> {};
+
+// With glibc's allocator, and with jemalloc or tcmalloc loaded after
+// pinscope (as `pinscope run` orders a user's LD_PRELOAD): jemalloc
+// defines malloc but none of glibc's __libc_* names, so pinscope calls its
+// functions and filters frees by its malloc_usable_size; tcmalloc replaces
+// the __libc_* names too (the same filter: no glibc chunk header there).
+TEST_P(StressThreads, FixedSeed) {
+  const std::string lib = GetParam() == "jemalloc"   ? JEMALLOC_LIB
+                          : GetParam() == "tcmalloc" ? TCMALLOC_LIB
+                                                     : "";
+  if (GetParam() != "glibc" && lib.empty())
+    GTEST_SKIP() << "no " << GetParam() << " (tools/deps.sh installs it)";
   // 4 rounds of 8 threads created and destroyed, 2000 operations each.
   RunResult r = RunPreloaded({Program("alloc_stress"), "42", "4", "8", "2000"},
-                             {"PINSCOPE_TRACE_MIN=1M", "PINSCOPE_STACKS=0"});
+                             {"PINSCOPE_TRACE_MIN=1M", "PINSCOPE_STACKS=0"}, lib);
   ASSERT_TRUE(r.Exited(0)) << r.err;
+  EXPECT_EQ(r.err, "");
   auto run = Traces();
   ASSERT_EQ(run.size(), 1u);
   const ProcessTrace& t = run.begin()->second;
@@ -148,6 +195,9 @@ TEST_F(E2eAlloc, StressThreadsFixedSeed) {
   ASSERT_NE(t.Exit(), nullptr);
   EXPECT_EQ(t.Exit()->dropped_events(), 0u);
 }
+INSTANTIATE_TEST_SUITE_P(Allocators, StressThreads,
+                         ::testing::Values("glibc", "jemalloc", "tcmalloc"),
+                         [](const auto& info) { return info.param; });
 
 TEST_F(E2eAlloc, ForkExecAndUnderscoreExit) {
   constexpr int kQuick = 10;

@@ -41,18 +41,22 @@ class DataLoaderJob : public ::testing::TestWithParam<int> {
       std::cerr << "kept " << dir_.path() << "\n";
     }
   }
-  RunResult RunJob(const std::vector<std::string>& args, const std::string& prefix = "") {
+  // `preload_after`: a library loaded after libpinscope.so (as `pinscope
+  // run` orders the caller's own LD_PRELOAD).
+  RunResult RunJob(const std::vector<std::string>& args, const std::string& prefix = "",
+                   const std::string& preload_after = "") {
     std::vector<std::string> argv;
     if (!prefix.empty()) argv = {"unshare", "-m", "sh", "-c", prefix + " && exec \"$0\" \"$@\""};
     argv.push_back(PINSCOPE_PYTHON);
     argv.push_back(DATALOADER_JOB);
     argv.insert(argv.end(), args.begin(), args.end());
     // 512 KiB: the 768 KiB batches are recorded, the 48 KiB samples not.
-    return RunCommand(
-        argv,
-        {std::string("LD_PRELOAD=") + PINSCOPE_LIB, "PINSCOPE_OUT=" + dir_.path() + "/run",
-         "PINSCOPE_TRACE_MIN=512K", "PINSCOPE_STACKS=0", "PINSCOPE_CUPTI=0"},
-        dir_.path());
+    return RunCommand(argv,
+                      {std::string("LD_PRELOAD=") + PINSCOPE_LIB +
+                           (preload_after.empty() ? "" : ":" + preload_after),
+                       "PINSCOPE_OUT=" + dir_.path() + "/run", "PINSCOPE_TRACE_MIN=512K",
+                       "PINSCOPE_STACKS=0", "PINSCOPE_CUPTI=0"},
+                      dir_.path());
   }
   std::map<uint32_t, ProcessTrace> Traces() {
     std::string error;
@@ -153,6 +157,53 @@ TEST_P(DataLoaderJob, OneTracePerProcessAndEveryBatchSegment) {
 
 INSTANTIATE_TEST_SUITE_P(Workers, DataLoaderJob, ::testing::Values(0, 2, 4),
                          [](const auto& info) { return "workers" + std::to_string(info.param); });
+
+// A faster allocator preloaded by the user (`pinscope run` keeps it after
+// libpinscope.so). jemalloc defines malloc and C++ operator new/delete but
+// none of glibc's __libc_* names: pinscope calls jemalloc's functions
+// (taking glibc's instead would pair glibc's malloc with jemalloc's
+// operator delete: the job died in libproj's start-up with "free():
+// invalid pointer") and filters frees by its malloc_usable_size.
+// tcmalloc replaces the __libc_* names too. Either way the job runs and
+// its batch clones are recorded exactly as with glibc.
+class PreloadedAllocator : public DataLoaderJob {
+ protected:
+  void RunWith(const std::string& lib) {
+    RunResult r = RunJob({"--workers", "2", "--batch", "16", "--batches", "8", "--clone"}, "", lib);
+    ASSERT_TRUE(r.Exited(0)) << r.err;
+    EXPECT_EQ(r.out, "batches 8\n");
+    EXPECT_EQ(r.err, "");
+    int maps = 0, clones = 0, frees = 0;
+    std::set<uint64_t> clone_addresses;
+    for (const auto& [pid, t] : Traces()) {
+      if (t.header.origin() != trace::ORIGIN_ROOT) continue;
+      for (const auto* p : t.Shm()) maps += p->shm().op() == trace::SHM_MAP;
+      for (const auto* p : t.Allocs()) {
+        if (p->has_alloc() && p->alloc().api() == trace::POSIX_MEMALIGN &&
+            p->alloc().size() == kBatchBytes && p->alloc().alignment() == 64) {
+          ++clones;
+          clone_addresses.insert(p->alloc().address());
+        }
+        if (p->has_free() && clone_addresses.count(p->free().address())) ++frees;
+      }
+    }
+    EXPECT_EQ(maps, 8);
+    EXPECT_EQ(clones, 8);
+    EXPECT_EQ(frees, 8);  // each clone's free reached the registry
+  }
+};
+
+TEST_F(PreloadedAllocator, Jemalloc) {
+  if (std::string(JEMALLOC_LIB).empty())
+    GTEST_SKIP() << "no libjemalloc2 (tools/deps.sh installs it)";
+  RunWith(JEMALLOC_LIB);
+}
+
+TEST_F(PreloadedAllocator, Tcmalloc) {
+  if (std::string(TCMALLOC_LIB).empty())
+    GTEST_SKIP() << "no libtcmalloc-minimal4 (tools/deps.sh installs it)";
+  RunWith(TCMALLOC_LIB);
+}
 
 class SmallShmDataLoader : public DataLoaderJob {};
 
