@@ -97,7 +97,10 @@ void* OtherRealloc(void* p, size_t n) {
   if (q) memcpy(q, p, ArenaSize(p) < n ? ArenaSize(p) : n);
   return q;
 }
-size_t OtherUsable(void* p) {
+// Both paths: glibc's malloc_usable_size is not exported under a __libc_
+// name, so g_next.usable_size serves it too (Resolve checks it lives with
+// the other functions).
+size_t NextUsable(void* p) {
   if (p && InArena(p)) return ArenaSize(p);
   return g_next.usable_size ? g_next.usable_size(p) : 0;
 }
@@ -124,6 +127,7 @@ void* GlibcRealloc(void* p, size_t n) {
 void InstallArenaAware() {
   g_real.free = GlibcFree;
   g_real.realloc = GlibcRealloc;
+  g_real.usable_size = NextUsable;
 }
 // After an arena block was handed out: once Resolve chose glibc, switch to
 // the wrappers (the resolver checks g_arena_used after its stores, so one
@@ -139,21 +143,26 @@ uintptr_t ObjectOf(const void* f) {
   return reinterpret_cast<uintptr_t>(info.dli_fbase);
 }
 
-// All seven __libc_* names come from one object: glibc, or an allocator
-// that replaces all of them (tcmalloc and mimalloc do). A library that
-// defines only some - the sanitizer runtimes export __libc_memalign and no
-// other - would make pinscope hand one allocator's blocks to the other's
-// free. dladdr neither allocates nor takes a lock a hook holds.
-bool OneAllocator() {
-  const void* fns[] = {
-      reinterpret_cast<const void*>(__libc_calloc), reinterpret_cast<const void*>(__libc_realloc),
-      reinterpret_cast<const void*>(__libc_free),   reinterpret_cast<const void*>(__libc_memalign),
-      reinterpret_cast<const void*>(__libc_valloc), reinterpret_cast<const void*>(__libc_pvalloc)};
+// glibc's seven __libc_* names, the next malloc and the next
+// malloc_usable_size all come from one object: glibc, or an allocator that
+// replaces all of them (tcmalloc does). A library that defines only some -
+// the sanitizer runtimes export __libc_memalign and no other; jemalloc
+// defines malloc and none - would make pinscope hand one allocator's blocks
+// to the other's free. dladdr neither allocates nor takes a lock a hook
+// holds.
+bool OneObject() {
+  const void* fns[] = {reinterpret_cast<const void*>(__libc_calloc),
+                       reinterpret_cast<const void*>(__libc_realloc),
+                       reinterpret_cast<const void*>(__libc_free),
+                       reinterpret_cast<const void*>(__libc_memalign),
+                       reinterpret_cast<const void*>(__libc_valloc),
+                       reinterpret_cast<const void*>(__libc_pvalloc),
+                       reinterpret_cast<const void*>(g_next.malloc),
+                       reinterpret_cast<const void*>(g_next.usable_size)};
   const uintptr_t base = ObjectOf(reinterpret_cast<const void*>(__libc_malloc));
-  for (const void* f : fns) {
-    if (ObjectOf(f) != base || base == 0) return false;
-  }
-  return base != 0;
+  for (const void* f : fns)
+    if (base == 0 || ObjectOf(f) != base) return false;
+  return true;
 }
 
 // True once g_real is usable; false while another call (dlsym's own
@@ -180,9 +189,7 @@ bool Resolve() {
   g_next.memalign = reinterpret_cast<void* (*)(size_t, size_t)>(dlsym(RTLD_NEXT, "memalign"));
   g_next.usable_size = reinterpret_cast<size_t (*)(void*)>(dlsym(RTLD_NEXT, "malloc_usable_size"));
   if (__libc_malloc && __libc_calloc && __libc_realloc && __libc_free && __libc_memalign &&
-      __libc_valloc && __libc_pvalloc && gnu_get_libc_version && OneAllocator() &&
-      ObjectOf(reinterpret_cast<const void*>(g_next.malloc)) ==
-          ObjectOf(reinterpret_cast<const void*>(__libc_malloc))) {
+      __libc_valloc && __libc_pvalloc && gnu_get_libc_version && OneObject()) {
     g_real.malloc = __libc_malloc;
     g_real.calloc = __libc_calloc;
     g_real.realloc = __libc_realloc;
@@ -190,6 +197,7 @@ bool Resolve() {
     g_real.memalign = __libc_memalign;
     g_real.valloc = __libc_valloc;
     g_real.pvalloc = __libc_pvalloc;
+    g_real.usable_size = g_next.usable_size;
     g_libc = Libc::kGlibc;
     g_resolve.store(2, std::memory_order_seq_cst);
     if (g_arena_used.load(std::memory_order_seq_cst) > 0) InstallArenaAware();
@@ -208,7 +216,7 @@ bool Resolve() {
   g_real.memalign = g_next.memalign;
   g_real.valloc = OtherValloc;
   g_real.pvalloc = OtherPvalloc;
-  g_real.usable_size = OtherUsable;
+  g_real.usable_size = NextUsable;
   g_libc = Libc::kOther;
   g_resolve.store(2, std::memory_order_release);
   return true;
@@ -241,31 +249,9 @@ void* BootValloc(size_t n) { return Resolve() ? g_real.valloc(n) : ArenaAlloc(n,
 void* BootPvalloc(size_t n) {
   return Resolve() ? g_real.pvalloc(n) : ArenaAlloc((n + 4095) & ~size_t{4095}, 4096);
 }
-size_t (*g_glibc_usable)(void*) = nullptr;  // malloc_usable_size of __libc_malloc's object
 size_t BootUsable(void* p) {
   if (p && InArena(p)) return ArenaSize(p);
-  if (!Resolve()) return 0;
-  if (g_real.usable_size != BootUsable) return g_real.usable_size(p);
-  if (!g_glibc_usable) {
-    // glibc: its malloc_usable_size is not exported under a __libc_ name.
-    // Taken from the object that serves __libc_malloc, not the next one in
-    // the lookup order, which may be another allocator's. Stays behind
-    // this function: arena blocks never reach it.
-    HookScope scope;
-    size_t (*fn)(void*) = nullptr;
-    Dl_info info;
-    if (dladdr(reinterpret_cast<const void*>(__libc_malloc), &info) && info.dli_fname) {
-      if (void* h = dlopen(info.dli_fname, RTLD_NOLOAD | RTLD_LAZY)) {
-        fn = reinterpret_cast<size_t (*)(void*)>(dlsym(h, "malloc_usable_size"));
-        dlclose(h);
-      }
-    }
-    if (!fn || ObjectOf(reinterpret_cast<const void*>(fn)) !=
-                   ObjectOf(reinterpret_cast<const void*>(__libc_malloc)))
-      return 0;
-    g_glibc_usable = fn;
-  }
-  return g_glibc_usable(p);
+  return Resolve() ? g_real.usable_size(p) : 0;
 }
 
 // --- recording ---------------------------------------------------------------
@@ -396,32 +382,22 @@ void InitAlloc() {
   HookScope scope;
   Resolve();
   InstallRegistryForkHandlers();
-  if (g_libc != Libc::kGlibc) {
-    if (!gnu_get_libc_version || !g_next.usable_size) {
-      LogOnce(&g_said_libc,
-              "the C library is not glibc, or the allocator ahead of it has no "
-              "malloc_usable_size: the malloc family passes straight through and host "
-              "allocations are not recorded");
-      return;
-    }
-    // glibc underneath, another allocator ahead of it (jemalloc, or a
-    // sanitizer runtime): its own functions serve every call, and frees are
-    // filtered by its malloc_usable_size (at least the request) instead of
-    // glibc's chunk header.
-    g_aligned_alloc_strict = AtLeastGlibc(2, 38);
-    if (!Recording()) return;
-    size_t min = GetConfig().trace_min;
-    g_free_min_usable.store(min, std::memory_order_release);
-    g_trace_min.store(min, std::memory_order_release);
+  if (!gnu_get_libc_version || !g_next.usable_size) {
+    LogOnce(&g_said_libc,
+            "the C library is not glibc, or the allocator ahead of it has no "
+            "malloc_usable_size: the malloc family passes straight through and host "
+            "allocations are not recorded");
     return;
   }
   g_aligned_alloc_strict = AtLeastGlibc(2, 38);
-  UsableSize(nullptr);  // resolves malloc_usable_size now, outside any malloc
-  // glibc's own allocator has the chunk header; one that replaces all the
-  // __libc_* names (tcmalloc) is filtered by its malloc_usable_size, which
-  // is at least the request, and never read below a block.
-  const bool glibc_itself = ObjectOf(reinterpret_cast<const void*>(__libc_malloc)) ==
-                            ObjectOf(reinterpret_cast<const void*>(gnu_get_libc_version));
+  // How free tells a block that may be recorded: glibc's own allocator by
+  // the chunk header below the pointer; any other (tcmalloc through the
+  // __libc_* names, jemalloc or a sanitizer runtime through its own
+  // functions) by its malloc_usable_size, which is at least the request,
+  // never reading below a block.
+  const bool glibc_itself =
+      g_libc == Libc::kGlibc && ObjectOf(reinterpret_cast<const void*>(__libc_malloc)) ==
+                                    ObjectOf(reinterpret_cast<const void*>(gnu_get_libc_version));
   bool chunk_ok = glibc_itself && CheckChunkLayout();
   if (!Recording()) return;
   size_t min = GetConfig().trace_min;
@@ -429,10 +405,8 @@ void InitAlloc() {
   // each of their frees must reach the registry.
   if (glibc_itself) {
     g_free_min.store(chunk_ok ? min : 0, std::memory_order_release);
-  } else if (g_glibc_usable) {
-    g_free_min_usable.store(min, std::memory_order_release);
   } else {
-    g_free_min.store(0, std::memory_order_release);  // every free checks the registry
+    g_free_min_usable.store(min, std::memory_order_release);
   }
   g_trace_min.store(min, std::memory_order_release);
 }
