@@ -185,6 +185,7 @@ void ReplayEngine::Run() {
     const Status& status = stream.reader->status();
     if (!status.ok()) info_.problems.push_back(ProblemFrom(stream.process->path(), status));
     EndProcess(*stream.process);
+    EvictClosedSegments();
     stream.reader.reset();  // releases the file and its buffer
   };
   for (size_t i = 0; i < processes_.size(); ++i) {
@@ -209,6 +210,7 @@ void ReplayEngine::Run() {
     heap.pop();
     Stream& stream = streams[i];
     Dispatch(*stream.process, stream.next, stream.key);
+    EvictClosedSegments();  // only between events: handlers hold segment pointers
     ++info_.packets;
     if (stream.Advance()) {
       heap.emplace(stream.key, i);
@@ -396,10 +398,10 @@ void ReplayEngine::SegmentMaybeClosed(ShmSegment* segment) {
 
 void ReplayEngine::EvictClosedSegments() {
   // Forget the oldest closed segments beyond the cache size, so memory
-  // follows the live segments and not the run's length. Only once the
-  // event is handled: a segment forgotten while a loop still held pointers
-  // to it (the pieces of one munmap, the mappings a process left) was
-  // read after it was freed.
+  // follows the live segments and not the run's length. Run() calls it
+  // between events only: a segment forgotten while a handler's loop still
+  // held pointers to it (the pieces of one munmap, the mappings a process
+  // left) was read after it was freed.
   while (closed_order_.size() - closed_head_ > options_.closed_segments_kept) {
     const uint64_t id = closed_order_[closed_head_++];
     auto it = segments_.find(id);
@@ -533,7 +535,6 @@ void ReplayEngine::HandleShm(ProcessState& process, const Event& event) {
   }
   notify();
   SegmentMaybeClosed(segment);
-  EvictClosedSegments();
 }
 
 void ReplayEngine::RemoveMappings(ProcessState& process, const Event& event, uint64_t start,
@@ -585,7 +586,6 @@ void ReplayEngine::EndProcess(ProcessState& process) {
   process.fds_.clear();
   for (ShmSegment* segment : closed) SegmentMaybeClosed(segment);
   for (Analysis* a : analyses_) a->OnProcessEnd(process);
-  EvictClosedSegments();
   // Live allocations die with the process; consumers saw them in OnProcessEnd.
   process.allocations_.Clear();
 }

@@ -266,8 +266,8 @@ class ReplayEngine {
   ShmSegment* FindSegment(ProcessState& process, const trace::ShmEvent& shm);
   ShmSegment* NewSegment(const ProcessState& process, const trace::ShmEvent& shm, uint64_t time_ns);
   // Queues a segment that has no fd and no mapping left for forgetting;
-  // EvictClosedSegments forgets the oldest beyond closed_segments_kept,
-  // once the event that closed them is handled.
+  // EvictClosedSegments, called by Run() between events, forgets the
+  // oldest beyond closed_segments_kept.
   void SegmentMaybeClosed(ShmSegment* segment);
   void EvictClosedSegments();
 
