@@ -265,18 +265,25 @@ int AllocSlotLocked() {
   return -1;
 }
 
-// A new block in the table for [base, base+size), kRegistering, its bytes
-// reserved in the pinned total; -1 if the table is full. Lock held.
-int ReserveLocked(uintptr_t base, size_t size, bool shm) {
+// A new block in the table for [base, base+size) in `state`; -1 if the
+// table is full. Lock held.
+int PlaceLocked(uintptr_t base, size_t size, uint8_t state, bool shm) {
   int slot = AllocSlotLocked();
   if (slot < 0) return -1;
   g_blocks[slot] = Block{};
   g_blocks[slot].base = base;
   g_blocks[slot].size = size;
-  g_blocks[slot].state = kRegistering;
+  g_blocks[slot].state = state;
   g_blocks[slot].shm = shm;
   g_count.fetch_add(1, std::memory_order_relaxed);
-  g_pinned_bytes.fetch_add(size, std::memory_order_relaxed);
+  return slot;
+}
+
+// A new block, kRegistering, its bytes reserved in the pinned total; -1 if
+// the table is full. Lock held.
+int ReserveLocked(uintptr_t base, size_t size, bool shm) {
+  int slot = PlaceLocked(base, size, kRegistering, shm);
+  if (slot >= 0) g_pinned_bytes.fetch_add(size, std::memory_order_relaxed);
   return slot;
 }
 
@@ -1041,14 +1048,10 @@ bool PinTakeKept(size_t n, size_t alignment, KeptTake* out) {
     if (best < 0 || k.size <= g_kept[best].size) best = j;  // tightest, then newest
   }
   if (best >= 0 && g_forking.load(std::memory_order_acquire) == 0) {
-    int slot = AllocSlotLocked();
+    // Kept bytes never left the pinned total: placed, not reserved.
+    int slot = PlaceLocked(g_kept[best].base, g_kept[best].size, kPinned, false);
     if (slot >= 0) {
       Kept k = PopKeptLocked(best);
-      g_blocks[slot] = Block{};
-      g_blocks[slot].base = k.base;
-      g_blocks[slot].size = k.size;
-      g_blocks[slot].state = kPinned;
-      g_count.fetch_add(1, std::memory_order_relaxed);
       out->base = k.base;
       out->size = k.size;
       out->pinned_after = g_pinned_bytes.load(std::memory_order_relaxed);
