@@ -78,6 +78,7 @@ TEST(InputRulesTest, PinAheadRegistersBatchesAheadOfTheirCopies) {
 // The same job with PINSCOPE_PIN_AHEAD=0: every batch registered at its copy.
 TEST(InputRulesTest, PinAheadOffRegistersAtEveryCopy) {
   const nlohmann::json j = JsonOf(kRoot + "/h200/pin_ahead_off");
+  ASSERT_TRUE(j.contains("pinning"));
   const nlohmann::json& p = j["pinning"];
   EXPECT_EQ(p["registers"], 160);
   EXPECT_EQ(p["ahead_registers"], 0);
@@ -90,6 +91,7 @@ TEST(InputRulesTest, PinAheadOffRegistersAtEveryCopy) {
 // the recycle list registers one block for all 48 copies.
 TEST(InputRulesTest, Loader0PinReusesOneRegistration) {
   const nlohmann::json j = JsonOf(kRoot + "/h200/loader0_pin");
+  ASSERT_TRUE(j.contains("pinning"));
   const nlohmann::json& p = j["pinning"];
   EXPECT_EQ(p["registers"], 1);
   EXPECT_EQ(p["recycles"], 48);
@@ -147,6 +149,14 @@ TEST(InputRulesTest, SeedWorkers4CallSites) {
   uint64_t loss = 0;
   for (const auto& site : j["call_sites"]) loss += site["loss_ns"].get<uint64_t>();
   EXPECT_EQ(loss, j["pageable_staging"]["loss_ns"].get<uint64_t>());
+}
+
+// Saves `calibration` to `path` with every point's host copy speed set to
+// `gbps`.
+bool SaveWithHostCopyGbps(Calibration calibration, double gbps, const std::string& path,
+                          std::string* error) {
+  for (BandwidthPoint& p : calibration.points) p.host_copy_gbps = gbps;
+  return SaveCalibration(calibration, path, error);
 }
 
 const nlohmann::json* FindingOf(const nlohmann::json& j, const std::string& id) {
@@ -240,11 +250,9 @@ TEST(InputRulesTest, Seed8tWithASlowHostCopyIsPinThreadBound) {
   ASSERT_TRUE(cal) << error;
   const uint64_t bytes = 77070336, mean = 20103794;
   auto with_gbps = [&](double gbps, const std::string& name) {
-    Calibration c = *cal;
-    for (BandwidthPoint& p : c.points) p.host_copy_gbps = gbps;
     const std::string path = ::testing::TempDir() + name;
     std::string e;
-    EXPECT_TRUE(SaveCalibration(c, path, &e)) << e;
+    EXPECT_TRUE(SaveWithHostCopyGbps(*cal, gbps, path, &e)) << e;
     return JsonOf(kRoot + "/h200/seed_8t", path);
   };
   // 0.85 x mean: 17.1 ms per batch.
@@ -321,10 +329,9 @@ TEST(InputRulesTest, SlowPinThreadWithFastWorkersIsTheVerdict) {
     worker.SortByTime();
     worker.Write(dir);
   }
-  Calibration cal = DefaultCalibration();
-  for (BandwidthPoint& p : cal.points) p.host_copy_gbps = 3.5;
   std::string error;
-  ASSERT_TRUE(SaveCalibration(cal, dir + "/calibration.json", &error)) << error;
+  ASSERT_TRUE(SaveWithHostCopyGbps(DefaultCalibration(), 3.5, dir + "/calibration.json", &error))
+      << error;
 
   const nlohmann::json j = JsonOf(dir);
   EXPECT_EQ(j["batch_loop"]["batches"], 20);

@@ -35,8 +35,7 @@ class E2eAlloc : public ::testing::Test {
   // `preload_after`: a library loaded after libpinscope.so.
   RunResult RunPreloaded(const std::vector<std::string>& argv, std::vector<std::string> env = {},
                          const std::string& preload_after = "") {
-    env.push_back(std::string("LD_PRELOAD=") + PINSCOPE_LIB +
-                  (preload_after.empty() ? "" : ":" + preload_after));
+    env.push_back(PreloadPinscope(PINSCOPE_LIB, preload_after));
     env.push_back("PINSCOPE_OUT=" + run_);
     env.push_back("PINSCOPE_E2E_DIR=" + dir_.path());
     env.push_back("PINSCOPE_CUPTI=0");

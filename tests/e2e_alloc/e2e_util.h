@@ -99,6 +99,12 @@ struct RunResult {
   bool Signaled(int sig) const { return WIFSIGNALED(status) && WTERMSIG(status) == sig; }
 };
 
+// The LD_PRELOAD setting that loads libpinscope.so (`lib`) first and
+// `after`, if any, behind it.
+inline std::string PreloadPinscope(const std::string& lib, const std::string& after) {
+  return "LD_PRELOAD=" + lib + (after.empty() ? "" : ":" + after);
+}
+
 // Runs argv with the environment plus `env` (NAME=VALUE each), stdout and
 // stderr captured in files under `dir`.
 inline RunResult RunCommand(const std::vector<std::string>& argv,

@@ -14,7 +14,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -103,6 +105,51 @@ void ExpectPins(const TraceFile& t, const std::vector<WantPin>& want,
   }
 }
 
+// No PinEvent, and every copy ran with pinning off (PIN_NONE).
+void ExpectNothingPinned(const TraceFile& t) {
+  ExpectPins(t, {});
+  for (const auto* p : e2e::Packets(t, pt::TracePacket::kCopy))
+    EXPECT_EQ(pt::PinOutcome_Name(p->copy().pin()), "PIN_NONE");
+}
+
+// What a multi-threaded job's PinEvents add up to (ExpectEachRegistrationReleasedOnce).
+struct PinTally {
+  int registers = 0;
+  int unregisters = 0;
+  std::map<std::string, int> register_reasons;  // reason -> REGISTER events
+};
+
+// The PinEvents of a job whose threads interleave: each succeeded and is of
+// `size` bytes with pinned_bytes <= `max_pinned`; each REGISTER has one of
+// `register_reasons`, every other event is an UNREGISTER for
+// `unregister_reason`; no address is registered twice or released without
+// a registration.
+PinTally ExpectEachRegistrationReleasedOnce(const TraceFile& t, uint64_t size,
+                                            const std::set<std::string>& register_reasons,
+                                            const std::string& unregister_reason,
+                                            uint64_t max_pinned = UINT64_MAX) {
+  PinTally tally;
+  std::map<uint64_t, int> live;  // address -> registrations not yet released
+  for (const auto* p : e2e::Packets(t, pt::TracePacket::kPin)) {
+    const pt::PinEvent& e = p->pin();
+    EXPECT_EQ(e.result(), 0) << e.reason();
+    EXPECT_EQ(e.size(), size);
+    EXPECT_LE(e.pinned_bytes(), max_pinned);
+    if (e.op() == pt::REGISTER) {
+      ++tally.registers;
+      ++tally.register_reasons[e.reason()];
+      EXPECT_EQ(register_reasons.count(e.reason()), 1u) << e.reason();
+      EXPECT_EQ(++live[e.address()], 1) << "registered twice";
+    } else {
+      ++tally.unregisters;
+      EXPECT_EQ(pt::PinOp_Name(e.op()), "UNREGISTER");
+      EXPECT_EQ(e.reason(), unregister_reason);
+      EXPECT_EQ(--live[e.address()], 0) << "unregistered without a registration";
+    }
+  }
+  return tally;
+}
+
 size_t CountLines(const RunResult& r, const std::string& needle) {
   size_t n = 0;
   for (const std::string& l : r.stderr_lines)
@@ -118,17 +165,11 @@ class E2EPinning : public ::testing::Test {
   // unless env names them; sections 9 and 10 test those.
   RunResult Run(const std::string& scenario, Env env = {{"PINSCOPE_PIN", "1"}},
                 std::vector<std::string> unset = {}) {
-    bool keep_named = false, ahead_named = false;
-    for (const auto& [name, value] : env) {
-      keep_named |= name == "PINSCOPE_PIN_KEEP";
-      ahead_named |= name == "PINSCOPE_PIN_AHEAD";
+    for (const char* var : {"PINSCOPE_PIN_KEEP", "PINSCOPE_PIN_AHEAD"}) {
+      bool named = std::find(unset.begin(), unset.end(), var) != unset.end();
+      for (const auto& [name, value] : env) named |= name == var;
+      if (!named) env.emplace_back(var, "0");
     }
-    for (const std::string& name : unset) {
-      keep_named |= name == "PINSCOPE_PIN_KEEP";
-      ahead_named |= name == "PINSCOPE_PIN_AHEAD";
-    }
-    if (!keep_named) env.emplace_back("PINSCOPE_PIN_KEEP", "0");
-    if (!ahead_named) env.emplace_back("PINSCOPE_PIN_AHEAD", "0");
     RunOptions o;
     o.args = {scenario};
     o.env = std::move(env);
@@ -137,15 +178,16 @@ class E2EPinning : public ::testing::Test {
     return r_;
   }
   // Runs a scenario that must succeed quietly; returns its checked trace.
-  TraceFile Scenario(const std::string& scenario, Env env = {{"PINSCOPE_PIN", "1"}}) {
-    Run(scenario, std::move(env));
+  TraceFile Scenario(const std::string& scenario, Env env = {{"PINSCOPE_PIN", "1"}},
+                     std::vector<std::string> unset = {}) {
+    Run(scenario, std::move(env), std::move(unset));
     EXPECT_EQ(r_.exit_code, 0) << r_.stderr_text;
     EXPECT_EQ(r_.stderr_text, "");
     TraceFile t = e2e::SingleTrace(r_);
     ExpectWellFormed(t, true);
     return t;
   }
-  uint64_t M(const char* key) const { return r_.at(key); }
+  uint64_t M(const std::string& key) const { return r_.at(key); }
 
   e2e::TempDir dir_;
   RunResult r_;
@@ -187,11 +229,8 @@ TEST_F(E2EPinning, DecidesPerBufferAndCachesTheRegistration) {
 }
 
 TEST_F(E2EPinning, PinningOffRegistersNothing) {
-  Run("decisions", {}, {"PINSCOPE_PIN"});
-  ASSERT_EQ(r_.exit_code, 0) << r_.stderr_text;
-  EXPECT_EQ(r_.stderr_text, "");
-  TraceFile t = e2e::SingleTrace(r_);
-  ExpectWellFormed(t, true);
+  TraceFile t = Scenario("decisions", {}, {"PINSCOPE_PIN"});
+  ASSERT_EQ(r_.exit_code, 0);  // Scenario's check, fatal here as it was
   uint64_t big = M("big");
   ExpectCopies(t, {
                       {pt::H2D, 16 * kMiB, big, pt::PIN_NONE},
@@ -421,10 +460,7 @@ TEST_F(E2EPinning, BadPinModeIsReportedAndPinningStaysOff) {
   EXPECT_EQ(M("ok"), 1u);
   ASSERT_EQ(r_.stderr_lines.size(), 1u) << r_.stderr_text;
   EXPECT_NE(r_.stderr_lines[0].find("PINSCOPE_PIN=\"maybe\""), std::string::npos);
-  TraceFile t = e2e::SingleTrace(r_);
-  ExpectPins(t, {});
-  for (const auto* p : e2e::Packets(t, pt::TracePacket::kCopy))
-    EXPECT_EQ(pt::PinOutcome_Name(p->copy().pin()), "PIN_NONE");
+  ExpectNothingPinned(e2e::SingleTrace(r_));
 }
 
 TEST_F(E2EPinning, BadBudgetIsReportedAndTheDefaultApplies) {
@@ -707,26 +743,10 @@ TEST_F(E2EPinning, ThreadsCopyAndFreeConcurrently) {
   EXPECT_EQ(outcomes[pt::PIN_CACHED], 360);
   EXPECT_EQ(outcomes[pt::PIN_SKIPPED_UNKNOWN_BUFFER], 200);
   EXPECT_EQ(outcomes.size(), 3u);
-  std::map<uint64_t, int> live;  // address -> registrations not yet released
-  int registers = 0, unregisters = 0;
-  for (const auto* p : e2e::Packets(t, pt::TracePacket::kPin)) {
-    const pt::PinEvent& e = p->pin();
-    EXPECT_EQ(e.result(), 0);
-    EXPECT_EQ(e.size(), 6 * kMiB);
-    EXPECT_LE(e.pinned_bytes(), 8 * 6 * kMiB);
-    if (e.op() == pt::REGISTER) {
-      ++registers;
-      EXPECT_EQ(e.reason(), "malloc");
-      EXPECT_EQ(++live[e.address()], 1) << "registered twice";
-    } else {
-      ++unregisters;
-      EXPECT_EQ(pt::PinOp_Name(e.op()), "UNREGISTER");
-      EXPECT_EQ(e.reason(), "free");
-      EXPECT_EQ(--live[e.address()], 0) << "unregistered without a registration";
-    }
-  }
-  EXPECT_EQ(registers, 40);
-  EXPECT_EQ(unregisters, 40);
+  const PinTally pins =
+      ExpectEachRegistrationReleasedOnce(t, 6 * kMiB, {"malloc"}, "free", 8 * 6 * kMiB);
+  EXPECT_EQ(pins.registers, 40);
+  EXPECT_EQ(pins.unregisters, 40);
   EXPECT_EQ(M("register_calls"), 40u);
   EXPECT_EQ(M("unregister_calls"), 40u);
   EXPECT_EQ(M("registered_bytes"), 0u);
@@ -807,14 +827,9 @@ TEST_F(E2EPinning, RecycleListIsOnByDefault) {
 
 // Pinning off: the same program, nothing kept, nothing registered.
 TEST_F(E2EPinning, RecycleListNeedsPinning) {
-  Run("recycle", {{"PINSCOPE_PIN_KEEP", "1G"}}, {"PINSCOPE_PIN"});
-  ASSERT_EQ(r_.exit_code, 0) << r_.stderr_text;
-  EXPECT_EQ(r_.stderr_text, "");
-  TraceFile t = e2e::SingleTrace(r_);
-  ExpectWellFormed(t, true);
-  ExpectPins(t, {});
-  for (const auto* p : e2e::Packets(t, pt::TracePacket::kCopy))
-    EXPECT_EQ(pt::PinOutcome_Name(p->copy().pin()), "PIN_NONE");
+  TraceFile t = Scenario("recycle", {{"PINSCOPE_PIN_KEEP", "1G"}}, {"PINSCOPE_PIN"});
+  ASSERT_EQ(r_.exit_code, 0);  // Scenario's check, fatal here as it was
+  ExpectNothingPinned(t);
   EXPECT_EQ(M("a_registered_after_free"), 0u);
   EXPECT_EQ(M("b_registered_before_copy"), 0u);
   EXPECT_EQ(M("g_kept_contents"), 1u);
@@ -840,6 +855,19 @@ TEST_F(E2EPinning, BadKeepSizeIsReportedAndTheDefaultApplies) {
   EXPECT_EQ(M("register_calls"), 1u);
 }
 
+// The PinEvents of recycle_cap / recycle_count up to their large block:
+// the blocks `b` (n bytes each) registered, then freed in order, the list
+// keeping at most `kept` of them (each further free evicts the oldest).
+std::vector<WantPin> FreedWithAtMostKept(const std::vector<uint64_t>& b, uint64_t n, int kept) {
+  std::vector<WantPin> want;
+  for (uint64_t block : b) want.push_back({pt::REGISTER, block, n, "malloc"});
+  for (size_t i = 0; i < b.size(); ++i) {
+    want.push_back({pt::RECYCLE, b[i], n, "free"});
+    if (i >= static_cast<size_t>(kept)) want.push_back({pt::UNREGISTER, b[i - kept], n, "evict"});
+  }
+  return want;
+}
+
 // The byte cap (PINSCOPE_PIN_KEEP=40M: two 16 MiB blocks): each further
 // free evicts the oldest kept block; a block above the cap is never kept.
 TEST_F(E2EPinning, RecycleListRespectsItsByteCap) {
@@ -847,17 +875,10 @@ TEST_F(E2EPinning, RecycleListRespectsItsByteCap) {
       "recycle_cap",
       {{"PINSCOPE_PIN", "1"}, {"PINSCOPE_PIN_KEEP", "40M"}, {"PINSCOPE_PIN_BUDGET", "1G"}});
   const uint64_t n = 16 * kMiB, ln = 48 * kMiB;
-  uint64_t b[6];
-  for (int i = 0; i < 6; ++i) b[i] = M(("b" + std::to_string(i)).c_str());
+  std::vector<uint64_t> b;
+  for (int i = 0; i < 6; ++i) b.push_back(M("b" + std::to_string(i)));
   uint64_t large = M("large");
-  std::vector<WantPin> want;
-  for (int i = 0; i < 6; ++i) want.push_back({pt::REGISTER, b[i], n, "malloc"});
-  want.push_back({pt::RECYCLE, b[0], n, "free"});
-  want.push_back({pt::RECYCLE, b[1], n, "free"});
-  for (int i = 2; i < 6; ++i) {
-    want.push_back({pt::RECYCLE, b[i], n, "free"});
-    want.push_back({pt::UNREGISTER, b[i - 2], n, "evict"});
-  }
+  std::vector<WantPin> want = FreedWithAtMostKept(b, n, 2);
   want.push_back({pt::REGISTER, large, ln, "malloc"});
   want.push_back({pt::UNREGISTER, large, ln, "free"});
   want.push_back({pt::REUSE, b[5], n, "malloc"});  // the newest fitting block
@@ -876,16 +897,10 @@ TEST_F(E2EPinning, RecycleListKeepsAtMostFourBlocks) {
       Scenario("recycle_count",
                {{"PINSCOPE_PIN", "1"}, {"PINSCOPE_PIN_KEEP", "1G"}, {"PINSCOPE_PIN_BUDGET", "1G"}});
   const uint64_t n = 8 * kMiB, ln = 48 * kMiB;
-  uint64_t b[6];
-  for (int i = 0; i < 6; ++i) b[i] = M(("b" + std::to_string(i)).c_str());
+  std::vector<uint64_t> b;
+  for (int i = 0; i < 6; ++i) b.push_back(M("b" + std::to_string(i)));
   uint64_t large = M("large");
-  std::vector<WantPin> want;
-  for (int i = 0; i < 6; ++i) want.push_back({pt::REGISTER, b[i], n, "malloc"});
-  for (int i = 0; i < 4; ++i) want.push_back({pt::RECYCLE, b[i], n, "free"});
-  for (int i = 4; i < 6; ++i) {
-    want.push_back({pt::RECYCLE, b[i], n, "free"});
-    want.push_back({pt::UNREGISTER, b[i - 4], n, "evict"});
-  }
+  std::vector<WantPin> want = FreedWithAtMostKept(b, n, 4);
   // 48 MiB is under the byte cap (a quarter of the 1G budget): kept too.
   want.push_back({pt::REGISTER, large, ln, "malloc"});
   want.push_back({pt::RECYCLE, large, ln, "free"});
@@ -1127,29 +1142,12 @@ TEST_F(E2EPinning, PinAheadUnderThreadsAndForks) {
   EXPECT_LE(shm_outcomes[pt::PIN_SKIPPED_CAPTURE], 6 * 4);
   EXPECT_GE(shm_outcomes[pt::PIN_CACHED], 4 * 7);  // at least the D2H after the H2D
   // Each registration succeeded and was released once, by munmap.
-  std::map<uint64_t, int> live;
-  int registers = 0, ahead = 0, unregisters = 0;
-  for (const auto* p : e2e::Packets(t, pt::TracePacket::kPin)) {
-    const pt::PinEvent& e = p->pin();
-    EXPECT_EQ(e.result(), 0) << e.reason();
-    EXPECT_EQ(e.size(), 4 * kMiB);
-    if (e.op() == pt::REGISTER) {
-      ++registers;
-      ahead += e.reason() == "shm_ahead";
-      EXPECT_TRUE(e.reason() == "shm" || e.reason() == "shm_ahead") << e.reason();
-      EXPECT_EQ(++live[e.address()], 1) << "registered twice";
-    } else {
-      ASSERT_EQ(pt::PinOp_Name(e.op()), "UNREGISTER");
-      ++unregisters;
-      EXPECT_EQ(e.reason(), "munmap");
-      EXPECT_EQ(--live[e.address()], 0) << "unregistered without a registration";
-    }
-  }
-  EXPECT_GE(ahead, 1);
-  EXPECT_LE(registers, 4 * 30);
-  EXPECT_EQ(registers, unregisters);
-  EXPECT_EQ(M("register_calls"), static_cast<uint64_t>(registers));
-  EXPECT_EQ(M("unregister_calls"), static_cast<uint64_t>(unregisters));
+  PinTally pins = ExpectEachRegistrationReleasedOnce(t, 4 * kMiB, {"shm", "shm_ahead"}, "munmap");
+  EXPECT_GE(pins.register_reasons["shm_ahead"], 1);
+  EXPECT_LE(pins.registers, 4 * 30);
+  EXPECT_EQ(pins.registers, pins.unregisters);
+  EXPECT_EQ(M("register_calls"), static_cast<uint64_t>(pins.registers));
+  EXPECT_EQ(M("unregister_calls"), static_cast<uint64_t>(pins.unregisters));
   EXPECT_EQ(M("registered_bytes"), 0u);
 }
 

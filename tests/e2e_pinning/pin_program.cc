@@ -68,6 +68,25 @@ void* DevAlloc(size_t n) {
   return d;
 }
 
+// A device buffer of n bytes and a stream for a thread's copies; false
+// (counted in `failures`) when the runtime refuses either.
+bool ThreadDevice(size_t n, void** dev, cudaStream_t* s, std::atomic<int>& failures) {
+  if (cudaMalloc(dev, n) != cudaSuccess || cudaStreamCreate(s) != cudaSuccess) {
+    failures.fetch_add(1);
+    return false;
+  }
+  return true;
+}
+
+// A child that exits at once, waited for.
+void ForkEmptyChild() {
+  pid_t pid = fork();
+  if (pid < 0) Fail("fork");
+  if (pid == 0) _exit(0);
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) Fail("child failed");
+}
+
 void PutStats(const char* prefix) {
   fakecuda_stats s;
   fakecuda_get_stats(&s);
@@ -95,10 +114,7 @@ void Decisions() {
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
 
-  char* big = Memalign(big_n);
-  memset(big, 'a', big_n);
-  PutPtr("big", big);
-  CK(cudaMemcpy(dev, big, big_n, cudaMemcpyHostToDevice));  // 1: REGISTERED
+  char* big = CopiedBlock(dev, big_n, "big", 'a');  // 1: REGISTERED
   Put("big_registered_after_first", fakecuda_is_registered(big));
   memset(big, 'b', big_n);
   CK(cudaMemcpyAsync(dev, big, big_n, cudaMemcpyHostToDevice, s));  // 2: CACHED
@@ -461,10 +477,7 @@ void Shm() {
 void Fork() {
   const size_t n = 16 * kMiB, sn = 8 * kMiB;
   void* dev = DevAlloc(n);
-  char* priv = Memalign(n);
-  memset(priv, 'P', n);
-  PutPtr("priv", priv);
-  CK(cudaMemcpy(dev, priv, n, cudaMemcpyHostToDevice));  // REGISTERED
+  char* priv = CopiedBlock(dev, n, "priv", 'P');  // REGISTERED
   char* shm = MapShm(sn, PROT_READ | PROT_WRITE, "f");
   memset(shm, 'S', sn);
   PutPtr("shm", shm);
@@ -508,10 +521,7 @@ void Fork() {
 void ChildCopies() {
   const size_t n = 16 * kMiB;
   void* dev = DevAlloc(n);
-  char* a = Memalign(n);
-  memset(a, 'a', n);
-  PutPtr("a", a);
-  CK(cudaMemcpy(dev, a, n, cudaMemcpyHostToDevice));  // the parent uses CUDA
+  char* a = CopiedBlock(dev, n, "a", 'a');  // the parent uses CUDA
   fflush(stdout);
   pid_t pid = fork();
   if (pid < 0) Fail("fork");
@@ -555,10 +565,7 @@ void Interplay() {
   Put("a_registered_after_unregister", fakecuda_is_registered(a));
 
   // (b) The program unregisters a range only pinscope registered.
-  char* b = Memalign(n);
-  memset(b, 'b', n);
-  PutPtr("b", b);
-  CK(cudaMemcpy(dev, b, n, cudaMemcpyHostToDevice));  // REGISTERED
+  char* b = CopiedBlock(dev, n, "b", 'b');  // REGISTERED
   Put("b_unregister_rc", cudaHostUnregister(b));
   Put("b_last_error", cudaGetLastError());
   Put("b_last_error_again", cudaGetLastError());
@@ -603,10 +610,7 @@ void ThreadBody(int id) {
   const size_t n = 6 * kMiB;
   void* dev = nullptr;
   cudaStream_t s;
-  if (cudaMalloc(&dev, n) != cudaSuccess || cudaStreamCreate(&s) != cudaSuccess) {
-    g_thread_failures.fetch_add(1);
-    return;
-  }
+  if (!ThreadDevice(n, &dev, &s, g_thread_failures)) return;
   for (int round = 0; round < kRounds; ++round) {
     char* src = Memalign(n);
     char* dst = Memalign(n);
@@ -651,10 +655,7 @@ void ForkThreads() {
   std::thread copier([&] {
     void* dev = nullptr;
     cudaStream_t s;
-    if (cudaMalloc(&dev, n) != cudaSuccess || cudaStreamCreate(&s) != cudaSuccess) {
-      failures.fetch_add(1);
-      return;
-    }
+    if (!ThreadDevice(n, &dev, &s, failures)) return;
     char* buf = Memalign(n);
     static char check[8 * kMiB];
     for (int it = 0; !stop.load() || it < 20; ++it) {
@@ -671,11 +672,7 @@ void ForkThreads() {
   });
   while (copies.load() < 3) usleep(1000);
   for (int i = 0; i < 5; ++i) {
-    pid_t pid = fork();
-    if (pid < 0) Fail("fork");
-    if (pid == 0) _exit(0);
-    int status = 0;
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) Fail("child failed");
+    ForkEmptyChild();
     usleep(5000);
   }
   // Two more copies after the last fork: the buffer is pinned again when
@@ -765,19 +762,10 @@ void RecycleCap(size_t n) {
 void RecycleBudget() {
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   void* dev = DevAlloc(16 * kMiB);
-  char* b0 = Memalign(8 * kMiB);
-  PutPtr("b0", b0);
-  memset(b0, '0', 8 * kMiB);
-  CK(cudaMemcpy(dev, b0, 8 * kMiB, cudaMemcpyHostToDevice));  // REGISTERED
-  free(b0);                                                   // kept
-  char* b1 = Memalign(16 * kMiB);
-  PutPtr("b1", b1);
-  memset(b1, '1', 16 * kMiB);
-  CK(cudaMemcpy(dev, b1, 16 * kMiB, cudaMemcpyHostToDevice));  // REGISTERED (24M)
-  char* b2 = Memalign(16 * kMiB);
-  PutPtr("b2", b2);
-  memset(b2, '2', 16 * kMiB);
-  CK(cudaMemcpy(dev, b2, 16 * kMiB, cudaMemcpyHostToDevice));  // b0 released, REGISTERED
+  char* b0 = CopiedBlock(dev, 8 * kMiB, "b0", '0');   // REGISTERED
+  free(b0);                                           // kept
+  char* b1 = CopiedBlock(dev, 16 * kMiB, "b1", '1');  // REGISTERED (24M)
+  char* b2 = CopiedBlock(dev, 16 * kMiB, "b2", '2');  // b0 released, REGISTERED
   if (!All(DeviceBytes(dev, 16 * kMiB), 16 * kMiB, '2')) Fail("recycle_budget: device data");
   free(b1);  // 16 MiB > the keep cap: unpinned
   free(b2);
@@ -849,6 +837,13 @@ int WaitRegistered(const void* p, int ms) {
   return fakecuda_is_registered(p);
 }
 
+// cudaHostRegister calls since the last fakecuda_reset_stats.
+unsigned long RegisterCalls() {
+  fakecuda_stats st;
+  fakecuda_get_stats(&st);
+  return st.host_register_calls;
+}
+
 // Until n cudaHostRegister calls have begun since the last
 // fakecuda_reset_stats (the double counts a call as it enters, before its
 // delay), for at most `ms` milliseconds: a registration is under way.
@@ -857,9 +852,7 @@ void WaitRegisterCalls(unsigned long n, int ms) {
   const char* v = getenv("PINSCOPE_PIN_AHEAD");
   if (v && strcmp(v, "0") == 0) return;
   for (int i = 0; i < ms; ++i) {
-    fakecuda_stats st;
-    fakecuda_get_stats(&st);
-    if (st.host_register_calls >= n) return;
+    if (RegisterCalls() >= n) return;
     usleep(1000);
   }
   Fail("the pin-ahead thread did not start a registration");
@@ -907,11 +900,7 @@ void Ahead() {
   WaitRegisterCalls(1, 5000);
   CK(cudaMemcpy(dev, d, n, cudaMemcpyHostToDevice));
   Put("d_device_data", All(DeviceBytes(dev, n), n, 'd'));
-  Put("d_register_calls", [] {
-    fakecuda_stats st;
-    fakecuda_get_stats(&st);
-    return st.host_register_calls;
-  }());
+  Put("d_register_calls", RegisterCalls());
   if (munmap(d, n) != 0) Fail("munmap d");
   // e: unmapped while being registered: munmap waits, then unregisters.
   char* e = MapShm(n, PROT_READ | PROT_WRITE, "e");
@@ -979,10 +968,7 @@ void AheadThreadBody(int id) {
   const size_t n = 4 * kMiB;
   void* dev = nullptr;
   cudaStream_t s;
-  if (cudaMalloc(&dev, n) != cudaSuccess || cudaStreamCreate(&s) != cudaSuccess) {
-    g_ahead_failures.fetch_add(1);
-    return;
-  }
+  if (!ThreadDevice(n, &dev, &s, g_ahead_failures)) return;
   for (int it = 0; it < kAheadIters; ++it) {
     const char v = static_cast<char>(1 + id * kAheadIters + it);
     char* p = MapShm(n, PROT_READ | PROT_WRITE,
@@ -1026,11 +1012,7 @@ void AheadThreads() {
   for (int i = 0; i < kAheadThreads; ++i) ts.emplace_back(AheadThreadBody, i);
   for (int i = 0; i < kAheadForks; ++i) {
     usleep(5000);
-    pid_t pid = fork();
-    if (pid < 0) Fail("fork");
-    if (pid == 0) _exit(0);
-    int status = 0;
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) Fail("child failed");
+    ForkEmptyChild();
   }
   for (auto& t : ts) t.join();
   fakecuda_set_register_delay_ms(0);

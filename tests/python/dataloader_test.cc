@@ -29,7 +29,8 @@ bool TorchAvailable(std::string* why) {
   return r.Exited(0);
 }
 
-class DataLoaderJob : public ::testing::TestWithParam<int> {
+// Runs dataloader_job.py under libpinscope.so; skips without torch.
+class DataLoaderTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { torch_ = TorchAvailable(&why_); }
   void SetUp() override {
@@ -51,12 +52,11 @@ class DataLoaderJob : public ::testing::TestWithParam<int> {
     argv.push_back(DATALOADER_JOB);
     argv.insert(argv.end(), args.begin(), args.end());
     // 512 KiB: the 768 KiB batches are recorded, the 48 KiB samples not.
-    return RunCommand(argv,
-                      {std::string("LD_PRELOAD=") + PINSCOPE_LIB +
-                           (preload_after.empty() ? "" : ":" + preload_after),
-                       "PINSCOPE_OUT=" + dir_.path() + "/run", "PINSCOPE_TRACE_MIN=512K",
-                       "PINSCOPE_STACKS=0", "PINSCOPE_CUPTI=0"},
-                      dir_.path());
+    return RunCommand(
+        argv,
+        {PreloadPinscope(PINSCOPE_LIB, preload_after), "PINSCOPE_OUT=" + dir_.path() + "/run",
+         "PINSCOPE_TRACE_MIN=512K", "PINSCOPE_STACKS=0", "PINSCOPE_CUPTI=0"},
+        dir_.path());
   }
   std::map<uint32_t, ProcessTrace> Traces() {
     std::string error;
@@ -69,10 +69,19 @@ class DataLoaderJob : public ::testing::TestWithParam<int> {
   static std::string why_;
   TempDir dir_{"dataloader"};
 };
-bool DataLoaderJob::torch_ = false;
-std::string DataLoaderJob::why_;
+bool DataLoaderTest::torch_ = false;
+std::string DataLoaderTest::why_;
+
+class DataLoaderJob : public DataLoaderTest, public ::testing::WithParamInterface<int> {};
 
 using Identity = std::pair<uint64_t, uint64_t>;  // st_dev, st_ino
+
+// Batch-sized storage from posix_memalign(64) in the main process: the clone
+// of a batch (with no workers, also the collated batch itself).
+bool IsBatchClone(const trace::TracePacket& p) {
+  return p.has_alloc() && p.alloc().api() == trace::POSIX_MEMALIGN &&
+         p.alloc().size() == kBatchBytes && p.alloc().alignment() == 64;
+}
 
 TEST_P(DataLoaderJob, OneTracePerProcessAndEveryBatchSegment) {
   const int workers = GetParam();
@@ -96,10 +105,7 @@ TEST_P(DataLoaderJob, OneTracePerProcessAndEveryBatchSegment) {
 
   // Batch-sized storage from posix_memalign(64) in the main process: the
   // clone of each batch, and with no workers the collated batch itself.
-  auto memalign = main.Select([](const trace::TracePacket& p) {
-    return p.has_alloc() && p.alloc().api() == trace::POSIX_MEMALIGN &&
-           p.alloc().size() == kBatchBytes && p.alloc().alignment() == 64;
-  });
+  auto memalign = main.Select(IsBatchClone);
   EXPECT_EQ(memalign.size(), static_cast<size_t>(workers == 0 ? 2 * kBatches : kBatches));
 
   // Segments: created, sized, mapped and unlinked by a worker.
@@ -166,46 +172,40 @@ INSTANTIATE_TEST_SUITE_P(Workers, DataLoaderJob, ::testing::Values(0, 2, 4),
 // invalid pointer") and filters frees by its malloc_usable_size.
 // tcmalloc replaces the __libc_* names too. Either way the job runs and
 // its batch clones are recorded exactly as with glibc.
-class PreloadedAllocator : public DataLoaderJob {
- protected:
-  void RunWith(const std::string& lib) {
-    RunResult r = RunJob({"--workers", "2", "--batch", "16", "--batches", "8", "--clone"}, "", lib);
-    ASSERT_TRUE(r.Exited(0)) << r.err;
-    EXPECT_EQ(r.out, "batches 8\n");
-    EXPECT_EQ(r.err, "");
-    int maps = 0, clones = 0, frees = 0;
-    std::set<uint64_t> clone_addresses;
-    for (const auto& [pid, t] : Traces()) {
-      if (t.header.origin() != trace::ORIGIN_ROOT) continue;
-      for (const auto* p : t.Shm()) maps += p->shm().op() == trace::SHM_MAP;
-      for (const auto* p : t.Allocs()) {
-        if (p->has_alloc() && p->alloc().api() == trace::POSIX_MEMALIGN &&
-            p->alloc().size() == kBatchBytes && p->alloc().alignment() == 64) {
-          ++clones;
-          clone_addresses.insert(p->alloc().address());
-        }
-        if (p->has_free() && clone_addresses.count(p->free().address())) ++frees;
+class PreloadedAllocator : public DataLoaderTest,
+                           public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(PreloadedAllocator, BatchClonesAreRecorded) {
+  const bool jemalloc = GetParam() == "jemalloc";
+  const std::string lib = jemalloc ? JEMALLOC_LIB : TCMALLOC_LIB;
+  if (lib.empty())
+    GTEST_SKIP() << "no " << (jemalloc ? "libjemalloc2" : "libtcmalloc-minimal4")
+                 << " (tools/deps.sh installs it)";
+  RunResult r = RunJob({"--workers", "2", "--batch", "16", "--batches", "8", "--clone"}, "", lib);
+  ASSERT_TRUE(r.Exited(0)) << r.err;
+  EXPECT_EQ(r.out, "batches 8\n");
+  EXPECT_EQ(r.err, "");
+  int maps = 0, clones = 0, frees = 0;
+  std::set<uint64_t> clone_addresses;
+  for (const auto& [pid, t] : Traces()) {
+    if (t.header.origin() != trace::ORIGIN_ROOT) continue;
+    for (const auto* p : t.Shm()) maps += p->shm().op() == trace::SHM_MAP;
+    for (const auto* p : t.Allocs()) {
+      if (IsBatchClone(*p)) {
+        ++clones;
+        clone_addresses.insert(p->alloc().address());
       }
+      if (p->has_free() && clone_addresses.count(p->free().address())) ++frees;
     }
-    EXPECT_EQ(maps, 8);
-    EXPECT_EQ(clones, 8);
-    EXPECT_EQ(frees, 8);  // each clone's free reached the registry
   }
-};
-
-TEST_F(PreloadedAllocator, Jemalloc) {
-  if (std::string(JEMALLOC_LIB).empty())
-    GTEST_SKIP() << "no libjemalloc2 (tools/deps.sh installs it)";
-  RunWith(JEMALLOC_LIB);
+  EXPECT_EQ(maps, 8);
+  EXPECT_EQ(clones, 8);
+  EXPECT_EQ(frees, 8);  // each clone's free reached the registry
 }
+INSTANTIATE_TEST_SUITE_P(Allocators, PreloadedAllocator, ::testing::Values("jemalloc", "tcmalloc"),
+                         [](const auto& info) { return info.param; });
 
-TEST_F(PreloadedAllocator, Tcmalloc) {
-  if (std::string(TCMALLOC_LIB).empty())
-    GTEST_SKIP() << "no libtcmalloc-minimal4 (tools/deps.sh installs it)";
-  RunWith(TCMALLOC_LIB);
-}
-
-class SmallShmDataLoader : public DataLoaderJob {};
+class SmallShmDataLoader : public DataLoaderTest {};
 
 TEST_F(SmallShmDataLoader, OverflowFailsWithTheDiagnosis) {
   TempDir probe("probe");

@@ -9,19 +9,10 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+
+#include "expect.h"
 
 #define MiB ((size_t)1 << 20)
-#define CHECK(c)                                      \
-  do {                                                \
-    if (!(c)) {                                       \
-      fprintf(stderr, "partial_alloc_job: %s\n", #c); \
-      exit(90);                                       \
-    }                                                 \
-  } while (0)
 
 int main(void) {
   for (int round = 0; round < 3; ++round) {
