@@ -66,6 +66,13 @@ std::vector<std::string> NativeFrames(const ProcessState& process, uint64_t stac
   return frames;
 }
 
+std::string InnermostPythonFrame(const ProcessState& process, uint64_t stack_id) {
+  const trace::Stack* stack = stack_id == 0 ? nullptr : process.Stack(stack_id);
+  if (stack == nullptr || stack->python_frames_size() == 0) return std::string();
+  std::vector<std::string> frames = process.DescribeStack(stack_id, 1);
+  return frames.empty() ? std::string() : frames[0];
+}
+
 std::string InnermostNativeFrame(const ProcessState& process, uint64_t stack_id) {
   std::vector<std::string> frames = NativeFrames(process, stack_id, 1);
   return frames.empty() ? std::string() : frames[0];
@@ -117,11 +124,7 @@ void CallSiteAnalysis::OnCopy(const CopyContext& context) {
   const trace::Stack* stack = stack_id == 0 ? nullptr : process.Stack(stack_id);
   (stack != nullptr ? with_stack_ : without_stack_) += 1;
 
-  std::string python;
-  if (stack != nullptr && stack->python_frames_size() > 0) {
-    std::vector<std::string> innermost = process.DescribeStack(stack_id, 1);
-    if (!innermost.empty()) python = innermost[0];
-  }
+  const std::string python = InnermostPythonFrame(process, stack_id);
   const std::string native = InnermostNativeFrame(process, stack_id);
   auto [it, inserted] = by_key_.try_emplace({python, native});
   Accumulator& acc = it->second;

@@ -104,6 +104,9 @@ class CallSiteAnalysis : public Analysis {
   uint64_t without_stack_ = 0;
 };
 
+// Innermost Python frame of `stack_id`, "file:line function"; empty when the
+// stack is unknown or has no Python frames.
+std::string InnermostPythonFrame(const ProcessState& process, uint64_t stack_id);
 // Innermost native frame of `stack_id` outside libpinscope, as
 // "module+0xoffset" (basename, offset of the call instruction) or "0x..";
 // empty when the stack is unknown or has no native pcs.

@@ -17,21 +17,49 @@ double Share(uint64_t part, uint64_t whole) {
   return whole == 0 ? 0 : static_cast<double>(part) / static_cast<double>(whole);
 }
 
+// A time finding's head: the saving, its share of the affected thread's
+// time, and significant (a warning) from `bar` of it.
+Finding TimeFinding(const char* id, const char* title, uint64_t saving_ns, double fraction,
+                    double bar = kSignificantFraction) {
+  Finding finding;
+  finding.id = id;
+  finding.title = title;
+  finding.kind = Finding::Kind::kTime;
+  finding.saving_ns = saving_ns;
+  finding.fraction = fraction;
+  finding.significant = fraction >= bar;
+  finding.severity = finding.significant ? Severity::kWarning : Severity::kInfo;
+  return finding;
+}
+
+// What the batch-loop rules need when the root's main thread shows no batch
+// loop (BatchLoop::kMinBatches recurring batch copies).
+constexpr const char* kNeedsBatchLoop =
+    "recurring batch copies on the root's main thread (at least 3 large H2D copies)";
+static_assert(BatchLoop::kMinBatches == 3, "kNeedsBatchLoop spells out BatchLoop::kMinBatches");
+
 // What DataLoader's pin-memory thread costs per batch: one thread copies
-// each batch into pinned memory at the calibrated host copy bandwidth.
+// each batch into pinned memory at the calibrated host copy bandwidth
+// (BatchLoop::host_copy_gbps, pin_cost_ns).
 struct PinCost {
   bool known = false;  // the calibration has host_copy_gbps
   double gbps = 0;
   uint64_t per_batch_ns = 0;
 };
-PinCost PinCostOf(const Report& report, uint64_t batch_bytes) {
+PinCost PinCostOf(const BatchLoop& loop) {
   PinCost cost;
-  cost.gbps = report.calibration().HostCopyGbps(batch_bytes);
+  cost.gbps = loop.host_copy_gbps;
   cost.known = cost.gbps > 0;
-  if (cost.known) {
-    cost.per_batch_ns = static_cast<uint64_t>(static_cast<double>(batch_bytes) / cost.gbps);
-  }
+  cost.per_batch_ns = loop.pin_cost_ns;
   return cost;
+}
+
+// The pin thread is the limit when it takes at least this share of the
+// interval between batches to copy one.
+constexpr double kPinThreadLimitShare = 0.8;
+bool PinThreadLimits(const PinCost& cost, uint64_t interval) {
+  return cost.known && static_cast<double>(cost.per_batch_ns) >=
+                           kPinThreadLimitShare * static_cast<double>(interval);
 }
 
 // The batches reach the GPU from memory the program pinned (pin_memory=True
@@ -81,14 +109,7 @@ class PageableStagingRule : public BottleneckRule {
     if (total.count == 0 || total.loss_ns == 0 || copies.threads().empty()) return;
     const ThreadCopies& worst = copies.threads().front();  // most loss first
     const uint64_t life = report.ProcessDuration(worst.process_index);
-    Finding finding;
-    finding.id = id();
-    finding.title = title();
-    finding.kind = Finding::Kind::kTime;
-    finding.saving_ns = total.loss_ns;
-    finding.fraction = Share(worst.loss_ns, life);
-    finding.significant = finding.fraction >= kSignificantFraction;
-    finding.severity = finding.significant ? Severity::kWarning : Severity::kInfo;
+    Finding finding = TimeFinding(id(), title(), total.loss_ns, Share(worst.loss_ns, life));
 
     std::string what;
     if (worst.pageable_h2d > 0 && worst.pageable_d2h > 0) {
@@ -135,11 +156,11 @@ class PageableStagingRule : public BottleneckRule {
           "saving: compare both with `pinscope diff`.";
       const BatchLoop& loop = report.input().loop();
       if (loop.found) {
-        const PinCost pin = PinCostOf(report, loop.batch_bytes);
+        const PinCost pin = PinCostOf(loop);
         finding.action += " With pin_memory=True, " + PinCostText(pin, loop.batch_bytes);
         if (pin.known) {
           const uint64_t interval = loop.mean_interval_ns();
-          finding.action += pin.per_batch_ns >= interval * 8 / 10
+          finding.action += PinThreadLimits(pin, interval)
                                 ? ", at or above 80% of the " + FormatDuration(interval) +
                                       " mean batch interval: the pin thread would be the limit; "
                                       "prefer PINSCOPE_PIN=1"
@@ -266,7 +287,7 @@ class MainProcessBoundRule : public BottleneckRule {
   const char* title() const override { return "main-process-bound (the main thread makes batches)"; }
   std::string MissingData(const Report& report) const override {
     if (!report.input().loop().found) {
-      return "recurring batch copies on the root's main thread (at least 3 large H2D copies)";
+      return kNeedsBatchLoop;
     }
     return "";
   }
@@ -280,18 +301,12 @@ class MainProcessBoundRule : public BottleneckRule {
     const uint64_t k = cores > 1 ? cores - 1 : 1;
     // pin_memory=True: with workers, the pin thread copies every batch.
     const bool pinned = BatchesPinned(loop);
-    const PinCost pin = PinCostOf(report, loop.batch_bytes);
+    const PinCost pin = PinCostOf(loop);
     const uint64_t pin_floor = pinned ? pin.per_batch_ns : 0;
     const uint64_t saving = SavingIfIntervalsScale(loop, 1, k, pin_floor);
     const int root = report.root_index();
     const uint64_t life = report.ProcessDuration(root);
-    Finding f;
-    f.id = id();
-    f.title = "main-process-bound";
-    f.saving_ns = saving;
-    f.fraction = Share(saving, life);
-    f.significant = f.fraction >= kSignificantFraction;
-    f.severity = f.significant ? Severity::kWarning : Severity::kInfo;
+    Finding f = TimeFinding(id(), "main-process-bound", saving, Share(saving, life));
     f.verdict = "main-process-bound: the main thread makes each batch itself (" +
                 FormatDuration(loop.median_interval_ns) + " between batch copies, copy " +
                 FormatDuration(loop.median_copy_ns) +
@@ -367,7 +382,7 @@ class InputStarvationRule : public BottleneckRule {
   const char* title() const override { return "input starvation (workers cannot keep up)"; }
   std::string MissingData(const Report& report) const override {
     if (!report.input().loop().found) {
-      return "recurring batch copies on the root's main thread (at least 3 large H2D copies)";
+      return kNeedsBatchLoop;
     }
     return "";
   }
@@ -416,19 +431,13 @@ class InputStarvationRule : public BottleneckRule {
     wanted = std::min(std::max(wanted, workers + 1), max_workers);
     if (wanted <= workers) return;
     const bool pin_on = PinThreadActive(report);
-    const PinCost pin = PinCostOf(report, loop.batch_bytes);
+    const PinCost pin = PinCostOf(loop);
     const uint64_t pin_floor = pin_on ? pin.per_batch_ns : 0;
     const uint64_t saving = SavingIfIntervalsScale(loop, workers, wanted, pin_floor);
     const uint64_t life = report.ProcessDuration(report.root_index());
     const ShmAnalysis& shm = report.shm();
     const uint64_t shm_needed = shm.peak_bytes() * wanted / workers;
-    Finding f;
-    f.id = id();
-    f.title = "input starvation";
-    f.saving_ns = saving;
-    f.fraction = Share(saving, life);
-    f.significant = f.fraction >= kSignificantFraction;
-    f.severity = f.significant ? Severity::kWarning : Severity::kInfo;
+    Finding f = TimeFinding(id(), "input starvation", saving, Share(saving, life));
     // Batches that arrive in bursts (prefetched, then a wait) have a small
     // median interval; the mean is the rate the workers really sustain.
     const uint64_t mean = loop.mean_interval_ns();
@@ -471,14 +480,13 @@ class InputStarvationRule : public BottleneckRule {
 // would take at max(copy at the pinned bandwidth, the workers' interval).
 class PinThreadRule : public BottleneckRule {
  public:
-  static constexpr double kLimitShare = 0.8;
   const char* id() const override { return "pin_thread_bound"; }
   const char* title() const override { return "main-process-bound (pin thread)"; }
   std::string MissingData(const Report& report) const override {
     if (!report.input().loop().found) {
-      return "recurring batch copies on the root's main thread (at least 3 large H2D copies)";
+      return kNeedsBatchLoop;
     }
-    if (PinThreadActive(report) && !PinCostOf(report, report.input().loop().batch_bytes).known) {
+    if (PinThreadActive(report) && !PinCostOf(report.input().loop()).known) {
       return "the host copy bandwidth of one thread (host_copy_gbps: run `pinscope calibrate`)";
     }
     return "";
@@ -486,11 +494,9 @@ class PinThreadRule : public BottleneckRule {
   void Evaluate(const Report& report, std::vector<Finding>* findings) const override {
     const BatchLoop& loop = report.input().loop();
     if (!PinThreadActive(report) || loop.batches < 2 || GpuBusy(report)) return;
-    const PinCost pin = PinCostOf(report, loop.batch_bytes);
+    const PinCost pin = PinCostOf(loop);
     const uint64_t interval = loop.mean_interval_ns();
-    if (!pin.known || interval == 0 ||
-        static_cast<double>(pin.per_batch_ns) < kLimitShare * static_cast<double>(interval))
-      return;
+    if (interval == 0 || !PinThreadLimits(pin, interval)) return;
     const double pinned_gbps = report.calibration().PinnedGbps(true, loop.batch_bytes);
     const uint64_t copy_pinned =
         pinned_gbps > 0 ? static_cast<uint64_t>(static_cast<double>(loop.batch_bytes) / pinned_gbps)
@@ -502,13 +508,7 @@ class PinThreadRule : public BottleneckRule {
     const uint64_t saving =
         loop.total_interval_ns > after * intervals ? loop.total_interval_ns - after * intervals : 0;
     const uint64_t life = report.ProcessDuration(report.root_index());
-    Finding f;
-    f.id = id();
-    f.title = title();
-    f.saving_ns = saving;
-    f.fraction = Share(saving, life);
-    f.significant = f.fraction >= kSignificantFraction;
-    f.severity = f.significant ? Severity::kWarning : Severity::kInfo;
+    Finding f = TimeFinding(id(), title(), saving, Share(saving, life));
     f.verdict = "main-process-bound (pin thread): " + PinCostText(pin, loop.batch_bytes) + ", " +
                 FormatPercent(Share(pin.per_batch_ns, interval)) + " of the " +
                 FormatDuration(interval) +
@@ -564,23 +564,15 @@ class SyncCopiesRule : public BottleneckRule {
     const SyncThread& t = waits.threads.front();
     if (t.saving_ns == 0 || t.span_ns == 0) return;
     // The device of this process, else the run's busiest.
-    const device::DeviceBusy* busy = nullptr;
-    for (const ProcessDevice& p : report.input().devices()) {
-      if (p.process_index != t.process_index) continue;
-      for (const device::DeviceBusy& d : p.result.devices)
-        if (busy == nullptr || d.busy_ns > busy->busy_ns) busy = &d;
-    }
+    const device::DeviceBusy* busy = report.input().MainDevice(t.process_index);
     if (busy == nullptr) busy = report.input().MainDevice();
-    if (busy != nullptr && device::JudgeInput(*busy).not_input_bound) return;
+    const device::InputVerdict verdict =
+        busy != nullptr ? device::JudgeInput(*busy) : device::InputVerdict{};
+    if (verdict.not_input_bound) return;
 
     const std::string thread = report.ThreadLabel(t.process_index, t.tid);
-    Finding f;
-    f.id = id();
-    f.title = title();
-    f.saving_ns = t.saving_ns;
-    f.fraction = Share(t.saving_ns, t.span_ns);
-    f.significant = f.fraction >= kSignificantShare;
-    f.severity = f.significant ? Severity::kWarning : Severity::kInfo;
+    Finding f =
+        TimeFinding(id(), title(), t.saving_ns, Share(t.saving_ns, t.span_ns), kSignificantShare);
     f.verdict = "synchronous copies blocking the host: " + thread + " waited for the GPU " +
                 FormatDuration(t.wait_ns) + " in " + FormatCount(t.waiting_calls) +
                 " copy/synchronize calls (" + FormatPercent(Share(t.wait_ns, t.span_ns)) +
@@ -596,8 +588,7 @@ class SyncCopiesRule : public BottleneckRule {
                  " at the calibrated bandwidth); host time outside the waits " +
                  FormatDuration(t.host_ns) + ".";
     if (busy != nullptr && busy->measured()) {
-      f.evidence += " The GPU was busy " +
-                    FormatPercent(device::JudgeInput(*busy).busy_fraction) +
+      f.evidence += " The GPU was busy " + FormatPercent(verdict.busy_fraction) +
                     " of the time from its first to its last activity.";
     }
     std::string sites;

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "analyzer/callsite_analysis.h"
+#include "analyzer/trace_names.h"
 
 namespace pinscope {
 
@@ -50,11 +51,12 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
   const trace::CopyEvent& copy = ctx.copy;
   const ProcessState& process = ctx.event.process;
   const uint32_t tid = ctx.event.packet.tid();
+  PerProcess& state = Process(process.index());
   // The main thread's copies get their device time from the device
   // analysis's join (SyncWaits, JoinDevice).
-  if (PerProcess& st = Process(process.index()); st.device) {
-    if (tid == process.pid()) st.device->KeepJoinedCopies();
-    AdvanceDevice(st, ctx.event.time_ns);
+  if (state.device) {
+    if (tid == process.pid()) state.device->KeepJoinedCopies();
+    AdvanceDevice(state, ctx.event.time_ns);
   }
   if (static_cast<int>(process.pid()) == root_pid_ && tid == process.pid() &&
       copy.direction() == trace::H2D && ctx.blocked_ns > 0 && root_copies_.size() < kMaxRootCopies) {
@@ -74,7 +76,6 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
   // for a worker otherwise): GPU idle gaps there are input-bound time.
   if (static_cast<int>(process.pid()) == root_pid_ && tid == process.pid() &&
       copy.direction() == trace::H2D && copy.bytes() >= kMinBatchBytes) {
-    PerProcess& state = Process(process.index());
     if (state.device && state.last_batch_end_ns && state.last_batch_end_ns < ctx.event.time_ns)
       state.device->OnLoaderWait({state.last_batch_end_ns, ctx.event.time_ns});
     state.last_batch_end_ns = ctx.event.time_ns + ctx.blocked_ns;
@@ -103,7 +104,6 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
   call.dst_kind = copy.dst_kind();
   call.bytes = copy.bytes();
   call.tid = tid;
-  PerProcess& state = Process(process.index());
   if (state.device) state.device->OnHostCall(call);
 
   // Main threads' H2D/D2H copies for SyncWaits, with their transfer time at
@@ -114,11 +114,7 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
       ++sync_.dropped_calls;
       return;
     }
-    if (state.wait_thread < 0) {
-      state.wait_thread = static_cast<int>(wait_threads_.size());
-      wait_threads_.push_back({process.index(), process.pid(), tid, {}, {}});
-    }
-    WaitThread& thread = wait_threads_[state.wait_thread];
+    WaitThread& thread = WaitThreadOf(state, process);
     const uint32_t host_kind = h2d ? copy.src_kind() : copy.dst_kind();
     const double gbps = host_kind == trace::PAGEABLE ? calibration_.PageableGbps(h2d, copy.bytes())
                                                      : calibration_.PinnedGbps(h2d, copy.bytes());
@@ -138,14 +134,18 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
   }
 }
 
+InputAnalysis::WaitThread& InputAnalysis::WaitThreadOf(PerProcess& state,
+                                                       const ProcessState& process) {
+  if (state.wait_thread < 0) {
+    state.wait_thread = static_cast<int>(wait_threads_.size());
+    wait_threads_.push_back({process.index(), process.pid(), process.pid(), {}, {}});
+  }
+  return wait_threads_[state.wait_thread];
+}
+
 int32_t InputAnalysis::WaitSite(const ProcessState& process, uint64_t stack_id) {
   if (stack_id == 0) return -1;
-  std::string site;
-  const trace::Stack* stack = process.Stack(stack_id);
-  if (stack != nullptr && stack->python_frames_size() > 0) {
-    std::vector<std::string> frames = process.DescribeStack(stack_id, 1);
-    if (!frames.empty()) site = frames[0];
-  }
+  std::string site = InnermostPythonFrame(process, stack_id);
   if (site.empty()) site = InnermostNativeFrame(process, stack_id);
   if (site.empty()) return -1;
   auto [it, inserted] = wait_site_index_.try_emplace(site, static_cast<int32_t>(wait_sites_.size()));
@@ -181,11 +181,7 @@ void InputAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
     if (wait_calls_ >= kMaxWaitCalls) {
       ++sync_.dropped_calls;
     } else {
-      if (state.wait_thread < 0) {
-        state.wait_thread = static_cast<int>(wait_threads_.size());
-        wait_threads_.push_back({process.index(), process.pid(), process.pid(), {}, {}});
-      }
-      WaitThread& thread = wait_threads_[state.wait_thread];
+      WaitThread& thread = WaitThreadOf(state, process);
       WaitCall wait{};
       wait.start_ns = event.time_ns;
       wait.end_ns = std::max(sync.end_ns(), event.time_ns);
@@ -345,9 +341,10 @@ void InputAnalysis::OnProcessEnd(const ProcessState& process) {
   state.device.reset();
 }
 
-const device::DeviceBusy* InputAnalysis::MainDevice() const {
+const device::DeviceBusy* InputAnalysis::MainDevice(std::optional<int> process_index) const {
   const device::DeviceBusy* best = nullptr;
   for (const ProcessDevice& p : devices_) {
+    if (process_index && p.process_index != *process_index) continue;
     for (const device::DeviceBusy& busy : p.result.devices) {
       if (best == nullptr || busy.busy_ns > best->busy_ns) best = &busy;
     }
@@ -356,8 +353,6 @@ const device::DeviceBusy* InputAnalysis::MainDevice() const {
 }
 
 void InputAnalysis::FinishSyncWaits() {
-  static const char* kSyncApis[] = {"unknown", "cudaStreamSynchronize", "cudaDeviceSynchronize",
-                                    "cudaEventSynchronize", "cudaStreamQuery"};
   for (WaitThread& thread : wait_threads_) {
     std::vector<WaitCall>& calls = thread.calls;
     if (calls.empty()) continue;
@@ -404,7 +399,7 @@ void InputAnalysis::FinishSyncWaits() {
       site.saving_ns += saving;
       if (c.kind == 0) {
         ++site.syncs;
-        const std::string api = c.api < 5 ? kSyncApis[c.api] : "unknown";
+        const std::string api = SyncApiName(static_cast<trace::SyncApi>(c.api));
         if (std::find(site.apis.begin(), site.apis.end(), api) == site.apis.end())
           site.apis.push_back(api);
       } else {
@@ -456,6 +451,8 @@ void InputAnalysis::Finish(const RunInfo& run) {
   loop_.median_copy_ns = Median(copies);
   loop_.median_interval_ns = Median(loop_.intervals_ns);
   loop_.total_interval_ns = batches.back().start_ns - batches.front().start_ns;
+  loop_.host_copy_gbps = calibration_.HostCopyGbps(loop_.batch_bytes);
+  loop_.pin_cost_ns = AtGbps(loop_.batch_bytes, loop_.host_copy_gbps);
 }
 
 }  // namespace pinscope

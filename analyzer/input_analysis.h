@@ -36,6 +36,11 @@ struct BatchLoop {
   // Batch copies that read memory the program pinned (PIN_BY_PROGRAM from
   // pinned memory: pin_memory=True, or pinned buffers of its own).
   uint64_t pinned_batches = 0;
+  // What DataLoader's pin-memory thread costs per batch: batch_bytes at the
+  // calibrated host copy bandwidth of one thread. 0 when unknown (no loop,
+  // or the calibration has no host_copy_gbps).
+  double host_copy_gbps = 0;
+  uint64_t pin_cost_ns = 0;
   // total_interval_ns / (batches - 1): the steady rate, which a bursty
   // loader (batches queued behind one slow one) hides from the median.
   uint64_t mean_interval_ns() const {
@@ -148,8 +153,9 @@ class InputAnalysis : public Analysis {
   bool has_pins() const { return pins_.events > 0; }
   // Processes with device records, in end order.
   const std::vector<ProcessDevice>& devices() const { return devices_; }
-  // The device figures the verdict uses: the busiest process's first device.
-  const device::DeviceBusy* MainDevice() const;
+  // The device figures the verdict uses: the busiest device of the run, or
+  // of the process `process_index` when given (nullptr: none recorded).
+  const device::DeviceBusy* MainDevice(std::optional<int> process_index = std::nullopt) const;
   // Forked worker processes (origin FORK, not helpers) and UNREGISTER "fork".
   uint64_t workers() const { return workers_; }
   uint64_t fork_unpins() const { return fork_unpins_; }
@@ -193,6 +199,8 @@ class InputAnalysis : public Analysis {
   void JoinDevice(PerProcess& state);
   void AdvanceDevice(PerProcess& state, uint64_t now_ns);
   void FinishSyncWaits();
+  // The main thread of `process` as a SyncWaits thread, added at first use.
+  WaitThread& WaitThreadOf(PerProcess& state, const ProcessState& process);
   int32_t WaitSite(const ProcessState& process, uint64_t stack_id);
 
   const Calibration& calibration_;

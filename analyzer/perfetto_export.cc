@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <fstream>
 #include <ostream>
+#include <string_view>
 #include <vector>
 
 #include "analyzer/copy_analysis.h"
@@ -34,19 +35,11 @@ constexpr uint64_t kShmCounterUuid = kCounterTrackTag | 1;
 constexpr int kMaxProcessIndex = (1 << 24) - 2;
 constexpr size_t kProcessNameWidth = 100;
 
-const char* SyncApiName(trace::SyncApi api) {
-  switch (api) {
-    case trace::STREAM_SYNCHRONIZE:
-      return "cudaStreamSynchronize";
-    case trace::DEVICE_SYNCHRONIZE:
-      return "cudaDeviceSynchronize";
-    case trace::EVENT_SYNCHRONIZE:
-      return "cudaEventSynchronize";
-    case trace::STREAM_QUERY:
-      return "cudaStreamQuery";
-    default:
-      return "sync (unknown API)";
-  }
+// A sync slice's name and "api" annotation: SyncApiName, spelled
+// "sync (unknown API)" when the API is not known.
+const char* SyncSliceName(trace::SyncApi api) {
+  const char* name = SyncApiName(api);
+  return std::string_view(name) == "unknown" ? "sync (unknown API)" : name;
 }
 
 const char* PinOutcomeName(trace::PinOutcome pin) {
@@ -374,9 +367,9 @@ void PerfettoExport::OnCopy(const CopyContext& context) {
 void PerfettoExport::OnSync(const Event& event, const trace::SyncEvent& sync) {
   const uint64_t begin = event.packet.timestamp_ns();
   const uint64_t end = sync.end_ns() > begin ? sync.end_ns() : begin;
-  HostSlice(event.process, event.packet.tid(), begin, end, SyncApiName(sync.api()), "sync",
+  HostSlice(event.process, event.packet.tid(), begin, end, SyncSliceName(sync.api()), "sync",
             [&](TrackEvent& slice) {
-              AddString(slice, "api", SyncApiName(sync.api()));
+              AddString(slice, "api", SyncSliceName(sync.api()));
               AddUint(slice, "stream", sync.stream());
               if (sync.result() != 0) AddInt(slice, "result", sync.result());
               AddUint(slice, "call_id", sync.call_id());

@@ -381,6 +381,7 @@ nlohmann::ordered_json JsonReport(const Report& report) {
   // Additive keys (schema_version 1): batch loop, pinning, device activity.
   const InputAnalysis& input = report.input();
   const BatchLoop& loop = input.loop();
+  const json pin_cost = loop.host_copy_gbps > 0 ? json(loop.pin_cost_ns) : json(nullptr);
   j["batch_loop"] = {{"found", loop.found},
                      {"batches", loop.batches},
                      {"batch_bytes", loop.batch_bytes},
@@ -391,14 +392,8 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                      {"mean_interval_ns", loop.mean_interval_ns()},
                      {"pinned_batches", loop.pinned_batches},
                      {"pin_thread_tid", input.pin_thread().tid},
-                     {"host_copy_gbps", loop.found ? report.calibration().HostCopyGbps(loop.batch_bytes) : 0.0}};
-  {
-    const double gbps = report.calibration().HostCopyGbps(loop.batch_bytes);
-    j["batch_loop"]["pin_cost_ns"] =
-        gbps > 0 && loop.found
-            ? nlohmann::ordered_json(static_cast<uint64_t>(static_cast<double>(loop.batch_bytes) / gbps))
-            : nlohmann::ordered_json(nullptr);
-  }
+                     {"host_copy_gbps", loop.host_copy_gbps},
+                     {"pin_cost_ns", pin_cost}};
   {
     nlohmann::ordered_json threads = nlohmann::ordered_json::array();
     for (const SyncThread& t : input.sync_waits().threads) {

@@ -99,6 +99,21 @@ const char* CopyApiName(trace::CopyApi api) {
   }
 }
 
+const char* SyncApiName(trace::SyncApi api) {
+  switch (api) {
+    case trace::STREAM_SYNCHRONIZE:
+      return "cudaStreamSynchronize";
+    case trace::DEVICE_SYNCHRONIZE:
+      return "cudaDeviceSynchronize";
+    case trace::EVENT_SYNCHRONIZE:
+      return "cudaEventSynchronize";
+    case trace::STREAM_QUERY:
+      return "cudaStreamQuery";
+    default:
+      return "unknown";
+  }
+}
+
 const char* OriginName(trace::ProcessOrigin origin) {
   switch (origin) {
     case trace::ORIGIN_ROOT:

@@ -16,6 +16,8 @@ const char* MemoryKindName(trace::MemoryKind kind);
 const char* AllocApiName(trace::AllocApi api);
 // "cudaMemcpyAsync", ...
 const char* CopyApiName(trace::CopyApi api);
+// "cudaStreamSynchronize", "cudaDeviceSynchronize", ..., "unknown".
+const char* SyncApiName(trace::SyncApi api);
 // "root", "fork", "exec", "unknown".
 const char* OriginName(trace::ProcessOrigin origin);
 // A process's role in the report: "root", "worker" (forked), "exec",
