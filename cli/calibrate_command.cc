@@ -13,7 +13,7 @@
 #include <ctime>
 #include <string>
 
-#include "analyzer/calibration.h"
+#include "analyzer/read/calibration.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/cuda_bench.h"

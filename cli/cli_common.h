@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/commands.h"
+#include "analyzer/common/color.h"
 
 namespace pinscope::cli {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/calibration.h"
+#include "analyzer/read/calibration.h"
 #include "cli/cuda_loader.h"
 
 namespace pinscope::cli {

@@ -7,7 +7,7 @@
 #include <iostream>
 #include <string>
 
-#include "analyzer/commands.h"
+#include "analyzer/diff/diff_command.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 

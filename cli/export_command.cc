@@ -6,7 +6,7 @@
 #include <iostream>
 #include <string>
 
-#include "analyzer/commands.h"
+#include "analyzer/export/export_command.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 

@@ -18,7 +18,7 @@
 #include <iostream>
 #include <string>
 
-#include "analyzer/commands.h"
+#include "analyzer/report/report_command.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/launcher.h"

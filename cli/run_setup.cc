@@ -18,7 +18,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "analyzer/calibration.h"
+#include "analyzer/read/calibration.h"
 
 #ifndef PINSCOPE_REL_LIBDIR
 #define PINSCOPE_REL_LIBDIR "../lib"

@@ -17,7 +17,7 @@ cmake --install build-gpu >/dev/null
 for exe in .gpu/prefix/bin/pinscope .gpu/prefix/lib/libpinscope.so; do
   ldd "$exe" | awk '/=> \// {print $3}' | grep -E 'lib(protobuf|dw|elf|unwind)[.-]' || true
 done | sort -u | while read -r lib; do cp -L "$lib" .gpu/prefix/lib/; done
-# libunwind is dlopen'ed by the shim (shim/stacks.cc), so ldd does not list it.
+# libunwind is dlopen'ed by the shim (shim/stacks/stacks.cc), so ldd does not list it.
 cp -L "$(ldconfig -p | awk '/libunwind.so.8 .*x86-64/ {print $NF; exit}')" .gpu/prefix/lib/
 mkdir -p .gpu/debs
 (cd .gpu/debs && [ -n "$(ls *.deb 2>/dev/null)" ] ||

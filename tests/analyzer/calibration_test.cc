@@ -1,6 +1,6 @@
 // Calibration tests: the built-in H200 table, log-size interpolation and
 // clamping, JSON save/load round trip and its errors, and the search order.
-#include "analyzer/calibration.h"
+#include "analyzer/read/calibration.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "analyzer/commands.h"
+#include "analyzer/report/report_command.h"
 #include "golden_runs.h"
 #include "trace_builder.h"
 

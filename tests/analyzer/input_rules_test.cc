@@ -7,8 +7,8 @@
 #include <sstream>
 #include <string>
 
-#include "analyzer/calibration.h"
-#include "analyzer/commands.h"
+#include "analyzer/read/calibration.h"
+#include "analyzer/report/report_command.h"
 #include "trace_builder.h"
 
 namespace pinscope {

@@ -1,13 +1,13 @@
 // Replay engine tests: merge order across and within files, the process
 // tree, and the link from each copy to the buffer that fed it (an allocation
 // in the process, or an shm segment made by another process).
-#include "analyzer/replay.h"
+#include "analyzer/replay/replay.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "analyzer/run_loader.h"
+#include "analyzer/read/run_loader.h"
 #include "trace_builder.h"
 
 namespace pinscope {

@@ -1,15 +1,15 @@
 // Report tests with exact numbers: the copy table, the pageable staging
 // estimate against the built-in calibration, the largest copies and their
 // buffers, each verdict class, JSON schema basics, exit codes and the stubs.
-#include "analyzer/report.h"
+#include "analyzer/report/report.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "analyzer/commands.h"
-#include "analyzer/run_loader.h"
+#include "analyzer/read/run_loader.h"
+#include "analyzer/report/report_command.h"
 #include "trace_builder.h"
 
 namespace pinscope {

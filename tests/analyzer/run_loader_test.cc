@@ -1,13 +1,13 @@
 // Run folder tests: which files make up the run, and the message for every
 // file left out (empty, no header, newer format, other run, duplicate), with
 // the other files still reported by `pinscope report`.
-#include "analyzer/run_loader.h"
+#include "analyzer/read/run_loader.h"
 
 #include <gtest/gtest.h>
 
 #include <sstream>
 
-#include "analyzer/commands.h"
+#include "analyzer/report/report_command.h"
 #include "trace_builder.h"
 
 namespace pinscope {

@@ -14,8 +14,8 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "analyzer/run_loader.h"
-#include "analyzer/shm_analysis.h"
+#include "analyzer/analyses/shm_analysis.h"
+#include "analyzer/read/run_loader.h"
 #include "trace_builder.h"
 
 namespace pinscope {

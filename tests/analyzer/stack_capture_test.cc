@@ -7,9 +7,9 @@
 #include <sstream>
 #include <string>
 
-#include "analyzer/commands.h"
-#include "analyzer/report.h"
-#include "analyzer/run_loader.h"
+#include "analyzer/read/run_loader.h"
+#include "analyzer/report/report.h"
+#include "analyzer/report/report_command.h"
 #include "trace_builder.h"
 
 namespace pinscope {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "analyzer/trace_names.h"
+#include "analyzer/common/trace_names.h"
 
 namespace pinscope::testing {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/replay.h"
+#include "analyzer/replay/replay.h"
 #include "trace.pb.h"
 
 namespace pinscope::testing {

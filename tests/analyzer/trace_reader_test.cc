@@ -1,7 +1,7 @@
 // Reader tests: framing round trip (padded and minimal varints), chunk
 // boundaries, and every way a file can be damaged: truncated, corrupt tag,
 // absurd length, unparsable packet, empty, no header, newer format.
-#include "analyzer/trace_reader.h"
+#include "analyzer/read/trace_reader.h"
 
 #include <gtest/gtest.h>
 

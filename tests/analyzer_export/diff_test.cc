@@ -2,14 +2,15 @@
 // must show the verdict moving, the staging time gone, the copy rows side by
 // side and the main loop's rate doubling; text fits 100 columns; JSON keeps
 // its documented schema.
-#include "analyzer/diff.h"
+#include "analyzer/diff/diff.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "analyzer/commands.h"
+#include "analyzer/diff/diff_command.h"
+#include "analyzer/report/report_command.h"
 #include "scenarios.h"
 #include "trace_builder.h"
 

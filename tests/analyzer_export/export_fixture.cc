@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "analyzer/commands.h"
+#include "analyzer/export/export_command.h"
 #include "scenarios.h"
 
 int main(int argc, char** argv) {

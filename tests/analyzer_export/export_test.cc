@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "analyzer/commands.h"
-#include "analyzer/perfetto_export.h"
+#include "analyzer/export/export_command.h"
+#include "analyzer/export/perfetto_export.h"
 #include "perfetto_dump.h"
 #include "scenarios.h"
 #include "trace_builder.h"

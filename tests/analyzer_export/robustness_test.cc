@@ -8,7 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "analyzer/commands.h"
+#include "analyzer/diff/diff_command.h"
+#include "analyzer/export/export_command.h"
 #include "perfetto_dump.h"
 #include "scenarios.h"
 #include "trace_builder.h"

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "analyzer/calibration.h"
+#include "analyzer/read/calibration.h"
 
 namespace {
 

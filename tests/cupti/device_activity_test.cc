@@ -1,7 +1,7 @@
 // Unit tests of analyzer/device_activity: the correlation join, copy classes,
 // GPU busy/idle math, gap attribution and the input verdict, on synthetic
 // records with exact expected numbers.
-#include "analyzer/device_activity.h"
+#include "analyzer/analyses/device_activity.h"
 
 #include <gtest/gtest.h>
 

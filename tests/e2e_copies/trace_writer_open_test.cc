@@ -1,4 +1,4 @@
-// TraceWriter::Open (shim/trace_writer.cc) never follows a symlink and never
+// TraceWriter::Open (shim/record/trace_writer.cc) never follows a symlink and never
 // overwrites an existing file: a name that is taken, by anything, moves it
 // to <pid>.<n>.pstrace. Driven directly (the pid of a preloaded job cannot be
 // predicted, so a planted <pid>.pstrace is tested here).
@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "shim/record/trace_writer.h"
 #include "trace_harness.h"
-#include "trace_writer.h"
 
 namespace {
 

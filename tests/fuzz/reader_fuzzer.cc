@@ -23,12 +23,12 @@
 #include <string>
 #include <string_view>
 
-#include "analyzer/calibration.h"
-#include "analyzer/diff.h"
-#include "analyzer/perfetto_export.h"
-#include "analyzer/replay.h"
-#include "analyzer/report.h"
-#include "analyzer/run_loader.h"
+#include "analyzer/diff/diff.h"
+#include "analyzer/export/perfetto_export.h"
+#include "analyzer/read/calibration.h"
+#include "analyzer/read/run_loader.h"
+#include "analyzer/replay/replay.h"
+#include "analyzer/report/report.h"
 #include "perfetto_dump.h"
 
 namespace {

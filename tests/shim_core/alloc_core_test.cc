@@ -9,10 +9,10 @@
 
 #include <cstring>
 
-#include "block_registry.h"
-#include "clock.h"
 #include "core_test_env.h"
-#include "guard.h"
+#include "shim/base/clock.h"
+#include "shim/base/guard.h"
+#include "shim/memory/block_registry.h"
 
 namespace pinscope::shim {
 namespace {

@@ -3,7 +3,7 @@
 // handler, growth past one pool chunk, threads, and fork (entries kept and
 // marked inherited, the lock usable in the child even if another thread was
 // using it at the moment of fork).
-#include "block_registry.h"
+#include "shim/memory/block_registry.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "pinning.h"
+#include "shim/pin/pinning.h"
 
 namespace pinscope::shim {
 namespace {

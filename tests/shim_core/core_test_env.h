@@ -10,10 +10,11 @@
 
 #include <string>
 
-#include "alloc_core.h"
 #include "e2e_util.h"
-#include "recorder.h"
-#include "shm_core.h"
+#include "shim/core/alloc_core.h"
+#include "shim/core/shm_core.h"
+#include "shim/process/process.h"
+#include "shim/record/recorder.h"
 
 namespace pinscope::shim::testing {
 

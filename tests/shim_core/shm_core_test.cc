@@ -10,9 +10,9 @@
 
 #include <cstring>
 
-#include "block_registry.h"
 #include "core_test_env.h"
-#include "sigbus.h"
+#include "shim/core/sigbus.h"
+#include "shim/memory/block_registry.h"
 
 namespace pinscope::shim {
 namespace {

@@ -1,5 +1,5 @@
 // Core tests of call-stack capture, without LD_PRELOAD: this program links
-// pinscope_shim_core, starts the recorder itself, calls CaptureStack from
+// pinscope_shim_process, starts the recorder itself, calls CaptureStack from
 // known functions and reads its own trace file back. It also counts malloc
 // calls (it defines malloc) to check that unwinding does not allocate once
 // warm.
@@ -17,9 +17,10 @@
 #include <thread>
 #include <vector>
 
-#include "recorder.h"
-#include "stack_intern.h"
-#include "stacks.h"
+#include "shim/process/process.h"
+#include "shim/record/recorder.h"
+#include "shim/stacks/stack_intern.h"
+#include "shim/stacks/stacks.h"
 #include "tests/stacks/trace_file.h"
 
 // --- malloc counting (not under sanitizers, which bring their own malloc) ---

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/symbolizer.h"
+#include "analyzer/symbolize/symbolizer.h"
 #include "trace.pb.h"
 
 namespace pinscope::stacks_test {

@@ -1,4 +1,4 @@
-// The recorder's own encoders (shim/recorder.cc: the process header and every
+// The recorder's own encoders (shim/record/recorder.cc: the process header and every
 // Record* function) written to a real trace file in this process and parsed
 // with the generated classes: catches a Record* function that writes a value
 // under the wrong field constant or forgets one. Needs its own process
@@ -19,9 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "recorder.h"
+#include "shim/process/process.h"
+#include "shim/record/recorder.h"
+#include "shim/record/trace_fields.h"
 #include "trace.pb.h"
-#include "trace_fields.h"
 
 namespace {
 
@@ -61,7 +62,7 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   shim::InitProcess();
   ASSERT_TRUE(shim::Recording());
 
-  shim::CopyRecord c;
+  shim::CopyCall c;
   c.api = f::kMemcpy2DAsync;
   c.per_thread = true;
   c.direction = f::kD2H;
@@ -84,7 +85,7 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   c.height = 64;
   shim::RecordCopy(c);
 
-  shim::SyncRecord s;
+  shim::SyncCall s;
   s.api = f::kEventSynchronize;
   s.stream = 0x77;
   s.t_enter = 3000;

@@ -1,5 +1,5 @@
-// Round trip of the shim's hand-written encoder (shim/wire.h + the field
-// numbers of shim/trace_fields.h) through the generated parser of
+// Round trip of the shim's hand-written encoder (shim/record/wire.h + the field
+// numbers of shim/record/trace_fields.h) through the generated parser of
 // proto/trace.proto: every packet type, every field non-zero (negative
 // int32/sint32, packed repeated, nested messages, strings). Field numbers and
 // enum values are also checked at compile time against the generated code.
@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "host_facts.h"
+#include "shim/record/host_facts.h"
+#include "shim/record/trace_fields.h"
+#include "shim/record/wire.h"
 #include "trace.pb.h"
-#include "trace_fields.h"
-#include "wire.h"
 
 namespace {
 

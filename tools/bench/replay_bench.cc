@@ -29,10 +29,10 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/calibration.h"
-#include "analyzer/replay.h"
-#include "analyzer/report.h"
-#include "analyzer/run_loader.h"
+#include "analyzer/read/calibration.h"
+#include "analyzer/read/run_loader.h"
+#include "analyzer/replay/replay.h"
+#include "analyzer/report/report.h"
 #include "trace.pb.h"
 
 namespace {
@@ -70,7 +70,7 @@ class FileWriter {
     packet.SerializeToString(&body_);
     uint8_t head[5] = {0x0A};
     uint64_t length = body_.size();
-    for (int i = 0; i < 4; ++i) {  // padded to 4 bytes, as shim/wire.h writes lengths
+    for (int i = 0; i < 4; ++i) {  // padded to 4 bytes, as shim/record/wire.h writes lengths
       head[1 + i] = static_cast<uint8_t>((length & 0x7F) | (i < 3 ? 0x80 : 0));
       length >>= 7;
     }

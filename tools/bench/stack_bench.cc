@@ -1,6 +1,6 @@
-// Per-event cost of call-stack capture (shim/stacks.h CaptureStack), the work
+// Per-event cost of call-stack capture (shim/stacks/stacks.h CaptureStack), the work
 // a recorded copy, allocation or shm event adds when PINSCOPE_STACKS is on.
-// Links pinscope_shim_core and starts the recorder itself (no LD_PRELOAD); runs
+// Links pinscope_shim_process and starts the recorder itself (no LD_PRELOAD); runs
 // each configuration in a fresh process (the settings are read once per
 // process) and prints a Markdown table for docs/benchmarks.md. Times are the
 // calling thread's CPU time per capture (median of 5 runs).
@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "recorder.h"
-#include "stacks.h"
+#include "shim/record/recorder.h"
+#include "shim/stacks/stacks.h"
 
 namespace {
 

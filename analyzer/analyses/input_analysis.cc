@@ -1,0 +1,458 @@
+// Input-pipeline facts for the rules (input_analysis.h). Batch copies are
+// detected after the replay from the root main thread's H2D copies; device
+// records are fed to one device::ProcessDeviceAnalysis per process, which
+// joins them to the intercepted calls and measures busy time and gaps.
+#include "analyzer/analyses/input_analysis.h"
+
+#include <algorithm>
+
+#include "analyzer/analyses/callsite_analysis.h"
+#include "analyzer/common/trace_names.h"
+
+namespace pinscope {
+
+namespace {
+
+// Root main thread H2D copies kept for the batch detection (the largest
+// recurring ones are the batches; a run with more is summarised on these).
+constexpr size_t kMaxRootCopies = 1 << 20;
+// Main-thread copies and syncs kept for SyncWaits (48 bytes each).
+constexpr uint64_t kMaxWaitCalls = 1 << 21;
+// A sync without a stack is named by the copy just before it on its thread
+// (`.item()`, `.cpu()`: cudaMemcpyAsync then cudaStreamSynchronize) when
+// that copy returned this recently.
+constexpr uint64_t kSyncAfterCopyNs = 1000000;  // 1 ms
+
+uint64_t Median(std::vector<uint64_t> values) {
+  if (values.empty()) return 0;
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+uint64_t AtGbps(uint64_t bytes, double gbps) {
+  return gbps <= 0 ? 0 : static_cast<uint64_t>(static_cast<double>(bytes) / gbps);
+}
+
+}  // namespace
+
+InputAnalysis::InputAnalysis(const Calibration& calibration) : calibration_(calibration) {}
+InputAnalysis::~InputAnalysis() = default;
+
+InputAnalysis::PerProcess& InputAnalysis::Process(int index) { return per_process_[index]; }
+
+void InputAnalysis::OnProcess(const ProcessState& process) {
+  if (root_pid_ < 0 && (process.origin() == trace::ORIGIN_ROOT || process.parent() == nullptr)) {
+    root_pid_ = static_cast<int>(process.pid());
+  }
+  if (process.origin() == trace::ORIGIN_FORK && !process.helper()) ++workers_;
+}
+
+void InputAnalysis::OnCopy(const CopyContext& ctx) {
+  const trace::CopyEvent& copy = ctx.copy;
+  const ProcessState& process = ctx.event.process;
+  const uint32_t tid = ctx.event.packet.tid();
+  PerProcess& state = Process(process.index());
+  // The main thread's copies get their device time from the device
+  // analysis's join (SyncWaits, JoinDevice).
+  if (state.device) {
+    if (tid == process.pid()) state.device->KeepJoinedCopies();
+    AdvanceDevice(state, ctx.event.time_ns);
+  }
+  if (static_cast<int>(process.pid()) == root_pid_ && tid == process.pid() &&
+      copy.direction() == trace::H2D && ctx.blocked_ns > 0 && root_copies_.size() < kMaxRootCopies) {
+    // Only copies that may still be a batch: at least half the largest yet.
+    if (copy.bytes() * 2 >= largest_root_copy_) {
+      const bool pinned = copy.src_kind() == trace::PINNED && copy.pin() == trace::PIN_BY_PROGRAM;
+      root_copies_.push_back(
+          {ctx.event.time_ns, ctx.event.time_ns + ctx.blocked_ns, copy.bytes(), pinned});
+      if (copy.bytes() > largest_root_copy_) {
+        largest_root_copy_ = copy.bytes();
+        std::erase_if(root_copies_, [&](const Copy& c) { return c.bytes * 2 < largest_root_copy_; });
+      }
+    }
+  }
+  // The main loop between two batch-sized H2D copies of the root's main
+  // thread is getting the next batch (making it with num_workers=0, waiting
+  // for a worker otherwise): GPU idle gaps there are input-bound time.
+  if (static_cast<int>(process.pid()) == root_pid_ && tid == process.pid() &&
+      copy.direction() == trace::H2D && copy.bytes() >= kMinBatchBytes) {
+    if (state.device && state.last_batch_end_ns && state.last_batch_end_ns < ctx.event.time_ns)
+      state.device->OnLoaderWait({state.last_batch_end_ns, ctx.event.time_ns});
+    state.last_batch_end_ns = ctx.event.time_ns + ctx.blocked_ns;
+  }
+  // Copies that ran pinned because pinscope pinned their host side.
+  if (copy.pin() == trace::PIN_REGISTERED || copy.pin() == trace::PIN_CACHED) {
+    const bool h2d = copy.direction() == trace::H2D;
+    ++pins_.pinned_copies;
+    (copy.pin() == trace::PIN_REGISTERED ? pins_.pinned_registered : pins_.pinned_cached)++;
+    pins_.pinned_copy_bytes += copy.bytes();
+    pins_.pinned_copy_blocked_ns += ctx.blocked_ns;
+    pins_.pinned_copy_at_pageable_ns +=
+        AtGbps(copy.bytes(), calibration_.PageableGbps(h2d, copy.bytes()));
+    pins_.pinned_copy_at_pinned_ns += AtGbps(copy.bytes(), calibration_.PinnedGbps(h2d, copy.bytes()));
+  } else if (copy.pin() == trace::PIN_SKIPPED_BUDGET) {
+    ++pins_.skipped_budget;
+  }
+  // Device join: every copy call is a host call of its process.
+  device::HostCall call;
+  call.type = device::HostCall::Type::kCopy;
+  call.call_id = copy.call_id();
+  call.start_ns = ctx.event.time_ns;
+  call.end_ns = ctx.event.time_ns + ctx.blocked_ns;
+  call.direction = copy.direction();
+  call.src_kind = copy.src_kind();
+  call.dst_kind = copy.dst_kind();
+  call.bytes = copy.bytes();
+  call.tid = tid;
+  if (state.device) state.device->OnHostCall(call);
+
+  // Main threads' H2D/D2H copies for SyncWaits, with their transfer time at
+  // the calibrated bandwidth until a device record says better.
+  const bool h2d = copy.direction() == trace::H2D;
+  if (tid == process.pid() && (h2d || copy.direction() == trace::D2H) && copy.result() == 0) {
+    if (wait_calls_ >= kMaxWaitCalls) {
+      ++sync_.dropped_calls;
+      return;
+    }
+    WaitThread& thread = WaitThreadOf(state, process);
+    const uint32_t host_kind = h2d ? copy.src_kind() : copy.dst_kind();
+    const double gbps = host_kind == trace::PAGEABLE ? calibration_.PageableGbps(h2d, copy.bytes())
+                                                     : calibration_.PinnedGbps(h2d, copy.bytes());
+    WaitCall wait{};
+    wait.start_ns = call.start_ns;
+    wait.end_ns = call.end_ns;
+    wait.call_id = copy.call_id();
+    wait.transfer_ns = AtGbps(copy.bytes(), gbps);
+    wait.bytes = copy.bytes();
+    wait.site = WaitSite(process, copy.stack_id());
+    wait.kind = h2d ? 1 : 2;
+    wait.pageable = host_kind == trace::PAGEABLE;
+    thread.by_call.try_emplace(copy.call_id(), static_cast<uint32_t>(thread.calls.size()));
+    thread.calls.push_back(wait);
+    ++wait_calls_;
+    JoinDevice(state);
+  }
+}
+
+InputAnalysis::WaitThread& InputAnalysis::WaitThreadOf(PerProcess& state,
+                                                       const ProcessState& process) {
+  if (state.wait_thread < 0) {
+    state.wait_thread = static_cast<int>(wait_threads_.size());
+    wait_threads_.push_back({process.index(), process.pid(), process.pid(), {}, {}});
+  }
+  return wait_threads_[state.wait_thread];
+}
+
+int32_t InputAnalysis::WaitSite(const ProcessState& process, uint64_t stack_id) {
+  if (stack_id == 0) return -1;
+  std::string site = InnermostPythonFrame(process, stack_id);
+  if (site.empty()) site = InnermostNativeFrame(process, stack_id);
+  if (site.empty()) return -1;
+  auto [it, inserted] = wait_site_index_.try_emplace(site, static_cast<int32_t>(wait_sites_.size()));
+  if (inserted) wait_sites_.push_back(site);
+  return it->second;
+}
+
+// Device times of the main thread's copies: the sum of the memcpy records
+// joined to each (a batch copy's records go to its CopyEvents in order).
+void InputAnalysis::JoinDevice(PerProcess& state) {
+  if (!state.device) return;
+  std::vector<device::Joined> copies = state.device->TakeJoinedCopies();
+  if (state.wait_thread < 0) return;
+  WaitThread& thread = wait_threads_[state.wait_thread];
+  for (const device::Joined& joined : copies) {
+    auto it = thread.by_call.find(joined.host->call_id);
+    if (it == thread.by_call.end()) continue;
+    for (size_t i = it->second; i < thread.calls.size() && i < it->second + 64u; ++i) {
+      WaitCall& call = thread.calls[i];
+      if (call.call_id != joined.host->call_id || call.start_ns != joined.host->start_ns) continue;
+      if (!call.joined) call.transfer_ns = 0;
+      call.joined = true;
+      call.transfer_ns += joined.device.duration_ns();
+      break;
+    }
+  }
+}
+
+void InputAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
+  PerProcess& state = Process(event.process.index());
+  const ProcessState& process = event.process;
+  if (event.packet.tid() == process.pid() && sync.result() == 0) {
+    if (wait_calls_ >= kMaxWaitCalls) {
+      ++sync_.dropped_calls;
+    } else {
+      WaitThread& thread = WaitThreadOf(state, process);
+      WaitCall wait{};
+      wait.start_ns = event.time_ns;
+      wait.end_ns = std::max(sync.end_ns(), event.time_ns);
+      wait.call_id = sync.call_id();
+      wait.kind = 0;
+      wait.api = static_cast<uint8_t>(sync.api());
+      wait.site = WaitSite(process, sync.stack_id());
+      if (wait.site < 0 && !thread.calls.empty()) {
+        // Named by the copy just before it: encoded as -2 - site.
+        const WaitCall& before = thread.calls.back();
+        if (before.kind != 0 && before.site >= 0 && before.end_ns <= wait.start_ns &&
+            wait.start_ns - before.end_ns <= kSyncAfterCopyNs) {
+          wait.site = -2 - before.site;
+        }
+      }
+      thread.calls.push_back(wait);
+      ++wait_calls_;
+    }
+  }
+  if (!state.device) return;
+  AdvanceDevice(state, event.time_ns);
+  device::HostCall call;
+  call.type = device::HostCall::Type::kSync;
+  call.call_id = sync.call_id();
+  call.start_ns = event.time_ns;
+  call.end_ns = std::max(sync.end_ns(), event.time_ns);
+  call.tid = event.packet.tid();
+  state.device->OnHostCall(call);
+}
+
+void InputAnalysis::OnShm(const ShmContext& ctx) {
+  const ProcessState& process = ctx.event.process;
+  const uint32_t tid = ctx.event.packet.tid();
+  if (ctx.shm.op() == trace::SHM_MAP && !ctx.implicit && static_cast<int>(process.pid()) == root_pid_ &&
+      tid != 0 && tid != process.pid()) {
+    ++root_shm_maps_[tid];
+  }
+}
+
+void InputAnalysis::OnPin(const Event& event, const trace::PinEvent& pin) {
+  ++pins_.events;
+  PerProcess& state = Process(event.process.index());
+  state.peak_pinned = std::max(state.peak_pinned, pin.pinned_bytes());
+  switch (pin.op()) {
+    case trace::REGISTER: {
+      ++pins_.registers;
+      pins_.register_bytes += pin.size();
+      pins_.register_ns += pin.duration_ns();
+      if (pin.reason() == "shm_ahead") {
+        ++pins_.ahead_registers;
+        pins_.ahead_register_ns += pin.duration_ns();
+      }
+      const HostBuffer buffer = event.process.ResolveHost(pin.address());
+      if (buffer.kind == HostBuffer::Kind::kShm) {
+        ++pins_.shm_registers;
+        pins_.shm_bytes += pin.size();
+      } else if (buffer.kind == HostBuffer::Kind::kAlloc) {
+        ++pins_.alloc_registers;
+        pins_.alloc_bytes += pin.size();
+      } else {
+        ++pins_.other_registers;
+        pins_.other_bytes += pin.size();
+      }
+      break;
+    }
+    case trace::UNREGISTER:
+      ++pins_.unregisters;
+      ++pins_.unpin_reasons[pin.reason().empty() ? "unknown" : pin.reason()];
+      if (pin.reason() == "fork") ++fork_unpins_;
+      break;
+    case trace::REGISTER_FAILED: ++pins_.register_failed; break;
+    case trace::BUDGET_FULL: ++pins_.budget_full; break;
+    case trace::RECYCLE: ++pins_.recycles; break;
+    case trace::REUSE: ++pins_.reuses; break;
+    default: break;
+  }
+}
+
+void InputAnalysis::OnDevice(const Event& event, const trace::DeviceActivity& a) {
+  PerProcess& state = Process(event.process.index());
+  // Created at the first record: host calls before it are not needed for
+  // the join of later records except their own, which arrive first; the
+  // copies recorded before CUPTI started have no device records anyway.
+  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  ++state.records;
+  device::DeviceRecord record;
+  record.kind = a.kind();
+  record.start_ns = a.start_ns();
+  record.end_ns = a.end_ns();
+  record.bytes = a.bytes();
+  record.direction = a.direction();
+  record.src_kind = a.src_kind();
+  record.dst_kind = a.dst_kind();
+  record.device_id = a.device_id();
+  record.stream_id = a.stream_id();
+  record.correlation_id = a.correlation_id();
+  record.name_id = a.name_id();
+  state.device->OnDevice(record);
+  AdvanceDevice(state, event.time_ns);
+  JoinDevice(state);
+}
+
+void InputAnalysis::OnCorrelation(const Event& event, const trace::ExternalCorrelation& c) {
+  PerProcess& state = Process(event.process.index());
+  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  state.device->OnCorrelation(c.correlation_id(), c.call_id(), event.time_ns);
+  JoinDevice(state);
+}
+
+// The device analysis starts when CUPTI does (the "cupti_started" notice,
+// written before the first copy it covers), not at the first device record,
+// which CUPTI hands over a flush period later: the host calls and DataLoader
+// waits in between are what the first gaps are attributed to. Processes
+// without CUPTI get none, so their host calls cost nothing here.
+void InputAnalysis::OnNotice(const Event& event, const trace::Notice& notice) {
+  if (notice.code() != "cupti_started") return;
+  PerProcess& state = Process(event.process.index());
+  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+}
+
+// Lets the device analysis give up what is older than its horizons also
+// while no device record arrives (CUPTI stepped aside), so memory stays
+// bounded by time, not by the run's length.
+void InputAnalysis::AdvanceDevice(PerProcess& state, uint64_t now_ns) {
+  if (now_ns <= state.last_advance_ns + device::kSec) return;
+  state.device->Advance(now_ns);
+  state.last_advance_ns = now_ns;
+}
+
+void InputAnalysis::OnRecording(const Event& event, const trace::DeviceRecording& r) {
+  PerProcess& state = Process(event.process.index());
+  // Kernels off before the first device record: the blind time starts here.
+  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  device::RecordingSwitch change;
+  change.time_ns = event.time_ns;
+  change.kernels = r.kernels();
+  change.reason = r.reason();
+  change.kernel_rate = r.kernel_rate();
+  change.planned_ns = r.planned_ns();
+  state.device->OnRecording(change);
+}
+
+void InputAnalysis::OnProcessEnd(const ProcessState& process) {
+  auto it = per_process_.find(process.index());
+  if (it == per_process_.end()) return;
+  PerProcess& state = it->second;
+  pins_.peak_pinned_bytes += state.peak_pinned;
+  if (state.device && state.records > 0) {
+    ProcessDevice out;
+    out.process_index = process.index();
+    out.pid = process.pid();
+    out.records = state.records;
+    out.result = state.device->Finish({process.start_ns(), process.end_ns()});
+    JoinDevice(state);  // the joins the end of the stream resolved
+    devices_.push_back(std::move(out));
+  }
+  state.device.reset();
+}
+
+const device::DeviceBusy* InputAnalysis::MainDevice(std::optional<int> process_index) const {
+  const device::DeviceBusy* best = nullptr;
+  for (const ProcessDevice& p : devices_) {
+    if (process_index && p.process_index != *process_index) continue;
+    for (const device::DeviceBusy& busy : p.result.devices) {
+      if (best == nullptr || busy.busy_ns > best->busy_ns) best = &busy;
+    }
+  }
+  return best;
+}
+
+void InputAnalysis::FinishSyncWaits() {
+  for (WaitThread& thread : wait_threads_) {
+    std::vector<WaitCall>& calls = thread.calls;
+    if (calls.empty()) continue;
+    std::stable_sort(calls.begin(), calls.end(),
+                     [](const WaitCall& a, const WaitCall& b) { return a.start_ns < b.start_ns; });
+    SyncThread out;
+    out.process_index = thread.process_index;
+    out.pid = thread.pid;
+    out.tid = thread.tid;
+    out.calls = calls.size();
+    uint64_t last_end = 0;
+    for (const WaitCall& c : calls) last_end = std::max(last_end, c.end_ns);
+    out.span_ns = last_end - calls.front().start_ns;
+    // Waits per call, then each one's saving up to the next waiting call.
+    std::vector<uint64_t> waits(calls.size(), 0);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const WaitCall& c = calls[i];
+      const uint64_t blocked = c.end_ns - c.start_ns;
+      const uint64_t own = (c.kind == 0 ? 0 : c.transfer_ns) + SyncWaits::kCallOverheadNs;
+      waits[i] = blocked > own ? blocked - own : 0;
+      if (c.kind != 0 && c.pageable && !c.joined) waits[i] = 0;
+      if (c.kind != 0) (c.joined ? out.copies_joined : out.copies_calibrated)++;
+    }
+    std::map<int32_t, SyncSite> sites;
+    size_t next = 0;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (waits[i] == 0) continue;
+      const WaitCall& c = calls[i];
+      next = std::max(next, i + 1);
+      while (next < calls.size() && waits[next] == 0) ++next;
+      const uint64_t host =
+          next < calls.size() && calls[next].start_ns > c.end_ns ? calls[next].start_ns - c.end_ns : 0;
+      const uint64_t saving = std::min(waits[i], host);
+      ++out.waiting_calls;
+      out.wait_ns += waits[i];
+      (c.kind == 0 ? out.sync_wait_ns : out.copy_wait_ns) += waits[i];
+      out.saving_ns += saving;
+      const int32_t index = c.site <= -2 ? -2 - c.site : c.site;
+      SyncSite& site = sites[index];
+      if (index >= 0) site.site = wait_sites_[index];
+      if (c.site <= -2) site.via_copy = true;
+      ++site.calls;
+      site.wait_ns += waits[i];
+      site.saving_ns += saving;
+      if (c.kind == 0) {
+        ++site.syncs;
+        const std::string api = SyncApiName(static_cast<trace::SyncApi>(c.api));
+        if (std::find(site.apis.begin(), site.apis.end(), api) == site.apis.end())
+          site.apis.push_back(api);
+      } else {
+        ++site.copies;
+        ++(c.kind == 1 ? site.h2d : site.d2h);
+        site.copy_bytes += c.bytes;
+      }
+    }
+    out.host_ns = out.span_ns - std::min(out.span_ns, out.wait_ns);
+    for (auto& [index, site] : sites) out.sites.push_back(std::move(site));
+    std::stable_sort(out.sites.begin(), out.sites.end(), [](const SyncSite& a, const SyncSite& b) {
+      return a.saving_ns != b.saving_ns ? a.saving_ns > b.saving_ns : a.wait_ns > b.wait_ns;
+    });
+    sync_.threads.push_back(std::move(out));
+  }
+  wait_threads_.clear();
+  std::stable_sort(sync_.threads.begin(), sync_.threads.end(),
+                   [](const SyncThread& a, const SyncThread& b) { return a.saving_ns > b.saving_ns; });
+}
+
+void InputAnalysis::Finish(const RunInfo& run) {
+  FinishSyncWaits();
+  for (const auto& [tid, maps] : root_shm_maps_) {
+    if (maps > pin_thread_.shm_maps) pin_thread_ = {tid, maps};
+  }
+  std::vector<Copy> batches;
+  for (const Copy& c : root_copies_) {
+    if (c.bytes * 2 >= largest_root_copy_) batches.push_back(c);
+  }
+  root_copies_.clear();
+  root_copies_.shrink_to_fit();
+  if (batches.size() < BatchLoop::kMinBatches) return;
+  std::sort(batches.begin(), batches.end(),
+            [](const Copy& a, const Copy& b) { return a.start_ns < b.start_ns; });
+  loop_.found = true;
+  loop_.batches = batches.size();
+  std::vector<uint64_t> bytes, copies;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    bytes.push_back(batches[i].bytes);
+    if (batches[i].pinned) ++loop_.pinned_batches;
+    copies.push_back(batches[i].end_ns - batches[i].start_ns);
+    if (i + 1 < batches.size()) {
+      loop_.intervals_ns.push_back(batches[i + 1].start_ns - batches[i].start_ns);
+      loop_.copies_ns.push_back(batches[i].end_ns - batches[i].start_ns);
+      loop_.total_copy_ns += batches[i].end_ns - batches[i].start_ns;
+    }
+  }
+  loop_.batch_bytes = Median(bytes);
+  loop_.median_copy_ns = Median(copies);
+  loop_.median_interval_ns = Median(loop_.intervals_ns);
+  loop_.total_interval_ns = batches.back().start_ns - batches.front().start_ns;
+  loop_.host_copy_gbps = calibration_.HostCopyGbps(loop_.batch_bytes);
+  loop_.pin_cost_ns = AtGbps(loop_.batch_bytes, loop_.host_copy_gbps);
+}
+
+}  // namespace pinscope

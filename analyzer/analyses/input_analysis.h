@@ -1,0 +1,225 @@
+// Input-pipeline facts of a run, a replay consumer for the bottleneck rules:
+// the main loop's batch copies (the recurring largest H2D copies of the root's
+// main thread, and the intervals between them), pinscope's pinning activity
+// (PinEvents and the copies that ran pinned thanks to it), and device
+// activity (CUPTI) through analyzer/device_activity.h. Memory: the root main
+// thread's large H2D copies (capped) and one device tracker per process.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "analyzer/analyses/device_activity.h"
+#include "analyzer/read/calibration.h"
+#include "analyzer/replay/replay.h"
+
+namespace pinscope {
+
+// The root main thread's batch copies: H2D copies of at least half the
+// largest H2D copy it made, when at least kMinBatches recur.
+struct BatchLoop {
+  static constexpr size_t kMinBatches = 3;
+  bool found = false;
+  uint64_t batches = 0;          // batch copies
+  uint64_t batch_bytes = 0;      // median bytes per batch copy
+  uint64_t median_interval_ns = 0;  // median time between consecutive batch copy starts
+  uint64_t median_copy_ns = 0;      // median host-blocked time of a batch copy
+  uint64_t total_interval_ns = 0;   // first batch copy start to last batch copy start
+  uint64_t total_copy_ns = 0;       // blocked time of the batch copies in that span
+  std::vector<uint64_t> intervals_ns;  // each interval (for estimates)
+  std::vector<uint64_t> copies_ns;     // the copy that opens each interval
+  // Batch copies that read memory the program pinned (PIN_BY_PROGRAM from
+  // pinned memory: pin_memory=True, or pinned buffers of its own).
+  uint64_t pinned_batches = 0;
+  // What DataLoader's pin-memory thread costs per batch: batch_bytes at the
+  // calibrated host copy bandwidth of one thread. 0 when unknown (no loop,
+  // or the calibration has no host_copy_gbps).
+  double host_copy_gbps = 0;
+  uint64_t pin_cost_ns = 0;
+  // total_interval_ns / (batches - 1): the steady rate, which a bursty
+  // loader (batches queued behind one slow one) hides from the median.
+  uint64_t mean_interval_ns() const {
+    return batches > 1 ? total_interval_ns / (batches - 1) : 0;
+  }
+};
+
+// DataLoader's pin-memory thread, as the trace shows it: a non-main thread
+// of the root process that maps the workers' batch shm segments (it
+// unpickles each batch, then copies it into pinned memory).
+struct PinThread {
+  uint32_t tid = 0;        // 0: none seen
+  uint64_t shm_maps = 0;   // SHM_MAP calls of that thread
+};
+
+// Time the main threads spent waiting for the GPU inside copy and
+// synchronize calls (rule sync_copies). Per call: a synchronize waits its
+// whole host-blocked time; an H2D/D2H copy waits its blocked time minus its
+// transfer (the joined CUPTI device time, else bytes at the calibrated
+// pinned bandwidth; a pageable copy without device time is not assessed:
+// its excess over the calibration may be slow staging, which the
+// pageable_staging rule counts); both less kCallOverheadNs (the call's
+// own cost, not a wait). A wait could overlap the host work after it, up to
+// the next waiting call: saving = sum of min(wait, host time to the next
+// waiting call) - an upper bound (the host work may need the value).
+struct SyncSite {
+  std::string site;  // innermost Python frame, else native frame; "" unknown
+  bool via_copy = false;  // a sync without a stack, named by the copy just before it
+  uint64_t calls = 0;     // waiting calls
+  uint64_t copies = 0, syncs = 0;
+  uint64_t d2h = 0, h2d = 0;
+  uint64_t copy_bytes = 0;
+  uint64_t wait_ns = 0, saving_ns = 0;
+  std::vector<std::string> apis;  // SyncApi names, first seen first
+};
+struct SyncThread {
+  int process_index = 0;
+  uint32_t pid = 0, tid = 0;
+  uint64_t span_ns = 0;      // first considered call's start to the last one's end
+  uint64_t calls = 0;        // copies (H2D/D2H) and syncs considered
+  uint64_t waiting_calls = 0;
+  uint64_t wait_ns = 0, copy_wait_ns = 0, sync_wait_ns = 0;
+  uint64_t saving_ns = 0;
+  uint64_t host_ns = 0;  // span minus waits: the host's own time in the span
+  uint64_t copies_joined = 0, copies_calibrated = 0;  // transfer time from CUPTI / calibration
+  std::vector<SyncSite> sites;  // most saving first
+};
+struct SyncWaits {
+  static constexpr uint64_t kCallOverheadNs = 20000;  // 20 us
+  std::vector<SyncThread> threads;  // main threads with calls, most saving first
+  uint64_t dropped_calls = 0;       // past the memory cap, not assessed
+};
+
+struct PinStats {
+  uint64_t events = 0;
+  uint64_t registers = 0;
+  uint64_t register_bytes = 0;
+  uint64_t register_ns = 0;
+  // Made ahead by pinscope's pin-ahead thread (reason "shm_ahead"), off the
+  // copying thread: counted in registers/register_ns too.
+  uint64_t ahead_registers = 0, ahead_register_ns = 0;
+  uint64_t shm_registers = 0, shm_bytes = 0;
+  uint64_t alloc_registers = 0, alloc_bytes = 0;
+  uint64_t other_registers = 0, other_bytes = 0;
+  uint64_t register_failed = 0;
+  uint64_t budget_full = 0;
+  uint64_t recycles = 0, reuses = 0;
+  uint64_t unregisters = 0;
+  std::map<std::string, uint64_t> unpin_reasons;  // reason -> count
+  uint64_t peak_pinned_bytes = 0;  // sum over processes of each one's peak
+  // Copies that ran pinned because pinscope pinned them.
+  uint64_t pinned_copies = 0;   // PIN_REGISTERED + PIN_CACHED
+  uint64_t pinned_registered = 0, pinned_cached = 0;
+  uint64_t pinned_copy_bytes = 0;
+  uint64_t pinned_copy_blocked_ns = 0;
+  uint64_t pinned_copy_at_pageable_ns = 0;  // same bytes at the calibrated pageable bandwidth
+  uint64_t pinned_copy_at_pinned_ns = 0;    // ... at the calibrated pinned bandwidth
+  uint64_t skipped_budget = 0;              // copies PIN_SKIPPED_BUDGET
+};
+
+// Device activity of one process that had DeviceActivity packets.
+struct ProcessDevice {
+  int process_index = 0;
+  uint32_t pid = 0;
+  uint64_t records = 0;
+  device::ProcessDeviceResult result;
+};
+
+class InputAnalysis : public Analysis {
+ public:
+  explicit InputAnalysis(const Calibration& calibration);
+  ~InputAnalysis() override;
+
+  void OnProcess(const ProcessState& process) override;
+  void OnCopy(const CopyContext& copy) override;
+  void OnSync(const Event& event, const trace::SyncEvent& sync) override;
+  void OnShm(const ShmContext& shm) override;
+  void OnPin(const Event& event, const trace::PinEvent& pin) override;
+  void OnDevice(const Event& event, const trace::DeviceActivity& activity) override;
+  void OnCorrelation(const Event& event, const trace::ExternalCorrelation& correlation) override;
+  void OnRecording(const Event& event, const trace::DeviceRecording& recording) override;
+  void OnNotice(const Event& event, const trace::Notice& notice) override;
+  void OnProcessEnd(const ProcessState& process) override;
+  void Finish(const RunInfo& run) override;
+
+  const BatchLoop& loop() const { return loop_; }
+  const PinStats& pins() const { return pins_; }
+  const PinThread& pin_thread() const { return pin_thread_; }
+  const SyncWaits& sync_waits() const { return sync_; }
+  bool has_pins() const { return pins_.events > 0; }
+  // Processes with device records, in end order.
+  const std::vector<ProcessDevice>& devices() const { return devices_; }
+  // The device figures the verdict uses: the busiest device of the run, or
+  // of the process `process_index` when given (nullptr: none recorded).
+  const device::DeviceBusy* MainDevice(std::optional<int> process_index = std::nullopt) const;
+  // Forked worker processes (origin FORK, not helpers) and UNREGISTER "fork".
+  uint64_t workers() const { return workers_; }
+  uint64_t fork_unpins() const { return fork_unpins_; }
+
+ private:
+  struct Copy {
+    uint64_t start_ns, end_ns, bytes;
+    bool pinned;
+  };
+  // A main-thread copy or sync kept for SyncWaits (Finish).
+  struct WaitCall {
+    uint64_t start_ns, end_ns;
+    uint64_t call_id;
+    uint64_t transfer_ns;  // calibrated; replaced by the device time when joined
+    uint64_t bytes;
+    int32_t site;          // index into wait_sites_, -1 unknown
+    uint8_t kind;          // 0 sync, 1 H2D, 2 D2H
+    uint8_t api;           // SyncApi for syncs
+    bool joined;
+    bool pageable;         // host side pageable
+  };
+  struct WaitThread {
+    int process_index = 0;
+    uint32_t pid = 0, tid = 0;
+    std::vector<WaitCall> calls;
+    std::unordered_map<uint64_t, uint32_t> by_call;  // call id -> first index
+  };
+
+  struct PerProcess {
+    std::unique_ptr<device::ProcessDeviceAnalysis> device;
+    uint64_t records = 0;
+    uint64_t peak_pinned = 0;
+    uint64_t last_advance_ns = 0;
+    uint64_t last_batch_end_ns = 0;  // end of the last batch-sized H2D copy (root main thread)
+    int wait_thread = -1;  // index into wait_threads_
+  };
+  // H2D copies this large on the root's main thread count as batches for
+  // gap attribution (labels and indices are smaller).
+  static constexpr uint64_t kMinBatchBytes = 1ull << 20;
+  PerProcess& Process(int index);
+  void JoinDevice(PerProcess& state);
+  void AdvanceDevice(PerProcess& state, uint64_t now_ns);
+  void FinishSyncWaits();
+  // The main thread of `process` as a SyncWaits thread, added at first use.
+  WaitThread& WaitThreadOf(PerProcess& state, const ProcessState& process);
+  int32_t WaitSite(const ProcessState& process, uint64_t stack_id);
+
+  const Calibration& calibration_;
+  int root_pid_ = -1;
+  std::vector<Copy> root_copies_;  // root main thread H2D copies
+  uint64_t largest_root_copy_ = 0;
+  BatchLoop loop_;
+  PinStats pins_;
+  std::map<int, PerProcess> per_process_;
+  std::vector<ProcessDevice> devices_;
+  uint64_t workers_ = 0;
+  uint64_t fork_unpins_ = 0;
+  PinThread pin_thread_;
+  std::map<uint32_t, uint64_t> root_shm_maps_;  // root non-main tid -> SHM_MAPs
+  std::vector<WaitThread> wait_threads_;
+  std::vector<std::string> wait_sites_;
+  std::unordered_map<std::string, int32_t> wait_site_index_;
+  uint64_t wait_calls_ = 0;
+  SyncWaits sync_;
+};
+
+}  // namespace pinscope

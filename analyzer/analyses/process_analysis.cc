@@ -1,0 +1,143 @@
+// Per-process summaries and the shim's notices. The tree comes from the
+// engine (parent by pid at start, exec'd images under the image they
+// replaced); this consumer only counts what each process did.
+#include "analyzer/analyses/process_analysis.h"
+
+#include <algorithm>
+
+#include "analyzer/common/trace_names.h"
+
+namespace pinscope {
+
+std::string ProcessSummary::Role() const { return ProcessRoleName(origin, helper); }
+
+void ProcessAnalysis::OnProcess(const ProcessState& process) {
+  if (processes_.size() <= static_cast<size_t>(process.index())) {
+    processes_.resize(process.index() + 1);
+  }
+  ProcessSummary& summary = processes_[process.index()];
+  summary.index = process.index();
+  summary.parent_index = process.parent() != nullptr ? process.parent()->index() : -1;
+  for (const ProcessState* child : process.children()) summary.children.push_back(child->index());
+  summary.pid = process.pid();
+  summary.ppid = process.ppid();
+  summary.origin = process.origin();
+  summary.helper = process.helper();
+  summary.command = process.CommandLine();
+  summary.exe = process.header().exe();
+  summary.path = process.path();
+  summary.start_ns = process.start_ns();
+}
+
+void ProcessAnalysis::OnCopy(const CopyContext& context) {
+  ProcessSummary& summary = processes_[context.event.process.index()];
+  const trace::CopyEvent& copy = context.copy;
+  ++summary.copies;
+  switch (copy.direction()) {
+    case trace::H2D:
+      summary.h2d_bytes += copy.bytes();
+      break;
+    case trace::D2H:
+      summary.d2h_bytes += copy.bytes();
+      break;
+    default:
+      summary.other_bytes += copy.bytes();
+      break;
+  }
+  summary.blocked_ns += context.blocked_ns;
+  if (IsPageableHostCopy(copy)) ++summary.pageable_copies;
+}
+
+void ProcessAnalysis::OnAlloc(const Event& event, const LiveAlloc& alloc) {
+  ProcessSummary& summary = processes_[event.process.index()];
+  ++summary.allocs;
+  summary.alloc_bytes += alloc.size;
+}
+
+void ProcessAnalysis::OnShm(const ShmContext& context) {
+  if (context.shm.error() != 0 || context.segment == nullptr) return;
+  if (context.segment->memfd || context.segment->driver_internal) return;
+  ProcessSummary& summary = processes_[context.event.process.index()];
+  switch (context.shm.op()) {
+    case trace::SHM_CREATE:
+      ++summary.shm_created;
+      break;
+    case trace::SHM_TRUNCATE:
+    case trace::SHM_FALLOCATE:
+      break;
+    case trace::SHM_MAP:
+      ++summary.shm_maps;
+      summary.shm_mapped_bytes += context.shm.size();
+      break;
+    default:
+      break;
+  }
+}
+
+void ProcessAnalysis::OnNotice(const Event& event, const trace::Notice& notice) {
+  const auto key = std::make_tuple(event.process.pid(), notice.code(), notice.text());
+  auto [it, inserted] = notice_index_.try_emplace(key, notices_.size());
+  if (inserted) {
+    NoticeRecord record;
+    record.pid = event.process.pid();
+    record.severity = notice.severity();
+    record.code = notice.code();
+    record.text = notice.text();
+    record.first_time_ns = event.time_ns;
+    notices_.push_back(std::move(record));
+  }
+  ++notices_[it->second].count;
+}
+
+void ProcessAnalysis::OnProcessEnd(const ProcessState& process) {
+  ProcessSummary& summary = processes_[process.index()];
+  summary.end_ns = process.end_ns();
+  summary.threads = process.threads().size();
+  if (process.exit()) {
+    summary.has_exit = true;
+    summary.exit_how = process.exit()->how();
+    summary.exit_status = process.exit()->status();
+    summary.dropped_events = process.exit()->dropped_events();
+  }
+  if (process.counters()) {
+    const trace::Counters& counters = *process.counters();
+    summary.dropped_events = std::max(summary.dropped_events, counters.dropped_events());
+    // Totals the shim writes at each flush: the last packet counts.
+    summary.stacks_captured = counters.stacks_captured();
+    summary.stack_capture_ns = counters.stack_capture_ns();
+  }
+  if (summary.dropped_events > 0) {
+    NoticeRecord record;
+    record.pid = process.pid();
+    record.severity = trace::Notice::WARNING;
+    record.code = "dropped_events";
+    record.text = "the shim could not record " + std::to_string(summary.dropped_events) +
+                  " events: counts in this report are lower bounds";
+    record.count = 1;
+    record.first_time_ns = process.end_ns();
+    notices_.push_back(std::move(record));
+  }
+}
+
+void ProcessAnalysis::Finish(const RunInfo& run) {
+  root_index_ = run.root != nullptr ? run.root->index() : -1;
+}
+
+uint64_t ProcessAnalysis::stacks_captured() const {
+  uint64_t total = 0;
+  for (const ProcessSummary& p : processes_) total += p.stacks_captured;
+  return total;
+}
+
+uint64_t ProcessAnalysis::stack_capture_ns() const {
+  uint64_t total = 0;
+  for (const ProcessSummary& p : processes_) total += p.stack_capture_ns;
+  return total;
+}
+
+size_t ProcessAnalysis::helpers() const {
+  return static_cast<size_t>(std::count_if(processes_.begin(), processes_.end(),
+                                           [](const ProcessSummary& p) { return p.helper; }));
+}
+
+}  // namespace pinscope

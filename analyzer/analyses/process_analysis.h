@@ -1,0 +1,100 @@
+// Per-process summary of a run, a replay consumer: identity and place in the
+// process tree, life, copies, large allocations, shm traffic, and the notices
+// the shim wrote (deduplicated).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "analyzer/replay/replay.h"
+
+namespace pinscope {
+
+struct ProcessSummary {
+  int index = 0;
+  int parent_index = -1;
+  std::vector<int> children;
+  uint32_t pid = 0;
+  uint32_t ppid = 0;
+  trace::ProcessOrigin origin = trace::ORIGIN_UNKNOWN;
+  bool helper = false;
+  std::string command;
+  std::string exe;
+  std::string path;  // its trace file
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  bool has_exit = false;
+  trace::ProcessExit::How exit_how = trace::ProcessExit::HOW_UNKNOWN;
+  int32_t exit_status = 0;
+  uint64_t dropped_events = 0;
+  size_t threads = 0;
+  // Copies.
+  uint64_t copies = 0;
+  uint64_t h2d_bytes = 0;
+  uint64_t d2h_bytes = 0;
+  uint64_t other_bytes = 0;
+  uint64_t blocked_ns = 0;
+  uint64_t pageable_copies = 0;
+  // Large allocations recorded.
+  uint64_t allocs = 0;
+  uint64_t alloc_bytes = 0;
+  // shm: segments created and mappings made. shm_created_bytes is filled by
+  // the Report from ShmAnalysis (a size is known only once set).
+  uint64_t shm_created = 0;
+  uint64_t shm_created_bytes = 0;
+  uint64_t shm_maps = 0;
+  uint64_t shm_mapped_bytes = 0;
+  // pinscope's own cost on the process's threads: call stacks taken and the
+  // thread CPU time spent taking them (its last Counters packet; 0 without).
+  uint64_t stacks_captured = 0;
+  uint64_t stack_capture_ns = 0;
+
+  // "root", "worker" (forked), "exec", "helper".
+  std::string Role() const;
+};
+
+struct NoticeRecord {
+  uint32_t pid = 0;
+  trace::Notice::Severity severity = trace::Notice::INFO;
+  std::string code;
+  std::string text;
+  uint64_t count = 0;
+  uint64_t first_time_ns = 0;
+};
+
+class ProcessAnalysis : public Analysis {
+ public:
+  void OnProcess(const ProcessState& process) override;
+  void OnCopy(const CopyContext& copy) override;
+  void OnAlloc(const Event& event, const LiveAlloc& alloc) override;
+  void OnShm(const ShmContext& shm) override;
+  void OnNotice(const Event& event, const trace::Notice& notice) override;
+  void OnProcessEnd(const ProcessState& process) override;
+  void Finish(const RunInfo& run) override;
+
+  // By process index (replay order).
+  const std::vector<ProcessSummary>& processes() const { return processes_; }
+  // For the Report to add what other analyses know; nullptr if out of range.
+  ProcessSummary* mutable_process(int index) {
+    return index >= 0 && static_cast<size_t>(index) < processes_.size() ? &processes_[index]
+                                                                        : nullptr;
+  }
+  // Shim notices, first occurrence order, plus one for dropped events.
+  const std::vector<NoticeRecord>& notices() const { return notices_; }
+  int root_index() const { return root_index_; }
+  size_t helpers() const;
+  // Call stacks taken and the thread time taking them, over all processes.
+  uint64_t stacks_captured() const;
+  uint64_t stack_capture_ns() const;
+
+ private:
+  std::vector<ProcessSummary> processes_;
+  std::vector<NoticeRecord> notices_;
+  std::map<std::tuple<uint32_t, std::string, std::string>, size_t> notice_index_;
+  int root_index_ = -1;
+};
+
+}  // namespace pinscope

@@ -1,0 +1,157 @@
+// Human units, colour and aligned tables for the text reports. Formatting is
+// locale independent (snprintf with "C" numbers) so expected outputs are
+// stable across machines.
+#include "analyzer/common/format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <ostream>
+
+namespace pinscope {
+
+std::string StringPrintf(const char* format, ...) {
+  char small[256];
+  va_list args;
+  va_start(args, format);
+  va_list copy;
+  va_copy(copy, args);
+  const int n = std::vsnprintf(small, sizeof(small), format, args);
+  va_end(args);
+  std::string result;
+  if (n < 0) {
+    va_end(copy);
+    return result;
+  }
+  if (static_cast<size_t>(n) < sizeof(small)) {
+    result.assign(small, static_cast<size_t>(n));
+  } else {
+    result.resize(static_cast<size_t>(n) + 1);
+    std::vsnprintf(result.data(), result.size(), format, copy);
+    result.resize(static_cast<size_t>(n));
+  }
+  va_end(copy);
+  return result;
+}
+
+std::string FormatBytes(uint64_t bytes) {
+  if (bytes < kKiB) return StringPrintf("%llu B", static_cast<unsigned long long>(bytes));
+  if (bytes < kMiB) return StringPrintf("%.1f KiB", static_cast<double>(bytes) / kKiB);
+  if (bytes < kGiB) return StringPrintf("%.1f MiB", static_cast<double>(bytes) / kMiB);
+  return StringPrintf("%.2f GiB", static_cast<double>(bytes) / kGiB);
+}
+
+std::string FormatDuration(uint64_t ns) {
+  const double ms = static_cast<double>(ns) / 1e6;
+  if (ns == 0) return "0 ms";
+  if (ms < 1) return StringPrintf("%.3f ms", ms);
+  if (ms < 10) return StringPrintf("%.2f ms", ms);
+  if (ms < 1000) return StringPrintf("%.1f ms", ms);
+  return StringPrintf("%.2f s", ms / 1000);
+}
+
+std::string FormatGbps(double gbps) {
+  if (!std::isfinite(gbps) || gbps <= 0) return "-";
+  if (gbps >= 1000) return StringPrintf("%.0f GB/s", gbps);
+  return StringPrintf("%.1f GB/s", gbps);
+}
+
+std::string FormatCount(uint64_t count) {
+  std::string digits = std::to_string(count);
+  std::string result;
+  const size_t n = digits.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0 && (n - i) % 3 == 0) result += ',';
+    result += digits[i];
+  }
+  return result;
+}
+
+std::string FormatPercent(double fraction) {
+  if (!std::isfinite(fraction)) return "-";
+  return StringPrintf("%.1f%%", fraction * 100);
+}
+
+size_t DisplayWidth(const std::string& text) {
+  size_t width = 0;
+  for (unsigned char c : text) {
+    if ((c & 0xC0) != 0x80) ++width;
+  }
+  return width;
+}
+
+std::string Truncate(const std::string& text, size_t width) {
+  if (DisplayWidth(text) <= width) return text;
+  if (width <= 3) return std::string(width, '.');
+  std::string result;
+  size_t used = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if ((c & 0xC0) != 0x80) {
+      if (used == width - 3) break;
+      ++used;
+    }
+    result += text[i];
+  }
+  return result + "...";
+}
+
+std::string Style::Wrap(const char* code, const std::string& text) const {
+  if (!color_ || text.empty()) return text;
+  return std::string("\x1b[") + code + "m" + text + "\x1b[0m";
+}
+
+void TextTable::AddRow(std::vector<std::string> cells) {
+  cells.resize(columns_.size());
+  rows_.push_back(std::move(cells));
+}
+
+void TextTable::Render(std::ostream& out, const Style& style, const std::string& indent,
+                       size_t width) const {
+  const size_t n = columns_.size();
+  std::vector<size_t> widths(n, 0);
+  for (size_t c = 0; c < n; ++c) {
+    widths[c] = DisplayWidth(columns_[c].title);
+    for (const auto& row : rows_) widths[c] = std::max(widths[c], DisplayWidth(row[c]));
+  }
+  size_t total = indent.size() + (n > 0 ? 2 * (n - 1) : 0);
+  for (size_t w : widths) total += w;
+  // Cut flexible columns, widest first, until the table fits.
+  while (total > width) {
+    size_t widest = n;
+    for (size_t c = 0; c < n; ++c) {
+      if (columns_[c].flexible && widths[c] > DisplayWidth(columns_[c].title) && widths[c] > 8 &&
+          (widest == n || widths[c] > widths[widest])) {
+        widest = c;
+      }
+    }
+    if (widest == n) break;
+    const size_t cut = std::min(total - width, widths[widest] - 8);
+    widths[widest] -= cut;
+    total -= cut;
+  }
+  const auto emit = [&](const std::vector<std::string>& cells, bool title) {
+    std::string line = indent;
+    for (size_t c = 0; c < n; ++c) {
+      const std::string text = Truncate(cells[c], widths[c]);
+      const size_t pad = widths[c] - DisplayWidth(text);
+      const bool last = c + 1 == n;
+      if (columns_[c].align == Align::kRight) {
+        line += std::string(pad, ' ') + text;
+      } else {
+        line += text;
+        if (!last) line += std::string(pad, ' ');
+      }
+      if (!last) line += "  ";
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << (title ? style.Bold(line) : line) << '\n';
+  };
+  std::vector<std::string> titles;
+  for (const auto& column : columns_) titles.push_back(column.title);
+  emit(titles, true);
+  for (const auto& row : rows_) emit(row, false);
+}
+
+}  // namespace pinscope

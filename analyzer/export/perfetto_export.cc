@@ -1,0 +1,586 @@
+// Perfetto export: turns replay events into Perfetto packets as they come
+// (track descriptors on first use, slices as BEGIN/END pairs, counter values
+// on change) and frames each packet as a Trace.packet field, so the output is
+// written while the replay streams and never held in memory.
+#include "analyzer/export/perfetto_export.h"
+
+#include <algorithm>
+#include <fstream>
+#include <ostream>
+#include <string_view>
+#include <vector>
+
+#include "analyzer/analyses/copy_analysis.h"
+#include "analyzer/common/format.h"
+#include "analyzer/common/trace_names.h"
+#include "analyzer/read/run_loader.h"
+#include "perfetto_subset.pb.h"
+
+namespace pinscope {
+
+namespace {
+
+using perfetto::CounterDescriptor;
+using perfetto::DebugAnnotation;
+using perfetto::TrackDescriptor;
+using perfetto::TrackEvent;
+using PerfettoPacket = perfetto::TracePacket;
+
+// High byte of a track uuid: the kind of track (see ProcessUuid).
+constexpr uint64_t kHostTrackTag = 1ull << 56;
+constexpr uint64_t kCounterTrackTag = 2ull << 56;
+constexpr uint64_t kDeviceTrackTag = 3ull << 56;
+constexpr uint64_t kShmCounterUuid = kCounterTrackTag | 1;
+// Process and thread uuids keep 24 bits for the process index.
+constexpr int kMaxProcessIndex = (1 << 24) - 2;
+constexpr size_t kProcessNameWidth = 100;
+
+// A sync slice's name and "api" annotation: SyncApiName, spelled
+// "sync (unknown API)" when the API is not known.
+const char* SyncSliceName(trace::SyncApi api) {
+  const char* name = SyncApiName(api);
+  return std::string_view(name) == "unknown" ? "sync (unknown API)" : name;
+}
+
+const char* PinOutcomeName(trace::PinOutcome pin) {
+  switch (pin) {
+    case trace::PIN_NONE:
+      return "none";
+    case trace::PIN_BY_PROGRAM:
+      return "pinned by the program";
+    case trace::PIN_REGISTERED:
+      return "registered by pinscope";
+    case trace::PIN_CACHED:
+      return "already registered by pinscope";
+    case trace::PIN_SKIPPED_BUDGET:
+      return "skipped: budget full";
+    case trace::PIN_SKIPPED_SMALL:
+      return "skipped: below PINSCOPE_PIN_MIN";
+    case trace::PIN_SKIPPED_UNKNOWN_BUFFER:
+      return "skipped: not a recorded buffer";
+    case trace::PIN_FAILED:
+      return "cudaHostRegister failed";
+    case trace::PIN_SKIPPED_CAPTURE:
+      return "skipped: stream capture";
+    default:
+      return "unknown";
+  }
+}
+
+const char* ActivityKindName(trace::DeviceActivityKind kind) {
+  switch (kind) {
+    case trace::ACT_MEMCPY:
+      return "memcpy";
+    case trace::ACT_MEMSET:
+      return "memset";
+    case trace::ACT_KERNEL:
+      return "kernel";
+    case trace::ACT_SYNC:
+      return "sync";
+    default:
+      return "unknown";
+  }
+}
+
+// "worker" etc., as ProcessSummary::Role() spells them.
+const char* RoleOf(const ProcessState& process) {
+  return ProcessRoleName(process.origin(), process.helper());
+}
+
+void AddString(TrackEvent& event, const char* name, const std::string& value) {
+  DebugAnnotation* annotation = event.add_debug_annotations();
+  annotation->set_name(name);
+  annotation->set_string_value(value);
+}
+
+void AddUint(TrackEvent& event, const char* name, uint64_t value) {
+  DebugAnnotation* annotation = event.add_debug_annotations();
+  annotation->set_name(name);
+  annotation->set_uint_value(value);
+}
+
+void AddInt(TrackEvent& event, const char* name, int64_t value) {
+  DebugAnnotation* annotation = event.add_debug_annotations();
+  annotation->set_name(name);
+  annotation->set_int_value(value);
+}
+
+void AddDouble(TrackEvent& event, const char* name, double value) {
+  DebugAnnotation* annotation = event.add_debug_annotations();
+  annotation->set_name(name);
+  annotation->set_double_value(value);
+}
+
+// Frames innermost first, "; "-joined: Python "file:line function" frames
+// when the stack has them, else native return addresses (hex).
+std::string StackText(const ProcessState& process, uint64_t stack_id) {
+  std::string text;
+  for (const std::string& frame : process.DescribeStack(stack_id, PerfettoExport::kStackFrames)) {
+    if (!text.empty()) text += "; ";
+    text += frame;
+  }
+  return text;
+}
+
+// bytes per ns is GB/s; rounded to 0.001 like the JSON report.
+double Gbps(uint64_t bytes, uint64_t ns) {
+  if (ns == 0) return 0;
+  return static_cast<double>(static_cast<int64_t>(static_cast<double>(bytes) / ns * 1000 + 0.5)) /
+         1000;
+}
+
+}  // namespace
+
+uint64_t PerfettoExport::ProcessUuid(int process_index) {
+  const uint64_t index = static_cast<uint64_t>(std::clamp(process_index, 0, kMaxProcessIndex));
+  return kHostTrackTag | ((index + 1) << 32);
+}
+
+uint64_t PerfettoExport::ThreadUuid(int process_index, uint32_t tid) {
+  // Low 32 bits 0 are the process track's: a thread 0 (only a header with
+  // pid 0 makes one) takes 0xFFFFFFFF, above any Linux thread id.
+  return ProcessUuid(process_index) | (tid == 0 ? 0xFFFFFFFFu : tid);
+}
+
+PerfettoExport::PerfettoExport(std::ostream* out)
+    : out_(out), packet_(std::make_unique<PerfettoPacket>()) {}
+
+PerfettoExport::~PerfettoExport() = default;
+
+PerfettoPacket& PerfettoExport::NewPacket(uint64_t time_ns) {
+  packet_->Clear();
+  packet_->set_timestamp(time_ns);
+  packet_->set_trusted_packet_sequence_id(kSequenceId);
+  if (first_packet_) {
+    // Readers drop a sequence's packets until its incremental state is
+    // known to be clean; say so on the first packet.
+    packet_->set_sequence_flags(PerfettoPacket::SEQ_INCREMENTAL_STATE_CLEARED);
+    packet_->set_first_packet_on_sequence(true);
+    first_packet_ = false;
+  }
+  return *packet_;
+}
+
+void PerfettoExport::Write() {
+  packet_->SerializeToString(&buffer_);
+  // Trace.packet (field 1, length-delimited): tag, varint length, bytes.
+  char head[11];
+  size_t n = 0;
+  head[n++] = 0x0A;
+  uint64_t length = buffer_.size();
+  do {
+    uint8_t byte = length & 0x7F;
+    length >>= 7;
+    if (length != 0) byte |= 0x80;
+    head[n++] = static_cast<char>(byte);
+  } while (length != 0);
+  out_->write(head, static_cast<std::streamsize>(n));
+  out_->write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+  ++stats_.packets;
+}
+
+void PerfettoExport::WriteProcessTrack(const ProcessState& process) {
+  PerfettoPacket& packet = NewPacket(process.start_ns());
+  TrackDescriptor* track = packet.mutable_track_descriptor();
+  track->set_uuid(ProcessUuid(process.index()));
+  perfetto::ProcessDescriptor* descriptor = track->mutable_process();
+  descriptor->set_pid(static_cast<int32_t>(process.pid()));
+  for (const std::string& arg : process.header().cmdline()) descriptor->add_cmdline(arg);
+  descriptor->set_process_name(Truncate(process.CommandLine(), kProcessNameWidth));
+  descriptor->set_start_timestamp_ns(static_cast<int64_t>(process.start_ns()));
+  descriptor->add_process_labels(RoleOf(process));
+  Write();
+  ++stats_.process_tracks;
+}
+
+void PerfettoExport::WriteThreadDescriptor(const ProcessState& process, uint32_t tid,
+                                           const ThreadTrack& thread, uint64_t time_ns) {
+  PerfettoPacket& packet = NewPacket(time_ns);
+  TrackDescriptor* track = packet.mutable_track_descriptor();
+  track->set_uuid(thread.uuid);
+  track->set_parent_uuid(ProcessUuid(process.index()));
+  perfetto::ThreadDescriptor* descriptor = track->mutable_thread();
+  descriptor->set_pid(static_cast<int32_t>(process.pid()));
+  descriptor->set_tid(tid);
+  if (!thread.name.empty()) descriptor->set_thread_name(thread.name);
+  Write();
+}
+
+namespace {
+
+// The ThreadInfo name; "main" for an unnamed main thread.
+std::string ThreadTrackName(const ProcessState& process, uint32_t tid) {
+  auto it = process.threads().find(tid);
+  if (it != process.threads().end() && !it->second.empty()) return it->second;
+  return tid == process.pid() ? "main" : "";
+}
+
+}  // namespace
+
+PerfettoExport::ThreadTrack& PerfettoExport::Thread(const ProcessState& process, uint32_t tid,
+                                                    uint64_t time_ns) {
+  if (tid == 0) tid = process.pid();
+  const uint64_t key = (static_cast<uint64_t>(process.index()) << 32) | tid;
+  auto [it, inserted] = threads_.try_emplace(key);
+  if (inserted) {
+    it->second.uuid = ThreadUuid(process.index(), tid);
+    it->second.name = ThreadTrackName(process, tid);
+    WriteThreadDescriptor(process, tid, it->second, std::min(time_ns, process.start_ns()));
+    ++stats_.thread_tracks;
+  }
+  return it->second;
+}
+
+uint64_t PerfettoExport::CounterTrack(uint64_t uuid, uint64_t parent_uuid, const std::string& name,
+                                      uint64_t time_ns, bool bytes) {
+  if (counters_.emplace(uuid, true).second) {
+    PerfettoPacket& packet = NewPacket(time_ns);
+    TrackDescriptor* track = packet.mutable_track_descriptor();
+    track->set_uuid(uuid);
+    if (parent_uuid != 0) track->set_parent_uuid(parent_uuid);
+    track->set_name(name);
+    track->mutable_counter()->set_unit(bytes ? CounterDescriptor::UNIT_SIZE_BYTES
+                                             : CounterDescriptor::UNIT_UNSPECIFIED);
+    Write();
+    ++stats_.counter_tracks;
+    // Start the graph at zero where the track's scope begins.
+    WriteCounter(uuid, time_ns, 0);
+  }
+  return uuid;
+}
+
+void PerfettoExport::WriteCounter(uint64_t track_uuid, uint64_t time_ns, int64_t value) {
+  PerfettoPacket& packet = NewPacket(time_ns);
+  packet.set_sequence_flags(PerfettoPacket::SEQ_NEEDS_INCREMENTAL_STATE);
+  TrackEvent* event = packet.mutable_track_event();
+  event->set_type(TrackEvent::TYPE_COUNTER);
+  event->set_track_uuid(track_uuid);
+  event->set_counter_value(value);
+  Write();
+  ++stats_.counter_values;
+}
+
+uint64_t PerfettoExport::DeviceStreamTrack(uint32_t device, uint32_t stream, uint64_t time_ns) {
+  const uint64_t key = (static_cast<uint64_t>(device) << 32) | stream;
+  auto it = device_streams_.find(key);
+  if (it != device_streams_.end()) return it->second.uuid;
+  auto [parent, inserted] = devices_.try_emplace(device, 0);
+  if (inserted) {
+    // uuids in order of first use: device and stream ids are 32 bits each.
+    parent->second = kDeviceTrackTag | (devices_.size() + device_streams_.size());
+    PerfettoPacket& packet = NewPacket(time_ns);
+    TrackDescriptor* track = packet.mutable_track_descriptor();
+    track->set_uuid(parent->second);
+    track->set_name("GPU " + std::to_string(device));
+    track->set_child_ordering(TrackDescriptor::LEXICOGRAPHIC);
+    Write();
+  }
+  DeviceTrack& track_entry = device_streams_[key];
+  track_entry.uuid = kDeviceTrackTag | (devices_.size() + device_streams_.size());
+  PerfettoPacket& packet = NewPacket(time_ns);
+  TrackDescriptor* track = packet.mutable_track_descriptor();
+  track->set_uuid(track_entry.uuid);
+  track->set_parent_uuid(parent->second);
+  track->set_name("GPU " + std::to_string(device) + " stream " + std::to_string(stream));
+  Write();
+  ++stats_.device_tracks;
+  return track_entry.uuid;
+}
+
+void PerfettoExport::HostSlice(const ProcessState& process, uint32_t tid, uint64_t begin,
+                               uint64_t end, const std::string& name, const char* category,
+                               const std::function<void(TrackEvent&)>& annotate) {
+  ThreadTrack& thread = Thread(process, tid, begin);
+  // One thread makes one call at a time; a slice that starts inside the
+  // previous one (only a damaged or hand-made trace has it) would nest
+  // wrongly, so it starts where the previous one ended.
+  if (begin < thread.last_end) {
+    begin = thread.last_end;
+    ++stats_.clamped_slices;
+  }
+  end = std::max(end, begin);
+  thread.last_end = end;
+
+  PerfettoPacket& packet = NewPacket(begin);
+  packet.set_sequence_flags(PerfettoPacket::SEQ_NEEDS_INCREMENTAL_STATE);
+  TrackEvent* event = packet.mutable_track_event();
+  event->set_type(TrackEvent::TYPE_SLICE_BEGIN);
+  event->set_track_uuid(thread.uuid);
+  event->add_categories(category);
+  event->set_name(name);
+  annotate(*event);
+  Write();
+
+  // END right after BEGIN in the file: readers sort by time, and a thread's
+  // next call begins no earlier than this end.
+  PerfettoPacket& end_packet = NewPacket(end);
+  end_packet.set_sequence_flags(PerfettoPacket::SEQ_NEEDS_INCREMENTAL_STATE);
+  TrackEvent* end_event = end_packet.mutable_track_event();
+  end_event->set_type(TrackEvent::TYPE_SLICE_END);
+  end_event->set_track_uuid(thread.uuid);
+  Write();
+}
+
+void PerfettoExport::OnProcess(const ProcessState& process) {
+  if (!run_start_known_ || process.start_ns() < run_start_ns_) {
+    run_start_ns_ = process.start_ns();
+    run_start_known_ = true;
+  }
+  WriteProcessTrack(process);
+  // The main thread's track, so every process shows at least one thread.
+  Thread(process, process.pid(), process.start_ns());
+}
+
+void PerfettoExport::OnCopy(const CopyContext& context) {
+  const trace::CopyEvent& copy = context.copy;
+  const trace::TracePacket& packet = context.event.packet;
+  const trace::MemoryKind host_kind = HostKind(copy);
+  std::string name = DirectionName(copy.direction());
+  if (host_kind != trace::MEM_UNKNOWN) name += std::string(" ") + MemoryKindName(host_kind);
+  name += " " + FormatBytes(copy.bytes());
+  if (copy.result() != 0) name += " (failed)";
+  const uint64_t begin = packet.timestamp_ns();
+  const uint64_t end = copy.end_ns() > begin ? copy.end_ns() : begin;
+  HostSlice(context.event.process, packet.tid(), begin, end, name, "copy", [&](TrackEvent& event) {
+    AddUint(event, "bytes", copy.bytes());
+    AddString(event, "direction", DirectionName(copy.direction()));
+    AddString(event, "src_kind", MemoryKindName(copy.src_kind()));
+    AddString(event, "dst_kind", MemoryKindName(copy.dst_kind()));
+    // Achieved = bytes over the time the call held the host; for an async
+    // copy from pinned memory that is the enqueue, not the transfer.
+    if (context.blocked_ns > 0) AddDouble(event, "GB/s", Gbps(copy.bytes(), context.blocked_ns));
+    AddUint(event, "stream", copy.stream());
+    AddString(event, "api",
+              std::string(CopyApiName(copy.api())) + (copy.per_thread() ? "_ptds" : ""));
+    AddString(event, "pin", PinOutcomeName(copy.pin()));
+    if (host_kind != trace::MEM_UNKNOWN) {
+      AddString(event, "buffer", BufferInfo::From(context.buffer).Describe());
+    }
+    if (copy.result() != 0) AddInt(event, "result", copy.result());
+    AddUint(event, "call_id", copy.call_id());
+    const std::string stack = StackText(context.event.process, copy.stack_id());
+    if (!stack.empty()) AddString(event, "stack", stack);
+  });
+  ++stats_.copy_slices;
+}
+
+void PerfettoExport::OnSync(const Event& event, const trace::SyncEvent& sync) {
+  const uint64_t begin = event.packet.timestamp_ns();
+  const uint64_t end = sync.end_ns() > begin ? sync.end_ns() : begin;
+  HostSlice(event.process, event.packet.tid(), begin, end, SyncSliceName(sync.api()), "sync",
+            [&](TrackEvent& slice) {
+              AddString(slice, "api", SyncSliceName(sync.api()));
+              AddUint(slice, "stream", sync.stream());
+              if (sync.result() != 0) AddInt(slice, "result", sync.result());
+              AddUint(slice, "call_id", sync.call_id());
+              const std::string stack = StackText(event.process, sync.stack_id());
+              if (!stack.empty()) AddString(slice, "stack", stack);
+            });
+  ++stats_.sync_slices;
+}
+
+void PerfettoExport::OnShm(const ShmContext& context) {
+  if (context.segment == nullptr || context.shm.error() != 0) return;
+  const ShmSegment& segment = *context.segment;
+  auto [it, inserted] = shm_lives_.try_emplace(segment.id);
+  ShmLife& life = it->second;
+  if (inserted) life.counted = !segment.memfd && !segment.driver_internal;
+  life.size = std::max(life.size, segment.size);
+  if (life.start_ns == 0 && segment.sized_ns != 0) life.start_ns = segment.sized_ns;
+  life.end_ns = std::max(life.end_ns, context.event.time_ns);
+  if (context.shm.op() == trace::SHM_UNLINK) life.unlinked = true;
+}
+
+void PerfettoExport::WriteShmCounter(const RunInfo& run) {
+  std::vector<std::pair<uint64_t, int64_t>> steps;  // time, signed bytes
+  for (const auto& [id, life] : shm_lives_) {
+    if (!life.counted || life.size == 0 || life.start_ns == 0) continue;
+    const uint64_t end = life.unlinked ? life.end_ns : std::max(life.end_ns, run.end_ns);
+    steps.emplace_back(life.start_ns, static_cast<int64_t>(life.size));
+    steps.emplace_back(std::max(end, life.start_ns), -static_cast<int64_t>(life.size));
+  }
+  shm_lives_.clear();
+  if (steps.empty()) return;
+  std::sort(steps.begin(), steps.end());
+  CounterTrack(kShmCounterUuid, 0, "/dev/shm bytes in use (job)", run_start_ns_);
+  int64_t bytes = 0;
+  int64_t written = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    bytes += steps[i].second;
+    // One value per instant, after every change at that instant.
+    if (i + 1 < steps.size() && steps[i + 1].first == steps[i].first) continue;
+    if (bytes == written) continue;
+    WriteCounter(kShmCounterUuid, steps[i].first, bytes);
+    written = bytes;
+  }
+}
+
+void PerfettoExport::OnPin(const Event& event, const trace::PinEvent& pin) {
+  const ProcessState& process = event.process;
+  const uint64_t uuid = kCounterTrackTag | (ProcessUuid(process.index()) & ~kHostTrackTag) | 2;
+  CounterTrack(uuid, ProcessUuid(process.index()), "pinned bytes (pinscope)", process.start_ns());
+  WriteCounter(uuid, event.time_ns, static_cast<int64_t>(pin.pinned_bytes()));
+}
+
+void PerfettoExport::OnDevice(const Event& event, const trace::DeviceActivity& activity) {
+  const uint64_t track =
+      DeviceStreamTrack(activity.device_id(), activity.stream_id(), activity.start_ns());
+  const uint64_t begin = activity.start_ns();
+  const uint64_t end = std::max(activity.end_ns(), begin);
+  std::string name;
+  switch (activity.kind()) {
+    case trace::ACT_MEMCPY: {
+      name = DirectionName(activity.direction());
+      const trace::MemoryKind host =
+          activity.direction() == trace::D2H ? activity.dst_kind() : activity.src_kind();
+      if (activity.direction() == trace::H2D || activity.direction() == trace::D2H) {
+        name += std::string(" ") + MemoryKindName(host);
+      }
+      name += " " + FormatBytes(activity.bytes());
+      break;
+    }
+    case trace::ACT_MEMSET:
+      name = "memset " + FormatBytes(activity.bytes());
+      break;
+    case trace::ACT_KERNEL: {
+      const std::string* kernel = event.process.String(activity.name_id());
+      name = kernel != nullptr && !kernel->empty() ? *kernel : "kernel";
+      break;
+    }
+    default:
+      name = ActivityKindName(activity.kind());
+      break;
+  }
+
+  PerfettoPacket& packet = NewPacket(begin);
+  packet.set_sequence_flags(PerfettoPacket::SEQ_NEEDS_INCREMENTAL_STATE);
+  TrackEvent* slice = packet.mutable_track_event();
+  slice->set_type(TrackEvent::TYPE_SLICE_BEGIN);
+  slice->set_track_uuid(track);
+  slice->add_categories("device");
+  slice->set_name(name);
+  AddString(*slice, "kind", ActivityKindName(activity.kind()));
+  if (activity.kind() == trace::ACT_MEMCPY || activity.kind() == trace::ACT_MEMSET) {
+    AddUint(*slice, "bytes", activity.bytes());
+    if (end > begin) AddDouble(*slice, "GB/s", Gbps(activity.bytes(), end - begin));
+  }
+  if (activity.kind() == trace::ACT_MEMCPY) {
+    AddString(*slice, "direction", DirectionName(activity.direction()));
+    AddString(*slice, "src_kind", MemoryKindName(activity.src_kind()));
+    AddString(*slice, "dst_kind", MemoryKindName(activity.dst_kind()));
+  }
+  AddUint(*slice, "correlation_id", activity.correlation_id());
+  AddUint(*slice, "pid", event.process.pid());
+  Write();
+
+  PerfettoPacket& end_packet = NewPacket(end);
+  end_packet.set_sequence_flags(PerfettoPacket::SEQ_NEEDS_INCREMENTAL_STATE);
+  TrackEvent* end_event = end_packet.mutable_track_event();
+  end_event->set_type(TrackEvent::TYPE_SLICE_END);
+  end_event->set_track_uuid(track);
+  Write();
+  ++stats_.device_slices;
+}
+
+void PerfettoExport::OnNotice(const Event& event, const trace::Notice& notice) {
+  if (notice.code() == "cupti_started")
+    cupti_started_.try_emplace(event.process.index(), event.time_ns);
+}
+
+void PerfettoExport::OnRecording(const Event& event, const trace::DeviceRecording& recording) {
+  // "kernels recorded (pinscope)": 0 before CUPTI started, 1 from the
+  // cupti_started notice, then 1/0 at each DeviceRecording packet. Only for
+  // processes that have such packets (sampled kernel recording).
+  const ProcessState& process = event.process;
+  const uint64_t uuid = kCounterTrackTag | (ProcessUuid(process.index()) & ~kHostTrackTag) | 3;
+  if (!counters_.count(uuid)) {
+    CounterTrack(uuid, ProcessUuid(process.index()), "kernels recorded (pinscope)",
+                 process.start_ns(), /*bytes=*/false);
+    auto started = cupti_started_.find(process.index());
+    if (started != cupti_started_.end() && started->second < event.time_ns) {
+      WriteCounter(uuid, started->second, 1);
+    }
+  }
+  WriteCounter(uuid, event.time_ns, recording.kernels() ? 1 : 0);
+}
+
+void PerfettoExport::OnProcessEnd(const ProcessState& process) {
+  // A thread named (ThreadInfo) after its first event: write its descriptor
+  // again with the name, now that the process's stream is over.
+  const uint64_t first = static_cast<uint64_t>(process.index()) << 32;
+  for (const auto& [tid, unused] : process.threads()) {
+    auto it = threads_.find(first | tid);
+    if (it == threads_.end()) continue;
+    const std::string name = ThreadTrackName(process, tid);
+    if (name == it->second.name) continue;
+    it->second.name = name;
+    WriteThreadDescriptor(process, tid, it->second, process.start_ns());
+  }
+  // Its threads are done: forget their tracks (memory follows live threads).
+  for (const auto& [tid, unused] : process.threads()) threads_.erase(first | tid);
+  threads_.erase(first | process.pid());
+  cupti_started_.erase(process.index());
+}
+
+void PerfettoExport::Finish(const RunInfo& run) {
+  WriteShmCounter(run);
+  out_->flush();
+}
+
+// ---------------------------------------------------------------------------
+
+int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err) {
+  if (options.run_dir.empty()) {
+    err << "pinscope export: no run folder given\n";
+    return 2;
+  }
+  if (options.perfetto_path.empty()) {
+    err << "pinscope export: no output file given (--perfetto FILE)\n";
+    return 2;
+  }
+  RunListing listing;
+  const Status scanned = ScanRun(options.run_dir, &listing);
+  if (!scanned.ok()) {
+    err << "pinscope export: " << scanned.message << '\n';
+    return 2;
+  }
+  if (listing.files.empty()) {
+    err << "pinscope export: no readable process file in " << options.run_dir << '\n';
+    for (const Problem& problem : listing.problems) err << "  " << problem.message << '\n';
+    return 2;
+  }
+  std::ofstream file(options.perfetto_path, std::ios::binary | std::ios::trunc);
+  if (!file) {
+    err << "pinscope export: cannot write " << options.perfetto_path << '\n';
+    return 2;
+  }
+  // A large buffer: the export is a long run of small writes.
+  std::vector<char> buffer(1 << 20);
+  file.rdbuf()->pubsetbuf(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+
+  PerfettoExport exporter(&file);
+  ReplayEngine engine(std::move(listing));
+  engine.AddAnalysis(&exporter);
+  engine.Run();
+  file.close();
+  if (file.fail()) {
+    err << "pinscope export: writing " << options.perfetto_path << " failed\n";
+    return 2;
+  }
+  bool errors = false;
+  for (const Problem& problem : engine.info().problems) {
+    err << "pinscope export: " << SeverityName(problem.severity) << ": " << problem.message << '\n';
+    errors = errors || problem.severity == Severity::kError;
+  }
+  const ExportStats& stats = exporter.stats();
+  out << "wrote " << options.perfetto_path << ": " << FormatCount(stats.process_tracks)
+      << (stats.process_tracks == 1 ? " process, " : " processes, ")
+      << FormatCount(stats.thread_tracks) << (stats.thread_tracks == 1 ? " thread, " : " threads, ")
+      << FormatCount(stats.copy_slices) << " copies, " << FormatCount(stats.sync_slices)
+      << " syncs, " << FormatCount(stats.device_slices) << " device activities, "
+      << FormatCount(stats.counter_tracks) << " counter tracks\n"
+      << "open it at https://ui.perfetto.dev (Open trace file) or with trace_processor\n";
+  return errors ? 1 : 0;
+}
+
+}  // namespace pinscope

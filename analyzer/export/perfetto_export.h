@@ -1,0 +1,139 @@
+// `pinscope export --perfetto`: a replay consumer that streams the run out as
+// a Perfetto trace (a TracePacket stream; schema subset in
+// analyzer/perfetto/perfetto_subset.proto) while the replay runs. Memory: one
+// entry per live thread and per device stream, plus, as in the report, a few
+// bytes per shm segment for the /dev/shm counter. docs/report.md "Perfetto export".
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "analyzer/export/export_command.h"
+#include "analyzer/replay/replay.h"
+
+namespace pinscope {
+
+namespace perfetto {
+class TracePacket;
+class TrackEvent;
+}  // namespace perfetto
+
+// What an export wrote, for the CLI's summary line and the tests.
+struct ExportStats {
+  uint64_t packets = 0;
+  uint64_t process_tracks = 0;
+  uint64_t thread_tracks = 0;
+  uint64_t counter_tracks = 0;
+  uint64_t device_tracks = 0;  // one per (device, stream)
+  uint64_t copy_slices = 0;
+  uint64_t sync_slices = 0;
+  uint64_t device_slices = 0;
+  uint64_t counter_values = 0;
+  // Host slices moved to start at the end of the thread's previous slice
+  // (the calls of one thread cannot overlap; only a damaged trace does).
+  uint64_t clamped_slices = 0;
+};
+
+// Writes every hook's event as Perfetto packets on one packet sequence.
+// Not thread safe (the replay calls it on one thread). `out` must be a binary
+// stream that outlives the export; write errors show in out->fail().
+class PerfettoExport : public Analysis {
+ public:
+  // Sequence id of every packet (any non-zero value not used by Perfetto's
+  // own service, which takes 1 for its packets).
+  static constexpr uint32_t kSequenceId = 0x7073;  // "ps"
+  // Frames of a call stack put in a slice's "stack" argument.
+  static constexpr int kStackFrames = 16;
+
+  explicit PerfettoExport(std::ostream* out);
+  ~PerfettoExport() override;
+  PerfettoExport(const PerfettoExport&) = delete;
+  PerfettoExport& operator=(const PerfettoExport&) = delete;
+
+  void OnProcess(const ProcessState& process) override;
+  void OnCopy(const CopyContext& copy) override;
+  void OnSync(const Event& event, const trace::SyncEvent& sync) override;
+  void OnShm(const ShmContext& shm) override;
+  void OnPin(const Event& event, const trace::PinEvent& pin) override;
+  void OnDevice(const Event& event, const trace::DeviceActivity& activity) override;
+  void OnNotice(const Event& event, const trace::Notice& notice) override;
+  void OnRecording(const Event& event, const trace::DeviceRecording& recording) override;
+  void OnProcessEnd(const ProcessState& process) override;
+  void Finish(const RunInfo& run) override;
+
+  const ExportStats& stats() const { return stats_; }
+
+  // Track uuids (stable, documented in docs/report.md): the high byte says
+  // the kind of track, so the kinds never collide.
+  static uint64_t ProcessUuid(int process_index);
+  static uint64_t ThreadUuid(int process_index, uint32_t tid);
+
+ private:
+  struct ThreadTrack {
+    uint64_t uuid = 0;
+    std::string name;       // as last written in a descriptor
+    uint64_t last_end = 0;  // end of the thread's last slice
+  };
+  struct DeviceTrack {
+    uint64_t uuid = 0;
+  };
+
+  // Starts a packet on the sequence (the first one clears incremental state).
+  perfetto::TracePacket& NewPacket(uint64_t time_ns);
+  void Write();
+  void WriteProcessTrack(const ProcessState& process);
+  ThreadTrack& Thread(const ProcessState& process, uint32_t tid, uint64_t time_ns);
+  void WriteThreadDescriptor(const ProcessState& process, uint32_t tid, const ThreadTrack& track,
+                             uint64_t time_ns);
+  // `bytes`: the unit is bytes, else unspecified (a 0/1 state).
+  uint64_t CounterTrack(uint64_t uuid, uint64_t parent_uuid, const std::string& name,
+                        uint64_t time_ns, bool bytes = true);
+  void WriteCounter(uint64_t track_uuid, uint64_t time_ns, int64_t value);
+  uint64_t DeviceStreamTrack(uint32_t device, uint32_t stream, uint64_t time_ns);
+  // Host slice [begin, end] on a thread track, clamped after the thread's
+  // previous slice; `annotate` adds the BEGIN event's arguments.
+  void HostSlice(const ProcessState& process, uint32_t tid, uint64_t begin, uint64_t end,
+                 const std::string& name, const char* category,
+                 const std::function<void(perfetto::TrackEvent&)>& annotate);
+
+  std::ostream* out_;
+  std::unique_ptr<perfetto::TracePacket> packet_;  // reused for every packet
+  std::string buffer_;                             // reused serialization buffer
+  bool first_packet_ = true;
+  ExportStats stats_;
+  uint64_t run_start_ns_ = 0;
+  bool run_start_known_ = false;
+  // (process index << 32 | tid) -> its track.
+  std::unordered_map<uint64_t, ThreadTrack> threads_;
+  // Counter tracks already described.
+  std::unordered_map<uint64_t, bool> counters_;
+  // Process index -> time of its "cupti_started" notice (where the
+  // "kernels recorded" counter goes to 1).
+  std::unordered_map<int, uint64_t> cupti_started_;
+  // (device << 32 | stream) -> track; device ids with a parent track written.
+  std::map<uint64_t, DeviceTrack> device_streams_;
+  std::map<uint32_t, uint64_t> devices_;
+  // Job-wide /dev/shm bytes in use, counted as the report counts them
+  // (shm_analysis.cc): a segment holds its size from its first size to the
+  // later of its unlink and its last event (never unlinked: the run's end).
+  // That end is known only afterwards, so the counter is a sweep written at
+  // Finish(); about 32 bytes per segment of the run, as in the report.
+  struct ShmLife {
+    uint64_t start_ns = 0;
+    uint64_t end_ns = 0;
+    uint64_t size = 0;
+    bool unlinked = false;
+    bool counted = true;  // not memfd, not the CUDA driver's own
+  };
+  void WriteShmCounter(const RunInfo& run);
+  std::unordered_map<uint64_t, ShmLife> shm_lives_;
+};
+
+
+}  // namespace pinscope

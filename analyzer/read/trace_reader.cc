@@ -1,0 +1,237 @@
+// Streaming reader of one trace file: chunked reads, packet framing
+// (0x0A, varint length, TracePacket), and the problems a killed or damaged
+// file can have, each turned into a Status naming the file and byte offset.
+#include "analyzer/read/trace_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+namespace pinscope {
+
+namespace {
+
+// Tag of field 1 (Trace.packet), wire type 2 (length-delimited).
+constexpr uint8_t kPacketTag = 0x0A;
+constexpr size_t kMaxVarintBytes = 10;
+
+}  // namespace
+
+const char* SeverityName(Severity severity) {
+  switch (severity) {
+    case Severity::kInfo:
+      return "info";
+    case Severity::kWarning:
+      return "warning";
+    case Severity::kError:
+      return "error";
+  }
+  return "error";
+}
+
+Severity Status::severity() const {
+  switch (code) {
+    case Code::kOk:
+      return Severity::kInfo;
+    case Code::kTruncated:
+    case Code::kEmpty:
+      return Severity::kWarning;
+    default:
+      return Severity::kError;
+  }
+}
+
+int DecodeVarint(const uint8_t* data, size_t size, uint64_t* value) {
+  uint64_t result = 0;
+  for (size_t i = 0; i < kMaxVarintBytes; ++i) {
+    if (i >= size) return 0;
+    const uint64_t byte = data[i];
+    // The 10th byte may only carry the top bit of a 64-bit value.
+    if (i == kMaxVarintBytes - 1 && byte > 1) return -1;
+    result |= (byte & 0x7F) << (7 * i);
+    if ((byte & 0x80) == 0) {
+      *value = result;
+      return static_cast<int>(i + 1);
+    }
+  }
+  return -1;
+}
+
+TraceReader::TraceReader(std::string path, size_t chunk_bytes)
+    : path_(std::move(path)), chunk_bytes_(chunk_bytes < 64 ? 64 : chunk_bytes) {}
+
+TraceReader::~TraceReader() {
+  if (fd_ >= 0) close(fd_);
+}
+
+bool TraceReader::Open() {
+  fd_ = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) {
+    done_ = true;
+    status_ = Status::Error(Status::Code::kIoError,
+                            "file " + path_ + ": cannot open: " + std::strerror(errno));
+    return false;
+  }
+  buffer_.resize(chunk_bytes_);
+  return true;
+}
+
+size_t TraceReader::Fill(size_t want) {
+  if (end_ - begin_ >= want || eof_) return end_ - begin_;
+  // Move the unread tail to the front, then grow only if one packet needs it.
+  if (begin_ > 0) {
+    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    buffer_offset_ += begin_;
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  // After a large packet, shrink back so memory follows the chunk size.
+  if (buffer_.size() > chunk_bytes_ && end_ <= chunk_bytes_ && want <= chunk_bytes_) {
+    buffer_.resize(chunk_bytes_);
+    buffer_.shrink_to_fit();
+  }
+  if (buffer_.size() < want) {
+    // Grow only as far as the file can fill: a corrupt length (up to
+    // kMaxPacketBytes) must not allocate and zero memory for bytes that are
+    // not there. Next() then sees fewer bytes than wanted: truncated.
+    size_t grow_to = want;
+    struct stat st;
+    if (fstat(fd_, &st) == 0 && st.st_size >= 0) {
+      const uint64_t size = static_cast<uint64_t>(st.st_size);
+      const uint64_t read_to = buffer_offset_ + end_;
+      const uint64_t can_hold = end_ + (size > read_to ? size - read_to : 0);
+      if (can_hold < want) grow_to = std::max(buffer_.size(), static_cast<size_t>(can_hold));
+    }
+    buffer_.resize(grow_to);
+  }
+  while (end_ < want && end_ < buffer_.size() && !eof_) {
+    // Read at least a chunk when there is room, to keep syscalls few.
+    const ssize_t n = read(fd_, buffer_.data() + end_, buffer_.size() - end_);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      eof_ = true;
+      status_ = Status::Error(Status::Code::kIoError, "file " + path_ + ": read failed at byte " +
+                                                          std::to_string(buffer_offset_ + end_) +
+                                                          ": " + std::strerror(errno));
+      break;
+    }
+    if (n == 0) {
+      eof_ = true;
+      break;
+    }
+    end_ += static_cast<size_t>(n);
+  }
+  return end_ - begin_;
+}
+
+bool TraceReader::Fail(Status::Code code, const std::string& reason) {
+  done_ = true;
+  status_ = Status::Error(code, "file " + path_ + ": corrupt packet at byte " +
+                                    std::to_string(consumed_bytes()) + ": " + reason +
+                                    "; reading stopped after " + std::to_string(packets_read_) +
+                                    " packets");
+  return false;
+}
+
+bool TraceReader::Next(trace::TracePacket* packet) {
+  if (done_ || fd_ < 0) return false;
+  const size_t available = Fill(1);
+  if (!status_.ok()) {
+    done_ = true;
+    return false;
+  }
+  if (available == 0) {
+    done_ = true;
+    if (consumed_bytes() == 0) {
+      status_ =
+          Status::Error(Status::Code::kEmpty, "file " + path_ +
+                                                  ": empty (0 bytes): the process wrote no trace "
+                                                  "(killed before its first flush?)");
+    }
+    return false;
+  }
+  const uint8_t tag = buffer_[begin_];
+  if (tag != kPacketTag) {
+    char reason[96];
+    std::snprintf(reason, sizeof(reason), "bad tag 0x%02X (expected 0x0A, a Trace.packet field)",
+                  tag);
+    return Fail(Status::Code::kCorrupt, reason);
+  }
+  const size_t head_available = Fill(1 + kMaxVarintBytes);
+  uint64_t length = 0;
+  const int varint_bytes = DecodeVarint(buffer_.data() + begin_ + 1, head_available - 1, &length);
+  const auto truncated = [&]() {
+    done_ = true;
+    status_ = Status::Error(Status::Code::kTruncated, "file " + path_ + ": truncated after byte " +
+                                                          std::to_string(consumed_bytes()) +
+                                                          " (last packet incomplete)");
+    return false;
+  };
+  const auto stop = [&]() {
+    done_ = true;
+    return status_.ok() ? truncated() : false;
+  };
+  if (varint_bytes < 0) return Fail(Status::Code::kCorrupt, "packet length varint is malformed");
+  if (varint_bytes == 0) return stop();
+  if (length > kMaxPacketBytes) {
+    return Fail(Status::Code::kCorrupt,
+                "packet length " + std::to_string(length) + " exceeds the 64 MiB limit");
+  }
+  const size_t frame = 1 + static_cast<size_t>(varint_bytes);
+  const size_t total = frame + static_cast<size_t>(length);
+  if (Fill(total) < total) return stop();
+  if (!packet->ParseFromArray(buffer_.data() + begin_ + frame, static_cast<int>(length))) {
+    return Fail(Status::Code::kCorrupt,
+                "protobuf parse failed (" + std::to_string(length) + "-byte packet)");
+  }
+  packet_offset_ = consumed_bytes();
+  begin_ += total;
+  ++packets_read_;
+  return true;
+}
+
+bool TraceReader::ReadHeader(trace::ProcessHeader* header, uint64_t* timestamp_ns) {
+  trace::TracePacket packet;
+  if (!Next(&packet)) {
+    if (status_.ok()) {
+      // Only possible when Next() stopped for a reason already reported.
+      status_ = Status::Error(Status::Code::kNoHeader, "file " + path_ + ": no packets");
+    }
+    return false;
+  }
+  if (!packet.has_header()) {
+    done_ = true;
+    status_ = Status::Error(Status::Code::kNoHeader,
+                            "file " + path_ +
+                                ": missing process header (the first packet must be a "
+                                "ProcessHeader); not a pinscope trace?");
+    return false;
+  }
+  const uint32_t version = packet.header().format_version();
+  if (version > kSupportedFormatVersion) {
+    done_ = true;
+    status_ = Status::Error(Status::Code::kNewerFormat,
+                            "file " + path_ + ": written by a newer pinscope: format " +
+                                std::to_string(version) + ", this reader supports " +
+                                std::to_string(kSupportedFormatVersion));
+    return false;
+  }
+  if (version == 0) {
+    done_ = true;
+    status_ = Status::Error(Status::Code::kBadHeader, "file " + path_ +
+                                                          ": process header has format version 0 "
+                                                          "(not written by pinscope?)");
+    return false;
+  }
+  *header = packet.header();
+  if (timestamp_ns != nullptr) *timestamp_ns = packet.timestamp_ns();
+  return true;
+}
+
+}  // namespace pinscope

@@ -1,0 +1,78 @@
+// Streaming reader of one pinscope trace file (a concatenation of Trace.packet
+// fields, see proto/trace.proto). Reads in fixed-size chunks so memory stays
+// bounded by the chunk size plus the largest packet, never the file size.
+// Not thread safe; one reader per file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analyzer/common/status.h"
+#include "trace.pb.h"
+
+namespace pinscope {
+
+// The trace format version this reader understands (ProcessHeader.format_version).
+inline constexpr uint32_t kSupportedFormatVersion = 1;
+
+class TraceReader {
+ public:
+  static constexpr size_t kDefaultChunkBytes = 256 * 1024;
+  // A length above this is taken as corruption, not as a packet to allocate.
+  static constexpr uint64_t kMaxPacketBytes = 64ull * 1024 * 1024;
+
+  // `path` also names the file in messages; `chunk_bytes` is the read size.
+  explicit TraceReader(std::string path, size_t chunk_bytes = kDefaultChunkBytes);
+  ~TraceReader();
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
+
+  // Opens the file. On failure returns false; status() says why.
+  bool Open();
+
+  // Reads the next packet into *packet. Returns false at the end of the
+  // stream: status().ok() for a clean end, otherwise a truncated last packet
+  // (a warning: everything before it was returned), an empty file, a read
+  // error or a corrupt packet (reading stops there).
+  bool Next(trace::TracePacket* packet);
+
+  // Reads the first packet and checks it is a usable ProcessHeader.
+  // Returns false with status() set otherwise.
+  bool ReadHeader(trace::ProcessHeader* header, uint64_t* timestamp_ns);
+
+  const Status& status() const { return status_; }
+  const std::string& path() const { return path_; }
+  // Byte offset where the packet last returned by Next() begins.
+  uint64_t packet_offset() const { return packet_offset_; }
+  // Bytes of complete packets consumed so far.
+  uint64_t consumed_bytes() const { return buffer_offset_ + begin_; }
+  uint64_t packets_read() const { return packets_read_; }
+
+ private:
+  // Makes at least `want` unread bytes available if the file has them;
+  // returns how many are available (fewer only at end of file or on error).
+  size_t Fill(size_t want);
+  bool Fail(Status::Code code, const std::string& reason);
+
+  std::string path_;
+  size_t chunk_bytes_;
+  int fd_ = -1;
+  std::vector<uint8_t> buffer_;
+  size_t begin_ = 0;            // first unread byte in buffer_
+  size_t end_ = 0;              // one past the last valid byte in buffer_
+  uint64_t buffer_offset_ = 0;  // file offset of buffer_[0]
+  bool eof_ = false;
+  bool done_ = false;
+  uint64_t packet_offset_ = 0;
+  uint64_t packets_read_ = 0;
+  Status status_;
+};
+
+// Decodes a base-128 varint of at most 10 bytes from [data, data + size).
+// Returns the bytes used, 0 if the input ends before the varint does, or -1 if
+// the varint is longer than 10 bytes or overflows 64 bits.
+int DecodeVarint(const uint8_t* data, size_t size, uint64_t* value);
+
+}  // namespace pinscope

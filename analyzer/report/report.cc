@@ -1,0 +1,165 @@
+// The Report: wires the analyses into a replay, then turns their results
+// into findings (rules in findings.cc) and one verdict. The verdict is the
+// most severe thing the data shows: a failure, else the biggest significant
+// saving, else a risk, else an honest "no copies" or "not input-bound".
+#include <algorithm>
+#include <utility>
+
+#include "analyzer/common/format.h"
+#include "analyzer/report/report.h"
+
+namespace pinscope {
+
+Report::Report(Calibration calibration, const ReportOptions& options)
+    : options_(options),
+      calibration_(std::move(calibration)),
+      copies_(std::make_unique<CopyAnalysis>(calibration_, options.top, options.stack_depth)),
+      call_sites_(std::make_unique<CallSiteAnalysis>(*copies_, options.top, options.stack_depth)),
+      allocs_(std::make_unique<AllocAnalysis>()),
+      shm_(std::make_unique<ShmAnalysis>()),
+      processes_(std::make_unique<ProcessAnalysis>()),
+      input_(std::make_unique<InputAnalysis>(calibration_)) {}
+
+Report::~Report() = default;
+
+void Report::Attach(ReplayEngine* engine) {
+  engine->AddAnalysis(processes_.get());
+  engine->AddAnalysis(copies_.get());
+  engine->AddAnalysis(call_sites_.get());
+  engine->AddAnalysis(allocs_.get());
+  engine->AddAnalysis(shm_.get());
+  engine->AddAnalysis(input_.get());
+}
+
+uint32_t Report::AvailableCores() const {
+  const trace::HostFacts& host = root_header_.host();
+  uint32_t cores = host.affinity_cores() > 0 ? host.affinity_cores() : host.logical_cores();
+  const uint32_t quota = host.cgroup_cpu_quota_millicores() / 1000;
+  if (host.cgroup_cpu_quota_millicores() > 0) cores = std::min(cores, std::max(quota, 1u));
+  return cores;
+}
+
+bool Report::HasErrors() const {
+  return std::any_of(problems_.begin(), problems_.end(),
+                     [](const Problem& p) { return p.severity == Severity::kError; });
+}
+
+uint64_t Report::ProcessDuration(int process_index) const {
+  if (process_index < 0 || static_cast<size_t>(process_index) >= processes().size()) return 0;
+  const ProcessSummary& process = processes()[process_index];
+  return process.end_ns > process.start_ns ? process.end_ns - process.start_ns : 0;
+}
+
+std::string Report::ThreadLabel(int process_index, uint32_t tid) const {
+  if (process_index < 0 || static_cast<size_t>(process_index) >= processes().size()) {
+    return "tid " + std::to_string(tid);
+  }
+  const uint32_t pid = processes()[process_index].pid;
+  std::string label = "pid " + std::to_string(pid) + " ";
+  if (tid == pid) return label + "main thread";
+  label += "thread " + std::to_string(tid);
+  const auto& names = thread_names_[process_index];
+  auto it = names.find(tid);
+  if (it != names.end() && !it->second.empty()) label += " (" + it->second + ")";
+  return label;
+}
+
+void Report::Evaluate(const RunInfo& run) {
+  run_dir_ = run.run_dir;
+  run_id_ = run.run_id;
+  problems_ = run.problems;
+  start_ns_ = run.start_ns;
+  end_ns_ = std::max(run.end_ns, run.start_ns);
+  packets_ = run.packets;
+  if (run.root != nullptr) root_header_ = run.root->header();
+  if (run.root != nullptr && run.root->cuda()) cuda_ = run.root->cuda();
+  thread_names_.assign(run.processes.size(), {});
+  for (const ProcessState* process : run.processes) {
+    if (!cuda_ && process->cuda()) cuda_ = process->cuda();
+    thread_names_[process->index()] = process->threads();
+  }
+  // Bytes of the segments each process created, from the shm ledger.
+  for (const ShmShare& share : shm_->shares()) {
+    if (ProcessSummary* summary = processes_->mutable_process(share.process_index)) {
+      summary->shm_created_bytes = share.bytes_created;
+    }
+  }
+
+  findings_.clear();
+  pending_.clear();
+  for (const auto& rule : DefaultRules()) {
+    const std::string missing = rule->MissingData(*this);
+    if (!missing.empty()) {
+      pending_.push_back({rule->id(), rule->title(), missing});
+      continue;
+    }
+    rule->Evaluate(*this, &findings_);
+  }
+  // Failures, then significant savings (largest first), then risks.
+  const auto rank = [](const Finding& f) {
+    if (f.kind == Finding::Kind::kFailure) return 0;
+    if (f.kind == Finding::Kind::kTime && f.significant) return 1;
+    if (f.kind == Finding::Kind::kRisk) return 2;
+    return 3;
+  };
+  std::stable_sort(findings_.begin(), findings_.end(), [&](const Finding& a, const Finding& b) {
+    if (rank(a) != rank(b)) return rank(a) < rank(b);
+    return a.saving_ns > b.saving_ns;
+  });
+  PickVerdict();
+}
+
+void Report::PickVerdict() {
+  if (!findings_.empty() &&
+      (findings_[0].kind != Finding::Kind::kTime || findings_[0].significant)) {
+    const Finding& top = findings_[0];
+    verdict_ = {top.id, top.severity, top.verdict};
+    return;
+  }
+  const CopyRow& total = copies_->total();
+  if (total.count == 0) {
+    verdict_.id = "no_copies";
+    verdict_.severity = Severity::kInfo;
+    verdict_.text = "no copies recorded: the shim saw no host<->device copy in " +
+                    std::to_string(processes().size()) +
+                    (processes().size() == 1 ? " process" : " processes") +
+                    " (did the job use CUDA? see the notices)";
+    return;
+  }
+  // The thread that spent the most time in copies, against its life.
+  const ThreadCopies* busiest = nullptr;
+  for (const ThreadCopies& thread : copies_->threads()) {
+    if (busiest == nullptr || thread.blocked_ns > busiest->blocked_ns) busiest = &thread;
+  }
+  const CopyRow pageable = copies_->PageableTotal();
+  verdict_.id = "not_input_bound";
+  verdict_.severity = Severity::kInfo;
+  // Device activity, when recorded, is the direct evidence: the GPU's busy
+  // share from its first to its last activity.
+  if (const device::DeviceBusy* busy = input_->MainDevice()) {
+    const device::InputVerdict judged = device::JudgeInput(*busy);
+    if (judged.not_input_bound) {
+      verdict_.text = "not input-bound: the GPU was busy " + FormatPercent(judged.busy_fraction) +
+                      " of the time from its first to its last activity (device activity, " +
+                      FormatCount(busy->records) + " records";
+      if (busy->kernels_sampled()) {
+        verdict_.text += "; kernels recorded in sampled windows, " +
+                         FormatPercent(busy->covered_fraction()) + " of the time";
+      }
+      verdict_.text += "); the input pipeline keeps up";
+      return;
+    }
+  }
+  const uint64_t life = busiest != nullptr ? ProcessDuration(busiest->process_index) : 0;
+  verdict_.text = "not input-bound: host<->device copies blocked " +
+                  (busiest != nullptr ? ThreadLabel(busiest->process_index, busiest->tid)
+                                      : std::string("the host")) +
+                  " for " + FormatDuration(busiest != nullptr ? busiest->blocked_ns : 0);
+  if (life > 0) {
+    verdict_.text += " (" + FormatPercent(static_cast<double>(busiest->blocked_ns) / life) +
+                     " of its " + FormatDuration(life) + ")";
+  }
+  verdict_.text += "; pinned memory would save at most " + FormatDuration(pageable.loss_ns);
+}
+
+}  // namespace pinscope

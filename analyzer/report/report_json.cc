@@ -1,0 +1,487 @@
+// The JSON report (`pinscope report --json`): everything the text report
+// shows, in raw units (bytes, ns, GB/s as numbers), schema documented in
+// docs/report.md. Adding keys is compatible; renaming or removing one needs
+// a schema_version bump.
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "analyzer/common/format.h"
+#include "analyzer/common/trace_names.h"
+#include "analyzer/report/report.h"
+
+namespace pinscope {
+
+namespace {
+
+// ordered_json keeps keys in the order written: the documented order.
+using json = nlohmann::ordered_json;
+
+uint64_t Since(uint64_t time_ns, uint64_t start_ns) {
+  return time_ns > start_ns ? time_ns - start_ns : 0;
+}
+
+// Rates rounded to 0.001 GB/s so the output is stable across platforms.
+double Rate(double gbps) { return std::round(gbps * 1000) / 1000; }
+
+json CopyRowJson(const CopyAnalysis& copies, const CopyRow& row, bool with_kind) {
+  json j;
+  if (with_kind) {
+    j["direction"] = DirectionName(row.direction);
+    j["memory"] = MemoryKindName(row.kind);
+  }
+  j["count"] = row.count;
+  j["bytes"] = row.bytes;
+  j["blocked_ns"] = row.blocked_ns;
+  j["achieved_gbps"] = Rate(row.AchievedGbps());
+  j["failed"] = row.failed;
+  if (with_kind) j["calibrated_pinned_gbps"] = Rate(copies.CalibratedPinnedGbps(row));
+  j["pinned_estimate_ns"] = row.pinned_estimate_ns;
+  j["loss_ns"] = row.loss_ns;
+  return j;
+}
+
+json BufferJson(const BufferInfo& buffer) {
+  json j;
+  j["kind"] = buffer.KindName();
+  j["description"] = buffer.Describe();
+  j["offset"] = buffer.offset;
+  if (buffer.kind == HostBuffer::Kind::kAlloc) {
+    j["api"] = AllocApiName(buffer.api);
+    j["size"] = buffer.alloc_size;
+    j["address"] = buffer.alloc_address;
+    j["tid"] = buffer.alloc_tid;
+  } else if (buffer.kind == HostBuffer::Kind::kShm) {
+    j["segment"] = buffer.segment_name;
+    j["segment_size"] = buffer.segment_size;
+    j["creator_pid"] = buffer.creator_pid == 0 ? json(nullptr) : json(buffer.creator_pid);
+  }
+  return j;
+}
+
+json FindingJson(const Finding& finding) {
+  static const char* kKinds[] = {"time", "risk", "failure"};
+  return json{{"id", finding.id},
+              {"kind", kKinds[static_cast<int>(finding.kind)]},
+              {"severity", SeverityName(finding.severity)},
+              {"significant", finding.significant},
+              {"title", finding.title},
+              {"verdict", finding.verdict},
+              {"evidence", finding.evidence},
+              {"action", finding.action},
+              {"saving_ns", finding.saving_ns},
+              {"saving_fraction", std::round(finding.fraction * 1e6) / 1e6}};
+}
+
+json HostJson(const trace::ProcessHeader& root) {
+  const trace::HostFacts& host = root.host();
+  json gpus = json::array();
+  for (const std::string& name : host.gpu_names()) gpus.push_back(name);
+  return json{{"hostname", root.hostname()},
+              {"logical_cores", host.logical_cores()},
+              {"physical_cores", host.physical_cores()},
+              {"affinity_cores", host.affinity_cores()},
+              {"cgroup_cpu_quota_millicores", host.cgroup_cpu_quota_millicores()},
+              {"ram_bytes", host.ram_bytes()},
+              {"cgroup_memory_limit_bytes", host.cgroup_memory_limit_bytes()},
+              {"shm_capacity_bytes", host.shm_capacity_bytes()},
+              {"shm_free_bytes", host.shm_free_bytes()},
+              {"gpus", gpus},
+              {"pcie_link_speed_gts", host.pcie_link_speed_gts_x10() / 10.0},
+              {"pcie_link_width", host.pcie_link_width()},
+              {"kernel_release", host.kernel_release()},
+              {"libc_version", host.libc_version()},
+              {"memlock_limit_bytes", host.memlock_limit_bytes()}};
+}
+
+}  // namespace
+
+nlohmann::ordered_json JsonReport(const Report& report) {
+  json j;
+  j["schema_version"] = kReportSchemaVersion;
+  j["tool"] = {{"name", "pinscope"}, {"version", PINSCOPE_VERSION}};
+  const trace::ProcessHeader& root = report.root_header();
+  json command = json::array();
+  for (const std::string& arg : root.cmdline()) command.push_back(arg);
+  size_t helpers = report.process_analysis().helpers();
+  j["run"] = {{"dir", report.run_dir()},
+              {"run_id", report.run_id()},
+              {"command", command},
+              {"start_wall_ns", root.start_wall_ns()},
+              {"start_mono_ns", report.start_ns()},
+              {"duration_ns", report.duration_ns()},
+              {"processes", report.processes().size()},
+              {"helpers", helpers},
+              {"packets", report.packets()},
+              {"shim_version", root.shim_version()}};
+  j["host"] = HostJson(root);
+  if (report.cuda()) {
+    const trace::CudaRuntimeInfo& cuda = *report.cuda();
+    json devices = json::array();
+    for (const std::string& name : cuda.device_names()) devices.push_back(name);
+    j["cuda"] = {{"runtime_path", cuda.runtime_path()},
+                 {"runtime_version", cuda.runtime_version()},
+                 {"driver_version", cuda.driver_version()},
+                 {"device_count", cuda.device_count()},
+                 {"devices", devices}};
+  } else {
+    j["cuda"] = nullptr;
+  }
+  const Calibration& calibration = report.calibration();
+  json points = json::array();
+  for (const BandwidthPoint& p : calibration.points) {
+    points.push_back({{"bytes", p.bytes},
+                      {"h2d_pageable_gbps", p.h2d_pageable_gbps},
+                      {"h2d_pinned_gbps", p.h2d_pinned_gbps},
+                      {"d2h_pageable_gbps", p.d2h_pageable_gbps},
+                      {"d2h_pinned_gbps", p.d2h_pinned_gbps}});
+  }
+  j["calibration"] = {{"source", calibration.source},
+                      {"gpu", calibration.gpu},
+                      {"hostname", calibration.hostname},
+                      {"date", calibration.date},
+                      {"points", points}};
+
+  const Verdict& verdict = report.verdict();
+  j["verdict"] = {
+      {"id", verdict.id}, {"severity", SeverityName(verdict.severity)}, {"text", verdict.text}};
+  j["findings"] = json::array();
+  for (const Finding& finding : report.findings()) j["findings"].push_back(FindingJson(finding));
+  j["not_assessed"] = json::array();
+  for (const PendingCheck& check : report.pending()) {
+    j["not_assessed"].push_back({{"id", check.id}, {"title", check.title}, {"needs", check.needs}});
+  }
+
+  const CopyAnalysis& copies = report.copies();
+  json rows = json::array();
+  for (const CopyRow& row : copies.rows()) rows.push_back(CopyRowJson(copies, row, true));
+  j["copies"] = {{"rows", rows}, {"total", CopyRowJson(copies, copies.total(), false)}};
+
+  json by_direction = json::array();
+  for (bool h2d : {true, false}) {
+    json row = {{"direction", h2d ? "H2D" : "D2H"}};
+    row.update(CopyRowJson(copies, copies.pageable(h2d), false));
+    by_direction.push_back(row);
+  }
+  json by_buffer = json::object();
+  by_buffer["alloc"] =
+      CopyRowJson(copies, copies.PageableByBuffer(HostBuffer::Kind::kAlloc), false);
+  by_buffer["shm"] = CopyRowJson(copies, copies.PageableByBuffer(HostBuffer::Kind::kShm), false);
+  by_buffer["unknown"] =
+      CopyRowJson(copies, copies.PageableByBuffer(HostBuffer::Kind::kNone), false);
+  json threads = json::array();
+  for (const ThreadCopies& thread : copies.threads()) {
+    threads.push_back({{"pid", thread.pid},
+                       {"tid", thread.tid},
+                       {"label", report.ThreadLabel(thread.process_index, thread.tid)},
+                       {"life_ns", report.ProcessDuration(thread.process_index)},
+                       {"copies", thread.copies},
+                       {"blocked_ns", thread.blocked_ns},
+                       {"pageable_copies", thread.pageable_copies},
+                       {"pageable_bytes", thread.pageable_bytes},
+                       {"pageable_blocked_ns", thread.pageable_blocked_ns},
+                       {"pinned_estimate_ns", thread.pinned_estimate_ns},
+                       {"loss_ns", thread.loss_ns}});
+  }
+  const CopyRow pageable = copies.PageableTotal();
+  j["pageable_staging"] = {
+      {"pinned_bandwidth_source", calibration.source},
+      {"by_direction", by_direction},
+      {"by_buffer", by_buffer},
+      {"by_thread", threads},
+      {"loss_ns", pageable.loss_ns},
+      {"loss_fraction_of_run",
+       report.duration_ns() == 0
+           ? 0.0
+           : std::round(static_cast<double>(pageable.loss_ns) / report.duration_ns() * 1e6) / 1e6}};
+
+  json largest = json::array();
+  for (const LargeCopy& record : copies.largest_pageable()) {
+    largest.push_back({{"pid", record.pid},
+                       {"tid", record.tid},
+                       {"time_offset_ns", Since(record.time_ns, report.start_ns())},
+                       {"direction", DirectionName(record.direction)},
+                       {"api", CopyApiName(record.api)},
+                       {"stream", record.stream},
+                       {"bytes", record.bytes},
+                       {"blocked_ns", record.blocked_ns},
+                       {"loss_ns", record.loss_ns},
+                       {"buffer", BufferJson(record.buffer)},
+                       {"stack", record.stack}});
+  }
+  j["largest_pageable_copies"] = largest;
+
+  json call_sites = json::array();
+  for (const CallSite& site : report.call_sites().sites()) {
+    const BufferSite& buffer = site.buffer;
+    call_sites.push_back(
+        {{"python", site.python.empty() ? json(nullptr) : json(site.python)},
+         {"native", site.native.empty() ? json(nullptr) : json(site.native)},
+         {"frames", site.frames},
+         {"pids", site.pids},
+         {"copies", site.copies},
+         {"h2d", site.h2d},
+         {"d2h", site.d2h},
+         {"bytes", site.bytes},
+         {"blocked_ns", site.blocked_ns},
+         {"pinned_estimate_ns", site.pinned_estimate_ns},
+         {"loss_ns", site.loss_ns},
+         {"buffer",
+          {{"kind", buffer.kind == HostBuffer::Kind::kAlloc ? "alloc"
+                    : buffer.kind == HostBuffer::Kind::kShm ? "shm"
+                                                            : "unknown"},
+           {"site", buffer.site.empty() ? json(nullptr) : json(buffer.site)},
+           {"copies", buffer.copies},
+           {"pids", buffer.pids},
+           {"in_workers", buffer.in_workers}}},
+         {"buffer_sites", site.buffer_sites}});
+  }
+  j["call_sites"] = call_sites;
+
+  json processes = json::array();
+  for (const ProcessSummary& p : report.processes()) {
+    json children = json::array();
+    for (int child : p.children) children.push_back(report.processes()[child].pid);
+    json exit = nullptr;
+    if (p.has_exit) exit = {{"how", ExitHowName(p.exit_how)}, {"status", p.exit_status}};
+    processes.push_back(
+        {{"pid", p.pid},
+         {"ppid", p.ppid},
+         {"parent_pid",
+          p.parent_index < 0 ? json(nullptr) : json(report.processes()[p.parent_index].pid)},
+         {"children", children},
+         {"origin", OriginName(p.origin)},
+         {"role", p.Role()},
+         {"helper", p.helper},
+         {"command", p.command},
+         {"exe", p.exe},
+         {"trace_file", p.path},
+         {"start_offset_ns", Since(p.start_ns, report.start_ns())},
+         {"life_ns", p.end_ns > p.start_ns ? p.end_ns - p.start_ns : 0},
+         {"threads", p.threads},
+         {"exit", exit},
+         {"dropped_events", p.dropped_events},
+         {"copies",
+          {{"count", p.copies},
+           {"h2d_bytes", p.h2d_bytes},
+           {"d2h_bytes", p.d2h_bytes},
+           {"other_bytes", p.other_bytes},
+           {"blocked_ns", p.blocked_ns},
+           {"pageable", p.pageable_copies}}},
+         {"large_allocations", {{"count", p.allocs}, {"bytes", p.alloc_bytes}}},
+         {"shm",
+          {{"segments_created", p.shm_created},
+           {"bytes_created", p.shm_created_bytes},
+           {"maps", p.shm_maps},
+           {"bytes_mapped", p.shm_mapped_bytes}}}});
+  }
+  j["processes"] = processes;
+  // Additive (schema_version 1): only when a process took call stacks.
+  const ProcessAnalysis& analysis = report.process_analysis();
+  if (analysis.stacks_captured() > 0 || analysis.stack_capture_ns() > 0) {
+    const auto fraction = [](uint64_t part, uint64_t whole) {
+      return whole == 0 ? 0.0 : std::round(static_cast<double>(part) / whole * 1e6) / 1e6;
+    };
+    json by_process = json::array();
+    for (const ProcessSummary& p : report.processes()) {
+      if (p.stacks_captured == 0 && p.stack_capture_ns == 0) continue;
+      const uint64_t life = p.end_ns > p.start_ns ? p.end_ns - p.start_ns : 0;
+      by_process.push_back({{"pid", p.pid},
+                            {"captured", p.stacks_captured},
+                            {"capture_ns", p.stack_capture_ns},
+                            {"fraction_of_life", fraction(p.stack_capture_ns, life)}});
+    }
+    j["stack_capture"] = {
+        {"captured", analysis.stacks_captured()},
+        {"capture_ns", analysis.stack_capture_ns()},
+        {"fraction_of_run", fraction(analysis.stack_capture_ns(), report.duration_ns())},
+        {"by_process", by_process}};
+  }
+
+  const ShmAnalysis& shm = report.shm();
+  json shares = json::array();
+  for (const ShmShare& share : shm.shares()) {
+    shares.push_back({{"pid", share.process_index < 0 ? json(nullptr) : json(share.pid)},
+                      {"segments_created", share.segments_created},
+                      {"bytes_created", share.bytes_created},
+                      {"bytes_at_peak", share.bytes_at_peak},
+                      {"maps", share.maps},
+                      {"bytes_mapped", share.bytes_mapped}});
+  }
+  json sigbus = json::array();
+  for (const ShmSigbus& bus : shm.sigbus()) {
+    sigbus.push_back({{"pid", bus.pid},
+                      {"time_offset_ns", Since(bus.time_ns, report.start_ns())},
+                      {"address", bus.address},
+                      {"segment", bus.segment},
+                      {"diagnosis", bus.diagnosis}});
+  }
+  const uint64_t room =
+      shm.free_bytes_at_start() > 0 ? shm.free_bytes_at_start() : shm.capacity_bytes();
+  j["shm"] = {{"capacity_bytes", shm.capacity_bytes()},
+              {"free_at_start_bytes", shm.free_bytes_at_start()},
+              {"peak_bytes", shm.peak_bytes()},
+              {"peak_time_offset_ns", Since(shm.peak_time_ns(), report.start_ns())},
+              {"peak_segments", shm.peak_segments()},
+              {"headroom_bytes", room > shm.peak_bytes() ? room - shm.peak_bytes() : 0},
+              {"warning", shm.warning()},
+              {"recommended_shm_size_bytes", shm.RecommendedShmSize()},
+              {"segments", shm.segments()},
+              {"bytes_created", shm.bytes_created()},
+              {"leaked_segments", shm.leaked_segments()},
+              {"leaked_bytes", shm.leaked_bytes()},
+              {"driver_segments", shm.driver_segments()},
+              {"memfd_segments", shm.memfd_segments()},
+              {"memfd_bytes", shm.memfd_bytes()},
+              {"failed_calls", shm.failed_calls()},
+              {"by_process", shares},
+              {"sigbus", sigbus}};
+
+  const AllocAnalysis& allocs = report.allocs();
+  json histogram = json::array();
+  for (const AllocBucket& bucket : allocs.histogram()) {
+    histogram.push_back(
+        {{"min_bytes", bucket.min_bytes},
+         {"max_bytes", bucket.max_bytes == 0 ? json(nullptr) : json(bucket.max_bytes)},
+         {"count", bucket.count},
+         {"bytes", bucket.bytes},
+         {"fed_copies", bucket.fed_copies}});
+  }
+  json by_api = json::array();
+  for (const auto& [api, stats] : allocs.by_api()) {
+    by_api.push_back({{"api", AllocApiName(api)}, {"count", stats.count}, {"bytes", stats.bytes}});
+  }
+  j["allocations"] = {{"count", allocs.count()},
+                      {"bytes", allocs.bytes()},
+                      {"freed", allocs.freed()},
+                      {"peak_live_bytes", allocs.peak_live_bytes()},
+                      {"fed_allocations", allocs.fed_allocations()},
+                      {"copies_fed", allocs.copies_fed()},
+                      {"pageable_copies_fed", allocs.pageable_copies_fed()},
+                      {"bytes_fed", allocs.bytes_fed()},
+                      {"by_api", by_api},
+                      {"histogram", histogram}};
+
+  json notices = json::array();
+  for (const NoticeRecord& notice : report.process_analysis().notices()) {
+    notices.push_back({{"pid", notice.pid},
+                       {"severity", NoticeSeverityName(notice.severity)},
+                       {"code", notice.code},
+                       {"text", notice.text},
+                       {"count", notice.count},
+                       {"time_offset_ns", Since(notice.first_time_ns, report.start_ns())}});
+  }
+  j["notices"] = notices;
+  json problems = json::array();
+  for (const Problem& problem : report.problems()) {
+    problems.push_back({{"file", problem.file},
+                        {"severity", SeverityName(problem.severity)},
+                        {"message", problem.message}});
+  }
+  j["problems"] = problems;
+  // Additive keys (schema_version 1): batch loop, pinning, device activity.
+  const InputAnalysis& input = report.input();
+  const BatchLoop& loop = input.loop();
+  const json pin_cost = loop.host_copy_gbps > 0 ? json(loop.pin_cost_ns) : json(nullptr);
+  j["batch_loop"] = {{"found", loop.found},
+                     {"batches", loop.batches},
+                     {"batch_bytes", loop.batch_bytes},
+                     {"median_interval_ns", loop.median_interval_ns},
+                     {"median_copy_ns", loop.median_copy_ns},
+                     {"workers", input.workers()},
+                     {"available_cores", report.AvailableCores()},
+                     {"mean_interval_ns", loop.mean_interval_ns()},
+                     {"pinned_batches", loop.pinned_batches},
+                     {"pin_thread_tid", input.pin_thread().tid},
+                     {"host_copy_gbps", loop.host_copy_gbps},
+                     {"pin_cost_ns", pin_cost}};
+  {
+    nlohmann::ordered_json threads = nlohmann::ordered_json::array();
+    for (const SyncThread& t : input.sync_waits().threads) {
+      nlohmann::ordered_json sites = nlohmann::ordered_json::array();
+      for (const SyncSite& site : t.sites) {
+        sites.push_back({{"site", site.site}, {"via_copy", site.via_copy}, {"calls", site.calls},
+                         {"syncs", site.syncs}, {"copies", site.copies}, {"h2d", site.h2d},
+                         {"d2h", site.d2h}, {"copy_bytes", site.copy_bytes},
+                         {"wait_ns", site.wait_ns}, {"saving_ns", site.saving_ns},
+                         {"apis", site.apis}});
+      }
+      threads.push_back({{"pid", t.pid}, {"tid", t.tid}, {"span_ns", t.span_ns},
+                         {"calls", t.calls}, {"waiting_calls", t.waiting_calls},
+                         {"wait_ns", t.wait_ns}, {"sync_wait_ns", t.sync_wait_ns},
+                         {"copy_wait_ns", t.copy_wait_ns}, {"host_ns", t.host_ns},
+                         {"saving_ns", t.saving_ns}, {"copies_joined", t.copies_joined},
+                         {"copies_calibrated", t.copies_calibrated}, {"sites", sites}});
+    }
+    j["sync_waits"] = {{"threads", threads},
+                       {"dropped_calls", input.sync_waits().dropped_calls}};
+  }
+  if (input.has_pins()) {
+    const PinStats& p = input.pins();
+    nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
+    for (const auto& [reason, count] : p.unpin_reasons) reasons[reason] = count;
+    j["pinning"] = {{"registers", p.registers},
+                    {"register_bytes", p.register_bytes},
+                    {"register_ns", p.register_ns},
+                    {"ahead_registers", p.ahead_registers},
+                    {"ahead_register_ns", p.ahead_register_ns},
+                    {"shm_registers", p.shm_registers},
+                    {"shm_bytes", p.shm_bytes},
+                    {"alloc_registers", p.alloc_registers},
+                    {"alloc_bytes", p.alloc_bytes},
+                    {"register_failed", p.register_failed},
+                    {"budget_full", p.budget_full},
+                    {"recycles", p.recycles},
+                    {"reuses", p.reuses},
+                    {"unpin_reasons", reasons},
+                    {"peak_pinned_bytes", p.peak_pinned_bytes},
+                    {"pinned_copies", p.pinned_copies},
+                    {"pinned_registered", p.pinned_registered},
+                    {"pinned_cached", p.pinned_cached},
+                    {"pinned_copy_bytes", p.pinned_copy_bytes},
+                    {"pinned_copy_blocked_ns", p.pinned_copy_blocked_ns},
+                    {"pinned_copy_at_pageable_ns", p.pinned_copy_at_pageable_ns}};
+  }
+  if (!input.devices().empty()) {
+    nlohmann::ordered_json devices = nlohmann::ordered_json::array();
+    for (const ProcessDevice& pd : input.devices()) {
+      const device::KernelRecording& rec = pd.result.recording;
+      for (const device::DeviceBusy& busy : pd.result.devices) {
+        // Unknown figures (no kernel recorded in the window or the chunk) are null.
+        const bool none = busy.kernels_sampled() && !busy.measured();
+        const auto fraction = [&](double f) {
+          return f < 0 || none ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f);
+        };
+        nlohmann::ordered_json chunks = nlohmann::ordered_json::array();
+        for (double f : busy.chunk_busy_fraction) chunks.push_back(fraction(f));
+        // Idle gaps by what the host was doing: {cause: {gaps, idle_ns}}.
+        nlohmann::ordered_json by_cause = nlohmann::ordered_json::object();
+        for (int c = 0; c < device::kGapCauses; ++c) {
+          by_cause[device::GapCauseName(static_cast<device::GapCause>(c))] = {
+              {"gaps", busy.by_cause[c].gaps}, {"idle_ns", busy.by_cause[c].idle_ns}};
+        }
+        devices.push_back({{"pid", pd.pid},
+                           {"device_id", busy.device_id},
+                           {"busy_fraction", fraction(busy.busy_fraction)},
+                           {"active_busy_fraction", fraction(busy.active_busy_fraction)},
+                           {"chunk_busy_fraction", chunks},
+                           {"gap_count", busy.gap_count},
+                           {"gap_ns", busy.gap_ns},
+                           {"gaps_by_cause", by_cause},
+                           {"kernels", !busy.kernels_sampled() ? "all"
+                                       : busy.measured()       ? "sampled"
+                                                               : "none"},
+                           {"blind_ns", busy.blind_ns},
+                           {"covered_fraction", busy.covered_fraction()},
+                           {"kernel_recording",
+                            {{"mode", rec.mode},
+                             {"stops", rec.stops},
+                             {"windows", rec.windows},
+                             {"peak_kernel_rate", rec.peak_kernel_rate}}}});
+      }
+    }
+    j["device_activity"] = devices;
+  }
+  return j;
+}
+
+}  // namespace pinscope

@@ -1,0 +1,20 @@
+// What `pinscope report` is asked for (cli/report_command.cc parses it).
+#pragma once
+
+#include <string>
+
+#include "analyzer/common/color.h"
+
+namespace pinscope {
+
+struct ReportOptions {
+  std::string run_dir;            // folder holding <pid>.pstrace files
+  bool json = false;              // --json: the versioned JSON schema
+  ColorMode color = ColorMode::kAuto;
+  int stack_depth = 6;            // --stacks N: frames shown per call site
+  std::string calibration_path;   // --calibration FILE; empty: search (calibration.h)
+  int top = 10;                   // rows in "largest"/"top" tables
+  bool show_helpers = false;      // --all-processes: unfold helper processes
+};
+
+}  // namespace pinscope

@@ -1,0 +1,797 @@
+// The text report for a person: header, verdict, what to change, then the
+// evidence sections (copies, staging estimate, largest pageable copies,
+// processes, shared memory, large allocations) and the notices and reader
+// problems. Fits 100 columns; colour only when asked for.
+#include <algorithm>
+#include <ctime>
+#include <functional>
+#include <ostream>
+#include <sstream>
+
+#include "analyzer/common/format.h"
+#include "analyzer/common/trace_names.h"
+#include "analyzer/report/report.h"
+
+namespace pinscope {
+
+namespace {
+
+// Greedy word wrap of `text` at `width` columns; continuation lines get
+// `indent` (the first line's prefix is the caller's).
+std::string Wrap(const std::string& text, size_t first_width, size_t width,
+                 const std::string& indent) {
+  std::istringstream words(text);
+  std::string word;
+  std::string result;
+  std::string line;
+  size_t limit = first_width;
+  while (words >> word) {
+    if (!line.empty() && DisplayWidth(line) + 1 + DisplayWidth(word) > limit) {
+      result += line + "\n" + indent;
+      line.clear();
+      limit = width;
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  return result + line;
+}
+
+std::string Offset(uint64_t time_ns, uint64_t start_ns) {
+  const uint64_t ns = time_ns > start_ns ? time_ns - start_ns : 0;
+  return StringPrintf("+%.3f s", static_cast<double>(ns) / 1e9);
+}
+
+// Why and how kernels were recorded only part of the time: "auto mode: up to
+// 31,000 kernels/s", "PINSCOPE_CUPTI_KERNELS=off", "another tool took CUPTI".
+std::string KernelRecordingText(const device::KernelRecording& r) {
+  std::string text;
+  if (r.mode == "auto") {
+    text = "auto mode";
+    if (r.peak_kernel_rate > 0) {
+      text +=
+          ": up to " + FormatCount(static_cast<uint64_t>(r.peak_kernel_rate + 0.5)) + " kernels/s";
+    }
+  } else if (r.mode == "off") {
+    text = "PINSCOPE_CUPTI_KERNELS=off";
+  } else if (r.mode == "step_aside") {
+    text = "another tool took CUPTI";
+  } else {
+    text = "reason: " + (r.mode.empty() ? std::string("unknown") : r.mode);
+  }
+  return text;
+}
+
+std::string CudaVersion(int32_t version) {
+  if (version <= 0) return "unknown";
+  return StringPrintf("%d.%d", version / 1000, (version % 1000) / 10);
+}
+
+std::string PcieLink(const trace::HostFacts& host) {
+  if (host.pcie_link_speed_gts_x10() == 0) return "PCIe link unknown";
+  // Per-lane rates of PCIe generations 1 to 6, GT/s x10.
+  static constexpr uint32_t kGenerationSpeeds[] = {25, 50, 80, 160, 320, 640};
+  int generation = 0;
+  for (int i = 0; i < 6; ++i) {
+    if (host.pcie_link_speed_gts_x10() == kGenerationSpeeds[i]) generation = i + 1;
+  }
+  std::string text = "PCIe ";
+  if (generation > 0) text += "Gen" + std::to_string(generation) + " ";
+  text += "x" + std::to_string(host.pcie_link_width()) +
+          StringPrintf(" (%.1f GT/s)", host.pcie_link_speed_gts_x10() / 10.0);
+  return text;
+}
+
+std::string UtcTime(uint64_t wall_ns) {
+  if (wall_ns == 0) return "unknown time";
+  const time_t seconds = static_cast<time_t>(wall_ns / 1000000000ull);
+  struct tm tm_utc;
+  gmtime_r(&seconds, &tm_utc);
+  char text[64];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S UTC", &tm_utc);
+  return text;
+}
+
+class TextWriter {
+ public:
+  TextWriter(const Report& report, bool color, std::ostream& out)
+      : report_(report), style_(color), out_(out) {}
+
+  void Write() {
+    Header();
+    VerdictSection();
+    ChangeSection();
+    CopySection();
+    StagingSection();
+    LargestSection();
+    CallSiteSection();
+    ProcessSection();
+    ShmSection();
+    PinningSection();
+    DeviceSection();
+    AllocSection();
+    NoticeSection();
+  }
+
+ private:
+  void Title(const std::string& title) { out_ << '\n' << style_.Bold(title) << '\n'; }
+  void Field(const std::string& label, const std::string& value) {
+    const std::string prefix = StringPrintf("%-10s ", label.c_str());
+    out_ << prefix
+         << Wrap(value, kReportWidth - prefix.size(), kReportWidth - prefix.size(),
+                 std::string(prefix.size(), ' '))
+         << '\n';
+  }
+  void Para(const std::string& text, const std::string& indent = "  ") {
+    out_ << indent << Wrap(text, kReportWidth - indent.size(), kReportWidth - indent.size(), indent)
+         << '\n';
+  }
+  std::string Severe(Severity severity, const std::string& text) const {
+    switch (severity) {
+      case Severity::kError:
+        return style_.Bad(text);
+      case Severity::kWarning:
+        return style_.Warn(text);
+      default:
+        return text;
+    }
+  }
+
+  void Header();
+  void VerdictSection();
+  void ChangeSection();
+  void CopySection();
+  void StagingSection();
+  void LargestSection();
+  void CallSiteSection();
+  void ProcessSection();
+  void ShmSection();
+  void PinningSection();
+  void DeviceSection();
+  void AllocSection();
+  void NoticeSection();
+
+  const Report& report_;
+  Style style_;
+  std::ostream& out_;
+};
+
+void TextWriter::Header() {
+  const trace::ProcessHeader& root = report_.root_header();
+  const trace::HostFacts& host = root.host();
+  out_ << style_.Bold("pinscope report: " + report_.run_dir()) << '\n';
+  const int root_index = report_.root_index() < 0 ? 0 : report_.root_index();
+  Field("Command", report_.processes().empty() ? "-" : report_.processes()[root_index].command);
+  Field("Run", "id " + (report_.run_id().empty() ? std::string("-") : report_.run_id()) + " on " +
+                   (root.hostname().empty() ? std::string("unknown host") : root.hostname()) +
+                   ", started " + UtcTime(root.start_wall_ns()) + ", lasted " +
+                   FormatDuration(report_.duration_ns()));
+  size_t workers = 0, execs = 0, helpers = 0;
+  for (const ProcessSummary& p : report_.processes()) {
+    if (p.helper)
+      ++helpers;
+    else if (p.origin == trace::ORIGIN_FORK)
+      ++workers;
+    else if (p.origin == trace::ORIGIN_EXEC)
+      ++execs;
+  }
+  Field("Processes", std::to_string(report_.processes().size()) + " (" + std::to_string(workers) +
+                         " forked, " + std::to_string(execs) + " exec'd, " +
+                         std::to_string(helpers) + " helper" + (helpers == 1 ? "" : "s") + ")");
+  std::string cores = std::to_string(host.logical_cores()) + " logical / " +
+                      std::to_string(host.physical_cores()) + " physical cores, " +
+                      std::to_string(host.affinity_cores()) + " in affinity, ";
+  cores +=
+      host.cgroup_cpu_quota_millicores() == 0
+          ? "no cgroup CPU quota"
+          : StringPrintf("cgroup CPU quota %.2f CPUs", host.cgroup_cpu_quota_millicores() / 1000.0);
+  cores += "; " + FormatBytes(host.ram_bytes()) + " RAM";
+  if (host.cgroup_memory_limit_bytes() != 0) {
+    cores += ", cgroup memory limit " + FormatBytes(host.cgroup_memory_limit_bytes());
+  }
+  Field("Host", cores);
+  Field("/dev/shm", host.shm_capacity_bytes() == 0
+                        ? "capacity unknown"
+                        : FormatBytes(host.shm_capacity_bytes()) + " capacity, " +
+                              FormatBytes(host.shm_free_bytes()) + " free at start");
+  std::string gpus;
+  for (const std::string& name : host.gpu_names()) gpus += (gpus.empty() ? "" : ", ") + name;
+  Field("GPU", (gpus.empty() ? std::string("none seen") : gpus) + "; " + PcieLink(host));
+  if (report_.cuda()) {
+    const trace::CudaRuntimeInfo& cuda = *report_.cuda();
+    Field("CUDA", "runtime " + CudaVersion(cuda.runtime_version()) + ", driver " +
+                      CudaVersion(cuda.driver_version()) + ", " +
+                      std::to_string(cuda.device_count()) +
+                      (cuda.device_count() == 1 ? " device" : " devices") +
+                      (cuda.runtime_path().empty() ? "" : " (" + cuda.runtime_path() + ")"));
+  } else {
+    Field("CUDA", "no CUDA runtime loaded");
+  }
+  Field("Trace", FormatCount(report_.packets()) + " packets replayed; shim " +
+                     (root.shim_version().empty() ? std::string("unknown") : root.shim_version()) +
+                     ", kernel " + host.kernel_release() + ", glibc " + host.libc_version());
+}
+
+void TextWriter::VerdictSection() {
+  Title("Verdict");
+  const Verdict& verdict = report_.verdict();
+  std::string text = Wrap(verdict.text, kReportWidth - 2, kReportWidth - 2, "  ");
+  if (verdict.severity == Severity::kInfo) text = style_.Good(text);
+  out_ << "  " << Severe(verdict.severity, text) << '\n';
+}
+
+void TextWriter::ChangeSection() {
+  Title("What to change (in order of expected gain)");
+  int n = 0;
+  for (const Finding& finding : report_.findings()) {
+    if (finding.kind == Finding::Kind::kTime && !finding.significant) continue;
+    ++n;
+    std::string head = std::to_string(n) + ". " + finding.title;
+    if (finding.kind == Finding::Kind::kTime) {
+      head += ": save about " + FormatDuration(finding.saving_ns);
+    } else if (finding.kind == Finding::Kind::kRisk) {
+      head += ": risk of failure";
+    } else {
+      head += ": the job failed";
+    }
+    out_ << "  " << Severe(finding.severity, head) << '\n';
+    Para(finding.action, "     ");
+    Para("Evidence: " + finding.evidence, "     ");
+  }
+  if (n == 0) out_ << "  Nothing the recorded data says is worth changing.\n";
+  if (!report_.pending().empty()) {
+    out_ << "  Not assessed yet (needs data a later recorder brings):\n";
+    for (const PendingCheck& check : report_.pending()) {
+      out_ << "    - "
+           << Wrap(check.title + ": needs " + check.needs, kReportWidth - 6, kReportWidth - 6,
+                   "      ")
+           << '\n';
+    }
+  }
+}
+
+void TextWriter::CopySection() {
+  Title("Copies by direction and host memory (achieved = bytes / host-blocked time)");
+  const CopyAnalysis& copies = report_.copies();
+  if (copies.rows().empty()) {
+    out_ << "  No copies recorded.\n";
+    return;
+  }
+  TextTable table({{"Direction"},
+                   {"Memory"},
+                   {"Count", TextTable::Align::kRight},
+                   {"Bytes", TextTable::Align::kRight},
+                   {"Blocked", TextTable::Align::kRight},
+                   {"Achieved", TextTable::Align::kRight},
+                   {"Pinned (calibrated)", TextTable::Align::kRight},
+                   {"Failed", TextTable::Align::kRight}});
+  for (const CopyRow& row : copies.rows()) {
+    table.AddRow({DirectionName(row.direction), MemoryKindName(row.kind), FormatCount(row.count),
+                  FormatBytes(row.bytes), FormatDuration(row.blocked_ns),
+                  row.kind == trace::PAGEABLE ? FormatGbps(row.AchievedGbps()) : "n/a",
+                  FormatGbps(copies.CalibratedPinnedGbps(row)),
+                  row.failed == 0 ? "" : FormatCount(row.failed)});
+  }
+  const CopyRow& total = copies.total();
+  table.AddRow({"total", "", FormatCount(total.count), FormatBytes(total.bytes),
+                FormatDuration(total.blocked_ns), "", "",
+                total.failed == 0 ? "" : FormatCount(total.failed)});
+  table.Render(out_, style_);
+  Para(
+      "Pinned (calibrated): the pinned bandwidth at the row's mean copy size. Achieved is shown "
+      "for pageable rows only: copies from pinned or device memory can return before the "
+      "transfer ends, so their host-blocked time is not a transfer time.");
+}
+
+void TextWriter::StagingSection() {
+  Title("Time lost to pageable staging");
+  const CopyAnalysis& copies = report_.copies();
+  out_ << "  "
+       << Wrap("Pinned bandwidth from: " + copies.calibration().source, kReportWidth - 2,
+               kReportWidth - 2, "  ")
+       << '\n';
+  const CopyRow total = copies.PageableTotal();
+  if (total.count == 0) {
+    out_ << "  No pageable H2D or D2H copies: nothing is lost to staging.\n";
+    return;
+  }
+  TextTable table({{"Direction"},
+                   {"Copies", TextTable::Align::kRight},
+                   {"Bytes", TextTable::Align::kRight},
+                   {"Blocked", TextTable::Align::kRight},
+                   {"At pinned", TextTable::Align::kRight},
+                   {"Lost", TextTable::Align::kRight}});
+  for (bool h2d : {true, false}) {
+    const CopyRow& row = copies.pageable(h2d);
+    if (row.count == 0) continue;
+    table.AddRow({h2d ? "H2D" : "D2H", FormatCount(row.count), FormatBytes(row.bytes),
+                  FormatDuration(row.blocked_ns), FormatDuration(row.pinned_estimate_ns),
+                  FormatDuration(row.loss_ns)});
+  }
+  table.AddRow({"total", FormatCount(total.count), FormatBytes(total.bytes),
+                FormatDuration(total.blocked_ns), FormatDuration(total.pinned_estimate_ns),
+                FormatDuration(total.loss_ns)});
+  table.Render(out_, style_);
+  const uint64_t run = report_.duration_ns();
+  Para("Estimated loss: " + FormatDuration(total.loss_ns) + " (" +
+       FormatPercent(run == 0 ? 0 : static_cast<double>(total.loss_ns) / run) + " of the run's " +
+       FormatDuration(run) +
+       "), per copy: host-blocked time minus bytes / pinned bandwidth, never "
+       "below zero.");
+  const auto& threads = copies.threads();
+  TextTable by_thread({{"Thread"},
+                       {"Pageable copies", TextTable::Align::kRight},
+                       {"Blocked", TextTable::Align::kRight},
+                       {"Lost", TextTable::Align::kRight},
+                       {"Share of its life", TextTable::Align::kRight}});
+  for (const ThreadCopies& thread : threads) {
+    if (thread.pageable_copies == 0) continue;
+    const uint64_t life = report_.ProcessDuration(thread.process_index);
+    by_thread.AddRow({report_.ThreadLabel(thread.process_index, thread.tid),
+                      FormatCount(thread.pageable_copies),
+                      FormatDuration(thread.pageable_blocked_ns), FormatDuration(thread.loss_ns),
+                      life == 0 ? "-" : FormatPercent(static_cast<double>(thread.loss_ns) / life)});
+    if (by_thread.rows() >= static_cast<size_t>(report_.options().top)) break;
+  }
+  if (by_thread.rows() > 0) by_thread.Render(out_, style_);
+}
+
+void TextWriter::LargestSection() {
+  const auto& largest = report_.copies().largest_pageable();
+  Title("Largest pageable copies (top " + std::to_string(report_.options().top) +
+        ", with the buffer that fed each)");
+  if (largest.empty()) {
+    out_ << "  None.\n";
+    return;
+  }
+  TextTable table({{"#", TextTable::Align::kRight},
+                   {"When", TextTable::Align::kRight},
+                   {"PID", TextTable::Align::kRight},
+                   {"Dir"},
+                   {"Bytes", TextTable::Align::kRight},
+                   {"Blocked", TextTable::Align::kRight},
+                   {"Achieved", TextTable::Align::kRight},
+                   {"Buffer", TextTable::Align::kLeft, true}});
+  int n = 0;
+  for (const LargeCopy& record : largest) {
+    table.AddRow({std::to_string(++n), Offset(record.time_ns, report_.start_ns()),
+                  std::to_string(record.pid), DirectionName(record.direction),
+                  FormatBytes(record.bytes), FormatDuration(record.blocked_ns),
+                  FormatGbps(record.blocked_ns == 0 ? 0
+                                                    : static_cast<double>(record.bytes) /
+                                                          static_cast<double>(record.blocked_ns)),
+                  record.buffer.Describe()});
+  }
+  table.Render(out_, style_);
+  // Where these copies were made: the "Call sites" section below, which
+  // aggregates every pageable copy by its site.
+  if (!report_.call_sites().sites().empty()) {
+    out_ << "  Their call sites and buffer origins: see \"Call sites\" below.\n";
+  }
+}
+
+// Keeps the end of a frame (file:line function) when it is too wide: the
+// path's head is the least telling part.
+std::string CutLeft(const std::string& text, size_t width) {
+  if (text.size() <= width || width < 4) return text;
+  return "..." + text.substr(text.size() - (width - 3));
+}
+
+std::string PidList(const std::vector<uint32_t>& pids) {
+  std::string text;
+  for (size_t i = 0; i < pids.size() && i < 8; ++i) {
+    text += (text.empty() ? "" : " ") + std::to_string(pids[i]);
+  }
+  if (pids.size() > 8) text += " ...";
+  return text;
+}
+
+void TextWriter::CallSiteSection() {
+  const CallSiteAnalysis& calls = report_.call_sites();
+  Title("Call sites (top " + std::to_string(report_.options().top) +
+        " by time lost to pageable staging)");
+  if (calls.sites().empty()) {
+    out_ << "  None: no pageable H2D or D2H copies.\n";
+    return;
+  }
+  Para("Site: the innermost Python frame of the copy's stack, then its innermost native frame "
+       "(module+offset). " + FormatCount(calls.total_sites()) + " sites; " +
+       FormatCount(calls.copies_with_stack()) + " pageable copies with a recorded stack, " +
+       FormatCount(calls.copies_without_stack()) + " without.");
+  TextTable table({{"#", TextTable::Align::kRight},
+                   {"Copies", TextTable::Align::kRight},
+                   {"Bytes", TextTable::Align::kRight},
+                   {"Blocked", TextTable::Align::kRight},
+                   {"Lost", TextTable::Align::kRight},
+                   {"Site", TextTable::Align::kLeft, true}});
+  int n = 0;
+  for (const CallSite& site : calls.sites()) {
+    const std::string& where = !site.python.empty()   ? site.python
+                               : !site.native.empty() ? site.native
+                                                      : std::string("(no stack recorded)");
+    table.AddRow({std::to_string(++n), FormatCount(site.copies), FormatBytes(site.bytes),
+                  FormatDuration(site.blocked_ns), FormatDuration(site.loss_ns),
+                  CutLeft(where, 48)});
+  }
+  table.Render(out_, style_);
+  const size_t width = kReportWidth - 13;
+  n = 0;
+  for (const CallSite& site : calls.sites()) {
+    out_ << StringPrintf("  %3d  ", ++n);
+    std::string head = "pid " + PidList(site.pids);
+    if (site.h2d > 0) head += ", " + FormatCount(site.h2d) + " H2D";
+    if (site.d2h > 0) head += ", " + FormatCount(site.d2h) + " D2H";
+    if (site.copies > 0) head += ", " + FormatBytes(site.bytes / site.copies) + " each on average";
+    out_ << Truncate(head, kReportWidth - 7) << '\n';
+    for (size_t i = 0; i < site.frames.size(); ++i) {
+      out_ << "       " << (i == 0 ? "at   " : "from ") << CutLeft(site.frames[i], width) << '\n';
+    }
+    if (!site.native.empty() && !site.python.empty()) {
+      out_ << "       " << "in   " << CutLeft(site.native, width) << '\n';
+    }
+    const BufferSite& buffer = site.buffer;
+    std::string fed;
+    if (buffer.kind == HostBuffer::Kind::kNone) {
+      fed = "not a recorded buffer";
+    } else {
+      fed = std::string(buffer.kind == HostBuffer::Kind::kShm ? "shm segment created at "
+                                                               : "allocated at ") +
+            (buffer.site.empty() ? std::string("(no stack recorded)") : CutLeft(buffer.site, 60));
+      if (!buffer.pids.empty()) {
+        fed += buffer.in_workers ? " in workers (pid " : " (pid ";
+        fed += PidList(buffer.pids) + ")";
+      }
+    }
+    fed += ": " + FormatCount(buffer.copies) + " of " + FormatCount(site.copies) + " copies";
+    if (site.buffer_sites > 1) {
+      fed += "; " + FormatCount(site.buffer_sites - 1) + " other buffer site" +
+             (site.buffer_sites == 2 ? "" : "s");
+    }
+    out_ << "       buffers " << Wrap(fed, kReportWidth - 15, kReportWidth - 15,
+                                     std::string(15, ' '))
+         << '\n';
+  }
+}
+
+void TextWriter::ProcessSection() {
+  const auto& processes = report_.processes();
+  const bool show_helpers = report_.options().show_helpers;
+  size_t folded = 0;
+  TextTable table({{"PID", TextTable::Align::kLeft},
+                   {"Role"},
+                   {"Life", TextTable::Align::kRight},
+                   {"Copies", TextTable::Align::kRight},
+                   {"Copied", TextTable::Align::kRight},
+                   {"Blocked", TextTable::Align::kRight},
+                   {"Allocs", TextTable::Align::kRight},
+                   {"Shm made", TextTable::Align::kRight},
+                   {"Shm mapped", TextTable::Align::kRight}});
+  // Command lines go below the table (they would not fit beside it); a
+  // forked worker's is the same as its parent's and is not repeated.
+  std::vector<int> commands;
+  const auto bytes_or_dash = [](uint64_t bytes) { return bytes == 0 ? "-" : FormatBytes(bytes); };
+  std::function<void(int, const std::string&, const std::string&)> visit =
+      [&](int index, const std::string& lead, const std::string& next_lead) {
+        const ProcessSummary& p = processes[index];
+        table.AddRow(
+            {lead + std::to_string(p.pid), p.Role(),
+             FormatDuration(p.end_ns > p.start_ns ? p.end_ns - p.start_ns : 0),
+             FormatCount(p.copies), bytes_or_dash(p.h2d_bytes + p.d2h_bytes + p.other_bytes),
+             p.copies == 0 ? "-" : FormatDuration(p.blocked_ns),
+             p.allocs == 0 ? "-" : FormatCount(p.allocs) + " / " + FormatBytes(p.alloc_bytes),
+             p.shm_created == 0
+                 ? "-"
+                 : FormatCount(p.shm_created) + " / " + FormatBytes(p.shm_created_bytes),
+             bytes_or_dash(p.shm_mapped_bytes)});
+        if (p.parent_index < 0 || processes[p.parent_index].command != p.command) {
+          commands.push_back(index);
+        }
+        std::vector<int> shown;
+        for (int child : p.children) {
+          if (!show_helpers && processes[child].helper) {
+            ++folded;
+            continue;
+          }
+          shown.push_back(child);
+        }
+        for (size_t i = 0; i < shown.size(); ++i) {
+          const bool last = i + 1 == shown.size();
+          visit(shown[i], next_lead + (last ? "`- " : "|- "), next_lead + (last ? "   " : "|  "));
+        }
+      };
+  for (const ProcessSummary& p : processes) {
+    if (p.parent_index >= 0) continue;
+    if (!show_helpers && p.helper) {
+      ++folded;
+      continue;
+    }
+    visit(p.index, "", "");
+  }
+  std::string title = "Processes";
+  if (folded > 0) {
+    title += " (" + std::to_string(folded) + " helper" + (folded == 1 ? "" : "s") +
+             " folded; --all-processes shows them)";
+  }
+  Title(title);
+  table.Render(out_, style_);
+  out_ << "  Copied: bytes of all copies. Allocs: large host allocations, Shm made: segments\n"
+          "  created (count / bytes). Workers not listed below run their parent's command.\n";
+  TextTable command_table(
+      {{"PID", TextTable::Align::kRight}, {"Command", TextTable::Align::kLeft, true}});
+  for (int index : commands) {
+    command_table.AddRow({std::to_string(processes[index].pid), processes[index].command});
+  }
+  command_table.Render(out_, style_);
+  // pinscope's own cost on the job's threads (Counters; absent from older
+  // shims and with stacks off).
+  const ProcessAnalysis& analysis = report_.process_analysis();
+  if (analysis.stacks_captured() == 0 && analysis.stack_capture_ns() == 0) return;
+  const auto share = [](uint64_t part, uint64_t whole) {
+    return whole == 0 ? std::string("-") : FormatPercent(static_cast<double>(part) / whole);
+  };
+  Para("pinscope's call stacks: " + FormatCount(analysis.stacks_captured()) + " captured, " +
+       FormatDuration(analysis.stack_capture_ns()) + " of the job's thread time (" +
+       share(analysis.stack_capture_ns(), report_.duration_ns()) + " of the run's " +
+       FormatDuration(report_.duration_ns()) + " wall time)");
+  const auto taking = std::count_if(processes.begin(), processes.end(), [](const ProcessSummary& p) {
+    return p.stacks_captured > 0 || p.stack_capture_ns > 0;
+  });
+  if (taking < 2) return;
+  for (const ProcessSummary& p : processes) {
+    if (p.stacks_captured == 0 && p.stack_capture_ns == 0) continue;
+    const uint64_t life = p.end_ns > p.start_ns ? p.end_ns - p.start_ns : 0;
+    Para("pid " + std::to_string(p.pid) + ": " + FormatCount(p.stacks_captured) + " captured, " +
+             FormatDuration(p.stack_capture_ns) + " (" + share(p.stack_capture_ns, life) +
+             " of its " + FormatDuration(life) + ")",
+         "    ");
+  }
+}
+
+void TextWriter::ShmSection() {
+  Title("Shared memory (/dev/shm)");
+  const ShmAnalysis& shm = report_.shm();
+  const uint64_t capacity = shm.capacity_bytes();
+  if (shm.segments() == 0 && shm.sigbus().empty()) {
+    Para("No shared-memory segments of the job" +
+         std::string(shm.driver_segments() > 0 ? " (only the CUDA driver's own)" : "") + "; " +
+         (capacity == 0 ? "capacity unknown." : FormatBytes(capacity) + " capacity."));
+    return;
+  }
+  std::string peak = "Peak in use: " + FormatBytes(shm.peak_bytes()) + " at " +
+                     Offset(shm.peak_time_ns(), report_.start_ns()) + " (" +
+                     FormatCount(shm.peak_segments()) + " segments alive)";
+  if (capacity > 0) {
+    peak += ", " + FormatPercent(static_cast<double>(shm.peak_bytes()) / capacity) + " of the " +
+            FormatBytes(capacity) + " capacity";
+    const uint64_t room = shm.free_bytes_at_start() > 0 ? shm.free_bytes_at_start() : capacity;
+    peak += room > shm.peak_bytes() ? "; headroom " + FormatBytes(room - shm.peak_bytes())
+                                    : "; no headroom";
+    peak += " of the " + FormatBytes(room) + " free at start.";
+  } else {
+    peak += "; /dev/shm capacity unknown.";
+  }
+  Para(peak);
+  if (shm.warning()) {
+    out_ << "  " << style_.Warn("WARNING: the peak passes half of /dev/shm.") << '\n';
+  }
+  Para("Use --shm-size=" + std::to_string(shm.RecommendedShmSize() / kMiB) +
+       "m (peak x 2, rounded up to a power of two, at least 64 MiB).");
+  std::string made = FormatCount(shm.segments()) + " segments made over the run (" +
+                     FormatBytes(shm.bytes_created()) + ")";
+  if (shm.leaked_segments() > 0) {
+    made += "; " + FormatCount(shm.leaked_segments()) + " never unlinked (" +
+            FormatBytes(shm.leaked_bytes()) + " left in /dev/shm)";
+  }
+  if (shm.driver_segments() > 0 || shm.memfd_segments() > 0) {
+    made += "; not counted: " + FormatCount(shm.driver_segments()) + " CUDA driver segment" +
+            (shm.driver_segments() == 1 ? "" : "s") + ", " + FormatCount(shm.memfd_segments()) +
+            " memfd";
+  }
+  if (shm.failed_calls() > 0) made += "; " + FormatCount(shm.failed_calls()) + " shm calls failed";
+  Para(made + ".");
+  TextTable table({{"PID", TextTable::Align::kRight},
+                   {"Segments made", TextTable::Align::kRight},
+                   {"Bytes made", TextTable::Align::kRight},
+                   {"At peak", TextTable::Align::kRight},
+                   {"Share of peak", TextTable::Align::kRight},
+                   {"Maps", TextTable::Align::kRight},
+                   {"Bytes mapped", TextTable::Align::kRight}});
+  for (const ShmShare& share : shm.shares()) {
+    table.AddRow({share.process_index < 0 ? "untraced" : std::to_string(share.pid),
+                  FormatCount(share.segments_created), FormatBytes(share.bytes_created),
+                  FormatBytes(share.bytes_at_peak),
+                  shm.peak_bytes() == 0
+                      ? "-"
+                      : FormatPercent(static_cast<double>(share.bytes_at_peak) / shm.peak_bytes()),
+                  FormatCount(share.maps), FormatBytes(share.bytes_mapped)});
+  }
+  table.Render(out_, style_);
+  for (const ShmSigbus& bus : shm.sigbus()) {
+    std::string text = "SIGBUS in pid " + std::to_string(bus.pid) + " at " +
+                       Offset(bus.time_ns, report_.start_ns());
+    if (!bus.segment.empty()) text += " in " + bus.segment;
+    if (!bus.diagnosis.empty()) text += ": " + bus.diagnosis;
+    out_ << "  " << style_.Bad(Wrap(text, kReportWidth - 2, kReportWidth - 2, "  ")) << '\n';
+  }
+}
+
+
+// Only when PinEvents exist (PINSCOPE_PIN=1): what pinscope pinned, what it
+// cost and what it saved against the calibrated pageable bandwidth.
+void TextWriter::PinningSection() {
+  const PinStats& pins = report_.input().pins();
+  if (!report_.input().has_pins()) return;
+  Title("Pinning (PINSCOPE_PIN)");
+  Para("Registered " + FormatCount(pins.registers) + " buffers (" + FormatBytes(pins.register_bytes) +
+       "): " + FormatCount(pins.shm_registers) + " shm (" + FormatBytes(pins.shm_bytes) + "), " +
+       FormatCount(pins.alloc_registers) + " malloc (" + FormatBytes(pins.alloc_bytes) + "), " +
+       FormatCount(pins.other_registers) + " other (" + FormatBytes(pins.other_bytes) + ").");
+  const double gib = static_cast<double>(pins.register_bytes) / (1024.0 * 1024 * 1024);
+  Para("Registration time " + FormatDuration(pins.register_ns) +
+       (gib > 0 ? " (" + FormatDuration(static_cast<uint64_t>(pins.register_ns / gib)) + " per GiB)"
+                : std::string()) +
+       "; peak pinned " + FormatBytes(pins.peak_pinned_bytes) + "; " +
+       FormatCount(pins.register_failed) + " failed, budget full " + FormatCount(pins.budget_full) +
+       " times.");
+  if (pins.ahead_registers > 0) {
+    Para(FormatCount(pins.ahead_registers) + " of the registrations (" +
+         FormatDuration(pins.ahead_register_ns) +
+         ") were made ahead, on pinscope's pin-ahead thread as the shm batch was mapped, not on "
+         "the copying thread (PINSCOPE_PIN_AHEAD).");
+  }
+  if (pins.recycles > 0 || pins.reuses > 0) {
+    Para("Kept " + FormatCount(pins.recycles) + " freed blocks registered for reuse; " +
+         FormatCount(pins.reuses) + " registrations saved by reuse.");
+  }
+  if (!pins.unpin_reasons.empty()) {
+    std::string reasons;
+    for (const auto& [reason, count] : pins.unpin_reasons) {
+      reasons += (reasons.empty() ? "" : ", ") + FormatCount(count) + " " + reason;
+    }
+    Para("Unpinned " + FormatCount(pins.unregisters) + ": " + reasons + ".");
+  }
+  if (pins.pinned_copies > 0) {
+    const double achieved = pins.pinned_copy_blocked_ns == 0
+                                ? 0
+                                : static_cast<double>(pins.pinned_copy_bytes) / pins.pinned_copy_blocked_ns;
+    const double calibrated = pins.pinned_copy_at_pinned_ns == 0
+                                  ? 0
+                                  : static_cast<double>(pins.pinned_copy_bytes) / pins.pinned_copy_at_pinned_ns;
+    const int64_t saved = static_cast<int64_t>(pins.pinned_copy_at_pageable_ns) -
+                          static_cast<int64_t>(pins.pinned_copy_blocked_ns) -
+                          static_cast<int64_t>(pins.register_ns - pins.ahead_register_ns);
+    Para(FormatCount(pins.pinned_copies) + " copies ran pinned thanks to pinscope (" +
+         FormatCount(pins.pinned_registered) + " registered, " + FormatCount(pins.pinned_cached) +
+         " cached), " + FormatBytes(pins.pinned_copy_bytes) + " at " + FormatGbps(achieved) +
+         " host-blocked (calibrated pinned " + FormatGbps(calibrated) + "). Time saved vs the " +
+         "calibrated pageable bandwidth, minus registration on the copying threads: " +
+         (saved >= 0 ? FormatDuration(static_cast<uint64_t>(saved))
+                     : "-" + FormatDuration(static_cast<uint64_t>(-saved))) +
+         ".");
+  }
+}
+
+// Only when DeviceActivity packets exist (CUPTI).
+void TextWriter::DeviceSection() {
+  const auto& devices = report_.input().devices();
+  if (devices.empty()) return;
+  Title("Device activity (CUPTI)");
+  for (const ProcessDevice& p : devices) {
+    for (const device::CopyClassStats& c : p.result.copy_classes) {
+      Para("pid " + std::to_string(p.pid) + " " + DirectionName(static_cast<trace::Direction>(c.key.direction)) +
+           " " + MemoryKindName(static_cast<trace::MemoryKind>(c.key.host_kind)) + ": " +
+           FormatCount(c.count) + " copies, " + FormatBytes(c.bytes) + ", device " +
+           FormatDuration(c.device_ns) + " (" + FormatGbps(c.device_gbps()) + "), host blocked " +
+           FormatDuration(c.host_blocked_ns) + " (" + FormatCount(c.joined) + " joined)");
+    }
+    for (const device::DeviceBusy& busy : p.result.devices) {
+      const std::string gpu = "pid " + std::to_string(p.pid) + " GPU " + std::to_string(busy.device_id);
+      if (!busy.measured() && busy.kernels_sampled()) {
+        // Kernels off for the whole window: copies and memsets alone say
+        // nothing about how busy the GPU was.
+        Para(gpu + ": kernels were not recorded (" + KernelRecordingText(p.result.recording) +
+             "): no busy figure; " + FormatCount(busy.records) + " memcpy/memset records only.");
+        continue;
+      }
+      std::string chunks;
+      bool unknown = false;
+      for (double f : busy.chunk_busy_fraction) {
+        static const char* kBars[] = {"_", ".", ":", "-", "=", "+", "*", "#"};
+        if (f < 0) {
+          chunks += "?";
+          unknown = true;
+          continue;
+        }
+        chunks += kBars[std::min(7, static_cast<int>(f * 8))];
+      }
+      Para(gpu + ": busy " + FormatPercent(busy.busy_fraction) +
+           (busy.kernels_sampled() ? " of the recorded time, " : " of the process's life, ") +
+           FormatPercent(busy.active_busy_fraction) + " from first to last activity; per chunk [" +
+           chunks + "] (_ idle .. # busy" + (unknown ? ", ? not recorded)" : ")"));
+      if (busy.kernels_sampled()) {
+        Para("Kernels recorded in sampled windows: " + FormatPercent(busy.covered_fraction()) +
+             " of the time (" + KernelRecordingText(p.result.recording) + ", " +
+             FormatCount(p.result.recording.windows) +
+             (p.result.recording.windows == 1 ? " window" : " windows") + "); the " +
+             FormatDuration(busy.blind_ns) + " not recorded count as neither busy nor idle.");
+      }
+      std::string causes;
+      for (int i = 0; i < device::kGapCauses; ++i) {
+        if (busy.by_cause[i].gaps == 0) continue;
+        causes += (causes.empty() ? "" : ", ") + FormatCount(busy.by_cause[i].gaps) + " " +
+                  device::GapCauseName(static_cast<device::GapCause>(i)) + " (" +
+                  FormatDuration(busy.by_cause[i].idle_ns) + ")";
+      }
+      Para("Idle gaps over 1 ms: " + FormatCount(busy.gap_count) + ", " +
+           FormatDuration(busy.gap_ns) + (causes.empty() ? "" : "; host was in: " + causes) + ".");
+    }
+  }
+}
+
+void TextWriter::AllocSection() {
+  Title("Large host allocations (at or above PINSCOPE_TRACE_MIN)");
+  const AllocAnalysis& allocs = report_.allocs();
+  if (allocs.count() == 0) {
+    out_ << "  None recorded.\n";
+    return;
+  }
+  Para(FormatCount(allocs.count()) + (allocs.count() == 1 ? " allocation (" : " allocations (") +
+       FormatBytes(allocs.bytes()) + "), at most " + FormatBytes(allocs.peak_live_bytes()) +
+       " live at once; " + FormatCount(allocs.fed_allocations()) + " of them fed " +
+       FormatCount(allocs.copies_fed()) + (allocs.copies_fed() == 1 ? " copy (" : " copies (") +
+       FormatCount(allocs.pageable_copies_fed()) + " pageable, " + FormatBytes(allocs.bytes_fed()) +
+       " copied).");
+  TextTable table({{"Size"},
+                   {"Count", TextTable::Align::kRight},
+                   {"Bytes", TextTable::Align::kRight},
+                   {"Fed copies", TextTable::Align::kRight}});
+  for (const AllocBucket& bucket : allocs.histogram()) {
+    if (bucket.count == 0) continue;
+    std::string range = bucket.max_bytes == 0
+                            ? ">= " + FormatBytes(bucket.min_bytes)
+                            : (bucket.min_bytes == 0 ? "< " + FormatBytes(bucket.max_bytes)
+                                                     : FormatBytes(bucket.min_bytes) + " - " +
+                                                           FormatBytes(bucket.max_bytes));
+    table.AddRow({range, FormatCount(bucket.count), FormatBytes(bucket.bytes),
+                  FormatCount(bucket.fed_copies)});
+  }
+  table.Render(out_, style_);
+  std::string apis;
+  for (const auto& [api, stats] : allocs.by_api()) {
+    apis += (apis.empty() ? "" : ", ") + std::string(AllocApiName(api)) + " " +
+            FormatCount(stats.count) + " (" + FormatBytes(stats.bytes) + ")";
+  }
+  Para("By API: " + apis + ".");
+}
+
+void TextWriter::NoticeSection() {
+  const auto& notices = report_.process_analysis().notices();
+  const auto& problems = report_.problems();
+  Title("Notices and problems");
+  if (notices.empty() && problems.empty()) {
+    out_ << "  None.\n";
+    return;
+  }
+  for (const NoticeRecord& notice : notices) {
+    const Severity severity = notice.severity == trace::Notice::ERROR     ? Severity::kError
+                              : notice.severity == trace::Notice::WARNING ? Severity::kWarning
+                                                                          : Severity::kInfo;
+    std::string text = std::string(NoticeSeverityName(notice.severity)) + " pid " +
+                       std::to_string(notice.pid) + " [" + notice.code + "] " + notice.text;
+    if (notice.count > 1) text += " (x" + FormatCount(notice.count) + ")";
+    out_ << "  " << Severe(severity, Wrap(text, kReportWidth - 2, kReportWidth - 4, "    "))
+         << '\n';
+  }
+  for (const Problem& problem : problems) {
+    const std::string text = std::string(SeverityName(problem.severity)) + " " + problem.message;
+    out_ << "  " << Severe(problem.severity, Wrap(text, kReportWidth - 2, kReportWidth - 4, "    "))
+         << '\n';
+  }
+}
+
+}  // namespace
+
+void WriteTextReport(const Report& report, bool color, std::ostream& out) {
+  TextWriter(report, color, out).Write();
+}
+
+}  // namespace pinscope

@@ -1,0 +1,55 @@
+// The shim's settings, read once from the environment at load time (and
+// inherited unchanged by forked children). Every variable is documented in
+// docs/environment.md; a bad value is reported on stderr, naming the
+// variable, and the default is used.
+#pragma once
+
+#include <cstdint>
+
+namespace pinscope::shim {
+
+enum class PinMode : uint32_t { kOff = 0, kOn = 1, kAsync = 2 };
+// Kernel activity records (the costly CUPTI kind, ~10 us per launch):
+// auto = continuous while the job launches at most cupti_kernel_rate kernels
+// per second, sampled windows above that; all = always; off = never.
+enum class KernelRecording : uint32_t { kAuto = 0, kAll = 1, kOff = 2 };
+
+struct Config {
+  bool disabled = false;             // PINSCOPE_DISABLE=1
+  char out_dir[4096] = {};           // PINSCOPE_OUT (absolute)
+  char run_id[128] = {};             // PINSCOPE_RUN_ID
+  uint32_t root_pid = 0;             // PINSCOPE_ROOT_PID
+  uint64_t trace_min = 1ull << 20;   // PINSCOPE_TRACE_MIN
+  uint32_t flush_ms = 1000;          // PINSCOPE_FLUSH_MS
+  uint32_t stack_depth = 32;         // PINSCOPE_STACKS (0 = off)
+  bool python_stacks = true;         // PINSCOPE_PY_STACKS
+  bool cupti = true;                 // PINSCOPE_CUPTI
+  char cupti_path[4096] = {};        // PINSCOPE_CUPTI_PATH
+  KernelRecording cupti_kernels = KernelRecording::kAuto;  // PINSCOPE_CUPTI_KERNELS
+  uint32_t cupti_kernel_rate = 1000;  // PINSCOPE_CUPTI_KERNEL_RATE (records/s, auto)
+  PinMode pin = PinMode::kOff;       // PINSCOPE_PIN
+  uint64_t pin_min = 4ull << 20;     // PINSCOPE_PIN_MIN
+  uint64_t pin_budget = 0;           // PINSCOPE_PIN_BUDGET (0: derived)
+  bool pin_budget_explicit = false;
+  uint64_t pin_keep = 1ull << 30;    // PINSCOPE_PIN_KEEP (0: no recycle list)
+  bool pin_ahead = true;             // PINSCOPE_PIN_AHEAD (register shm batches at mmap)
+};
+
+// Parses a byte size: digits with an optional K/M/G/T suffix (binary
+// multiples; "KiB", "KB", "k" all mean 1024). Returns false on anything else
+// (empty, negative, overflow, trailing junk).
+bool ParseSize(const char* text, uint64_t* out);
+
+// Parses an unsigned integer with no suffix.
+bool ParseUint(const char* text, uint64_t max, uint64_t* out);
+
+// Reads the environment into *config; complaints go to stderr. Does not
+// create the output folder or touch other process state.
+void LoadConfig(Config* config);
+
+// The configuration this process runs with: loaded once by the process
+// layer (InitProcess) before anything records, read by every layer.
+const Config& GetConfig();
+Config* MutableConfig();
+
+}  // namespace pinscope::shim

@@ -1,0 +1,162 @@
+// Real CUDA runtime lookup and pointer classification; see cuda_runtime.h.
+#include "shim/cuda/real_runtime.h"
+
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
+#include <atomic>
+
+#include "shim/base/clock.h"
+#include "shim/base/guard.h"
+#include "shim/base/log.h"
+#include "shim/record/recorder.h"
+#include "shim/record/trace_fields.h"
+
+namespace pinscope::shim {
+namespace {
+
+std::atomic<void*> g_cudart_handle{nullptr};
+std::atomic<uint32_t> g_generation{1};
+std::atomic<int> g_runtime_major{-1};
+std::atomic<bool> g_cuda_noted{false};
+std::atomic<bool> g_said_no_runtime{false};
+std::atomic<bool> g_said_no_gpu{false};
+
+int FindCudart(struct dl_phdr_info* info, size_t, void* out) {
+  const char* name = info->dlpi_name;
+  if (name && strstr(name, "libcudart.so")) {
+    char* dst = static_cast<char*>(out);
+    CopyString(dst, 4096, name);
+    return 1;
+  }
+  return 0;
+}
+
+void* CudartHandle() {
+  void* h = g_cudart_handle.load(std::memory_order_acquire);
+  if (h) return h;
+  char path[4096] = {};
+  dl_iterate_phdr(FindCudart, path);
+  if (!path[0]) return nullptr;
+  h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+  if (h) g_cudart_handle.store(h, std::memory_order_release);
+  return h;
+}
+
+struct CacheEntry {
+  uintptr_t ptr;
+  uint32_t generation;
+  uint32_t kind;
+  int32_t device;
+};
+constexpr size_t kCacheSize = 64;
+PINSCOPE_TLS CacheEntry t_cache[kCacheSize];
+
+using GetAttrFn = cudaError_t (*)(cudaPointerAttributes*, const void*);
+using ErrFn = cudaError_t (*)();
+using VersionFn = cudaError_t (*)(int*);
+using CountFn = cudaError_t (*)(int*);
+
+RealFn<GetAttrFn> g_get_attr("cudaPointerGetAttributes");
+RealFn<ErrFn> g_peek("cudaPeekAtLastError");
+RealFn<ErrFn> g_get_last("cudaGetLastError");
+RealFn<VersionFn> g_runtime_version("cudaRuntimeGetVersion");
+RealFn<VersionFn> g_driver_version("cudaDriverGetVersion");
+RealFn<CountFn> g_device_count("cudaGetDeviceCount");
+
+}  // namespace
+
+void* ResolveCuda(const char* name) {
+  HookScope scope;  // dlsym may allocate
+  void* f = dlsym(RTLD_NEXT, name);
+  if (!f) {
+    if (void* h = CudartHandle()) f = dlsym(h, name);
+  }
+  if (!f) LogOnce(&g_said_no_runtime, "%s was called but no CUDA runtime is loaded", name);
+  return f;
+}
+
+void BumpPointerGeneration() { g_generation.fetch_add(1, std::memory_order_acq_rel); }
+
+PointerInfo ClassifyPointer(const void* p) {
+  if (!p) return {fields::kMemUnknown, -1};
+  uint32_t gen = g_generation.load(std::memory_order_acquire);
+  uintptr_t key = reinterpret_cast<uintptr_t>(p);
+  CacheEntry& slot = t_cache[(key >> 6 ^ key >> 17) % kCacheSize];
+  if (slot.ptr == key && slot.generation == gen) return {slot.kind, slot.device};
+  GetAttrFn get_attr = g_get_attr.get();
+  ErrFn peek = g_peek.get();
+  ErrFn get_last = g_get_last.get();
+  if (!get_attr || !peek || !get_last) return {fields::kMemUnknown, -1};
+  // A failed query sets the sticky last error; clear ours only when none
+  // of the program's was pending, and skip the query when one is.
+  if (peek() != cudaSuccess) return {fields::kMemUnknown, -1};
+  cudaPointerAttributes attr;
+  memset(&attr, 0, sizeof attr);
+  PointerInfo info{fields::kMemUnknown, -1};
+  if (get_attr(&attr, p) != cudaSuccess) {
+    get_last();
+    info = {fields::kPageable, -1};  // pre-CUDA-11 answer for unregistered host memory
+  } else {
+    switch (attr.type) {
+      case cudaMemoryTypeUnregistered: info = {fields::kPageable, -1}; break;
+      case cudaMemoryTypeHost: info = {fields::kPinned, -1}; break;
+      case cudaMemoryTypeDevice: info = {fields::kDevice, attr.device}; break;
+      case cudaMemoryTypeManaged: info = {fields::kManaged, attr.device}; break;
+      default: break;
+    }
+  }
+  slot = {key, gen, info.kind, info.device};
+  return info;
+}
+
+int RuntimeMajor() {
+  int m = g_runtime_major.load(std::memory_order_relaxed);
+  if (m >= 0) return m;
+  int v = 0;
+  VersionFn fn = g_runtime_version.get();
+  if (fn && fn(&v) == cudaSuccess) {
+    m = v / 1000;
+  } else {
+    m = 0;
+  }
+  g_runtime_major.store(m, std::memory_order_relaxed);
+  return m;
+}
+
+bool CudaSeen() { return g_cuda_noted.load(std::memory_order_relaxed); }
+
+bool NoteCudaUse() {
+  if (g_cuda_noted.load(std::memory_order_relaxed) || g_cuda_noted.exchange(true)) return false;
+  int runtime = 0, driver = 0, count = 0;
+  if (VersionFn f = g_runtime_version.get()) f(&runtime);
+  if (VersionFn f = g_driver_version.get()) f(&driver);
+  cudaError_t count_rc = cudaErrorUnknown;
+  ErrFn peek = g_peek.get();
+  ErrFn get_last = g_get_last.get();
+  bool clean = peek && peek() == cudaSuccess;
+  if (CountFn f = g_device_count.get()) count_rc = f(&count);
+  if (count_rc != cudaSuccess) {
+    count = 0;
+    if (clean && get_last) get_last();
+    LogOnce(&g_said_no_gpu,
+            "no GPU is visible to the CUDA runtime (cudaGetDeviceCount returned %d); copies "
+            "are recorded as they fail",
+            static_cast<int>(count_rc));
+  }
+  char path[4096] = {};
+  Dl_info info;
+  if (void* f = ResolveCuda("cudaMemcpy"); f && dladdr(f, &info) && info.dli_fname)
+    CopyString(path, sizeof path, info.dli_fname);
+  Packet p(fields::packet::kCuda, MonoNs());
+  p.e().String(fields::cuda::kPath, path);
+  p.e().Int32(fields::cuda::kRuntimeVersion, runtime);
+  p.e().Int32(fields::cuda::kDriverVersion, driver);
+  p.e().Int32(fields::cuda::kDeviceCount, count);
+  p.Commit();
+  return count > 0;
+}
+
+}  // namespace pinscope::shim

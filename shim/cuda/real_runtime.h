@@ -1,0 +1,58 @@
+// Finding the real CUDA runtime at run time (the shim never links libcudart)
+// and classifying pointers with cudaPointerGetAttributes behind a small
+// per-thread cache. Works with the CUDA 12 and 13 runtimes.
+#pragma once
+
+#include <cstdint>
+
+namespace pinscope::shim {
+
+// The next definition of `name` after this library (RTLD_NEXT), else the
+// one in an already loaded libcudart.so.*. nullptr if no runtime is loaded.
+void* ResolveCuda(const char* name);
+
+// Caches one resolved function pointer per hook.
+template <typename Fn>
+class RealFn {
+ public:
+  explicit constexpr RealFn(const char* name) : name_(name) {}
+  Fn get() {
+    Fn f = __atomic_load_n(&fn_, __ATOMIC_ACQUIRE);
+    if (!f) {
+      f = reinterpret_cast<Fn>(ResolveCuda(name_));
+      __atomic_store_n(&fn_, f, __ATOMIC_RELEASE);
+    }
+    return f;
+  }
+
+ private:
+  const char* name_;
+  Fn fn_ = nullptr;
+};
+
+struct PointerInfo {
+  uint32_t kind;   // fields::MemKind
+  int32_t device;  // -1 for host memory
+};
+
+// Kind of memory at p. Leaves the runtime's last-error state as it found it.
+PointerInfo ClassifyPointer(const void* p);
+
+// Invalidates every thread's pointer cache: called whenever memory may
+// change kind (cudaHostRegister/Unregister, cudaHostAlloc/FreeHost,
+// cudaMallocManaged, cudaFree, and pinscope's own pinning).
+void BumpPointerGeneration();
+
+// 12 or 13 (from cudaRuntimeGetVersion of the resolved runtime), 0 unknown.
+int RuntimeMajor();
+
+// Called by every CUDA hook before recording: on the first call writes the
+// CudaRuntimeInfo packet, and says once if no GPU is visible. True exactly
+// once, on that first call when a GPU is visible: the caller then starts
+// device activity (core/copy_path.cc; CUPTI sits above this layer).
+bool NoteCudaUse();
+
+// True once any CUDA hook has run in this process.
+bool CudaSeen();
+
+}  // namespace pinscope::shim

@@ -1,0 +1,66 @@
+// Device activity through CUPTI's activity API, loaded at run time (the shim
+// never links libcupti). Started lazily by the first CUDA hook, never by the
+// constructor; steps aside for good when another CUPTI client shows up or a
+// CUPTI call fails, saying so once. docs/device-activity.md.
+//
+// Contract: every function here is thread-safe, never allocates through the
+// hooked malloc on the program's threads (the hook guard is set around every
+// CUPTI call) and is a no-op once CUPTI is off in this process.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "shim/base/guard.h"
+
+namespace pinscope::shim {
+
+// Called once per process by NoteCudaUse (first CUDA hook, guard set): finds
+// and loads libcupti, registers pinscope's buffer callbacks and enables the
+// activity kinds. On failure says "cupti_unavailable" once (stderr + Notice).
+void CuptiStart();
+
+namespace cupti_internal {
+// True only while pinscope owns CUPTI's activity buffers; the per-call
+// push/pop below read it with one relaxed load.
+extern std::atomic<bool> g_pushing;
+// This thread has pinscope's id on CUPTI's external-correlation stack.
+extern PINSCOPE_TLS bool t_pushed;
+void PushSlow(uint64_t call_id);
+void PopSlow();
+}  // namespace cupti_internal
+
+// Around the real copy/sync call: makes the shim's call_id CUPTI's external
+// correlation id for the CUDA calls made in between, so device records join
+// to CopyEvent/SyncEvent.call_id. Cost with CUPTI off: one relaxed load.
+// PopCall pops only what this thread pushed, even if CUPTI went off between.
+inline void CuptiPushCall(uint64_t call_id) {
+  if (cupti_internal::g_pushing.load(std::memory_order_relaxed)) cupti_internal::PushSlow(call_id);
+}
+inline void CuptiPopCall() {
+  if (cupti_internal::t_pushed) cupti_internal::PopSlow();
+}
+
+// From the recorder's flusher thread, every flush period: asks CUPTI for the
+// completed buffers (cuptiActivityFlushAll(0)) so a crash loses at most one
+// period of device records.
+void CuptiFlushPeriodic();
+
+// From FinishProcess (exit, _exit, exec) and from an atexit handler that
+// runs before CUDA's and CUPTI's own teardown: forced flush, then off.
+void CuptiFinish();
+
+// --- the program's own CUPTI calls (interpose_cupti.cc) -------------------
+// Each returns the real function to forward to (nullptr if none is loaded),
+// after pinscope stepped aside where the call needs it.
+using CuptiFn = void*;
+// cuptiActivityRegisterCallbacks / cuptiActivityRegisterTimestampCallback /
+// cuptiFinalize by the program: pinscope flushes its records, disables the
+// activity kinds it enabled (not those the program enabled), stops pushing
+// correlation ids and leaves CUPTI to the program.
+CuptiFn CuptiProgramTakesOver(const char* fn_name);
+// cuptiActivityEnable / cuptiActivityDisable by the program: remembered so
+// that stepping aside never disables a kind the program wants.
+CuptiFn CuptiProgramEnables(int kind, bool enable);
+
+}  // namespace pinscope::shim

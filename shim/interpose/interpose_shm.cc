@@ -1,0 +1,60 @@
+// Exported shared-memory hooks: shm_open, shm_unlink, memfd_create,
+// ftruncate(64), posix_fallocate(64), mmap(64), munmap, close. Each is the
+// inline entry point of shm_core.h (fast path: not a tracked fd, anonymous
+// memory, far from any recorded mapping). Both the plain and the 64 names
+// are exported: glibc aliases them on x86_64, and libtorch calls the 64 ones.
+// glibc's own mmap/munmap inside malloc do not go through these.
+#include <sys/types.h>
+
+#include <cstddef>
+
+#include "shim/core/shm_core.h"
+#include "shim/process/process.h"
+#include "shim/record/recorder.h"
+
+#define PINSCOPE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace s = pinscope::shim::shm;
+
+PINSCOPE_EXPORT int ps_shm_open(const char* name, int oflag, mode_t mode) __asm__("shm_open");
+PINSCOPE_EXPORT int ps_shm_unlink(const char* name) __asm__("shm_unlink");
+PINSCOPE_EXPORT int ps_memfd_create(const char* name, unsigned flags) __asm__("memfd_create");
+PINSCOPE_EXPORT int ps_ftruncate(int fd, off_t length) __asm__("ftruncate");
+PINSCOPE_EXPORT int ps_ftruncate64(int fd, off_t length) __asm__("ftruncate64");
+PINSCOPE_EXPORT int ps_posix_fallocate(int fd, off_t offset,
+                                       off_t length) __asm__("posix_fallocate");
+PINSCOPE_EXPORT int ps_posix_fallocate64(int fd, off_t offset,
+                                         off_t length) __asm__("posix_fallocate64");
+PINSCOPE_EXPORT void* ps_mmap(void* addr, size_t length, int prot, int flags, int fd,
+                              off_t offset) __asm__("mmap");
+PINSCOPE_EXPORT void* ps_mmap64(void* addr, size_t length, int prot, int flags, int fd,
+                                off_t offset) __asm__("mmap64");
+PINSCOPE_EXPORT int ps_munmap(void* addr, size_t length) __asm__("munmap");
+PINSCOPE_EXPORT int ps_close(int fd) __asm__("close");
+
+int ps_shm_open(const char* name, int oflag, mode_t mode) { return s::ShmOpen(name, oflag, mode); }
+int ps_shm_unlink(const char* name) { return s::ShmUnlink(name); }
+int ps_memfd_create(const char* name, unsigned flags) { return s::MemfdCreate(name, flags); }
+int ps_ftruncate(int fd, off_t length) { return s::Ftruncate(fd, length, false); }
+int ps_ftruncate64(int fd, off_t length) { return s::Ftruncate(fd, length, true); }
+int ps_posix_fallocate(int fd, off_t offset, off_t length) {
+  return s::PosixFallocate(fd, offset, length, false);
+}
+int ps_posix_fallocate64(int fd, off_t offset, off_t length) {
+  return s::PosixFallocate(fd, offset, length, true);
+}
+void* ps_mmap(void* addr, size_t length, int prot, int flags, int fd, off_t offset) {
+  return s::Mmap(addr, length, prot, flags, fd, offset, false);
+}
+void* ps_mmap64(void* addr, size_t length, int prot, int flags, int fd, off_t offset) {
+  return s::Mmap(addr, length, prot, flags, fd, offset, true);
+}
+int ps_munmap(void* addr, size_t length) { return s::Munmap(addr, length); }
+int ps_close(int fd) { return s::Close(fd); }
+
+namespace {
+__attribute__((constructor)) void InitShmHooks() {
+  pinscope::shim::InitProcess();
+  s::InitShm();
+}
+}  // namespace

@@ -1,0 +1,30 @@
+// The process layer: what happens to a traced process as a whole - start
+// (configuration, run folder, the recorder's header callback), fork (the
+// pinning, recorder and stacks handlers in the order they need), exit and
+// exec (last device records, counters, the exit packet), and the flusher
+// thread that writes buffered packets every PINSCOPE_FLUSH_MS. It is the
+// only layer that calls into every other one; nothing below calls it.
+//
+// Contract: InitProcess runs from the library constructor, before any hook
+// records; the fork handlers are pthread_atfork handlers (no CUDA call in
+// them: pinning prepares fork from the fork() hook, pin/pinning.h).
+#pragma once
+
+#include <cstdint>
+
+namespace pinscope::shim {
+
+// Reads the configuration, names the run and its folder, and starts the
+// recorder. Idempotent.
+void InitProcess();
+
+// pthread_atfork handlers (registered by InitProcess).
+void ForkPrepare();
+void ForkParent();
+void ForkChild();
+
+// Last device records, counters and ProcessExit; `how` is a
+// fields::ExitHow. After kExec or kUnderscoreExit the file is closed.
+void FinishProcess(uint32_t how, int status);
+
+}  // namespace pinscope::shim

@@ -1,0 +1,169 @@
+// The recording layer: one trace file per process, opened lazily on the
+// first event with a header the process layer encodes (a callback handed in
+// at start, as heaptrack_init takes its callbacks), and the event API that
+// the cores call with plain arguments. It knows nothing of pinning, CUPTI or
+// stacks: those layers sit above it (shim/process/ wires them together).
+// Tests drive it directly, without LD_PRELOAD (tests/shim/record).
+//
+// Contract for every Record* function: thread-safe, does not allocate
+// through malloc, does not use stdio, may be called with the hook guard set;
+// a no-op while the recorder is passive.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "shim/base/config.h"
+#include "shim/record/trace_fields.h"
+#include "shim/record/wire.h"
+
+namespace pinscope::shim {
+
+// Who this process is in the run, as the header and the fork logic need it.
+struct ProcessIdentity {
+  uint32_t pid = 0;
+  uint32_t parent_pid = 0;  // the process whose fork made this one, else 0
+  uint32_t origin = fields::kOriginUnknown;
+  uint64_t start_wall_ns = 0;
+  uint64_t start_mono_ns = 0;
+};
+
+// What the layers above hand the recorder at start. Both run with the
+// recorder's open lock held and the guard set; neither may record events.
+struct RecorderCallbacks {
+  // Writes the ProcessHeader fields (proto ProcessHeader) into `e`.
+  void (*encode_header)(Encoder* e) = nullptr;
+  // The file was just opened (the process layer starts its flusher here).
+  void (*on_open)() = nullptr;
+};
+
+// Starts recording for this process (the configuration is GetConfig()).
+void RecorderStart(uint32_t origin, const RecorderCallbacks& callbacks);
+// Never records in this process (PINSCOPE_DISABLE, unwritable folder).
+void RecorderStayPassive();
+// True while events are being recorded (cheap: one relaxed load).
+bool Recording();
+// True while the recorder has not yet been started or made passive.
+bool RecorderUninitialized();
+// The trace file of this process is open (its first event was recorded).
+bool RecorderOpen();
+const ProcessIdentity& Identity();
+uint32_t ProcessId();
+
+// Fork: prepare locks the writer (no event is recorded by the forking
+// thread until parent/child), the child forgets the parent's file and
+// starts its own on its first event, as ORIGIN_FORK.
+void RecorderForkPrepare();
+void RecorderForkParent();
+void RecorderForkChild();
+
+// Writes ProcessExit and flushes. `how` is a fields::ExitHow. After kExec
+// or kUnderscoreExit the file is closed. No-op unless recording with the
+// file open.
+void RecorderFinish(uint32_t how, int status);
+// Flushes buffered packets now (periodic flusher, before exec) and goes
+// passive if the writer failed (disk full).
+void FlushTrace();
+// Async-signal-safe (the SIGBUS diagnosis, sigbus.cc): appends already
+// framed packets and writes the buffer out, only if the trace file is open
+// and the writer's lock is free (try-lock); never opens the file. Returns
+// false when it skipped (the caller may retry briefly).
+bool AppendFromSignal(const uint8_t* framed, size_t n);
+
+// Goes passive for the rest of the process, saying why once on stderr and
+// (if the file is open) in the trace.
+void GoPassive(const char* code, const char* why);
+
+// The recorder's own counts, for the Counters packet (process layer).
+struct RecorderCounts {
+  uint64_t copies = 0, allocs = 0, dropped = 0, bytes_written = 0;
+};
+RecorderCounts Counts();
+
+// One packet under construction, in a stack buffer. Usage:
+//   Packet p(fields::packet::kCopy, t_enter);
+//   p.e().Varint(...); ...
+//   p.Commit();
+class Packet {
+ public:
+  static constexpr size_t kCapacity = 4096;
+  Packet(uint32_t data_field, uint64_t timestamp_ns);
+  Encoder& e() { return enc_; }
+  // Frames and appends the packet; opens the trace file on first use.
+  // Returns false if it was dropped.
+  bool Commit();
+
+ private:
+  uint8_t buf_[kCapacity];
+  Encoder enc_;
+  size_t outer_mark_;
+  size_t data_mark_;
+};
+
+// --- events -------------------------------------------------------------
+
+// One copy call as the trace records it (CopyEvent). Filled by the copy path
+// (shim/core/copy_path.h); pinning sets `pin` and the host side's kind.
+struct CopyCall {
+  uint32_t api = 0;  // fields::CopyApi
+  bool per_thread = false;
+  uint32_t direction = 0;  // fields::Direction
+  int32_t requested_kind = 0;
+  uint64_t bytes = 0;
+  uint32_t src_kind = 0, dst_kind = 0;  // fields::MemKind
+  uint64_t src_address = 0, dst_address = 0;
+  int32_t src_device = -1, dst_device = -1;
+  uint64_t stream = 0;
+  uint64_t t_enter = 0, t_exit = 0;
+  int32_t result = 0;
+  uint64_t call_id = 0;
+  uint64_t stack_id = 0;
+  uint32_t pin = 0;  // fields::PinOutcome
+  uint32_t batch_index = 0;
+  uint64_t height = 0;
+};
+void RecordCopy(const CopyCall& r);
+
+struct SyncCall {
+  uint32_t api = 0;  // fields::SyncApi
+  uint64_t stream = 0;
+  uint64_t t_enter = 0, t_exit = 0;
+  int32_t result = 0;
+  uint64_t stack_id = 0;
+  uint64_t call_id = 0;
+};
+void RecordSync(const SyncCall& r);
+
+void RecordAlloc(uint32_t api, uint64_t address, uint64_t size, uint64_t alignment,
+                 uint64_t old_address, uint64_t stack_id, uint64_t t);
+void RecordFree(uint64_t address, bool by_realloc, uint64_t t);
+
+struct ShmRecord {
+  uint32_t op = 0;  // fields::ShmOp
+  const char* name = nullptr;
+  int32_t fd = -1;
+  uint64_t size = 0, offset = 0, address = 0;
+  int32_t flags = 0, prot = 0, error = 0;
+  uint64_t device = 0, inode = 0;
+  bool driver_internal = false;
+  uint64_t stack_id = 0;
+  uint64_t t_enter = 0, t_exit = 0;
+};
+void RecordShm(const ShmRecord& r);
+
+struct PinRecord {
+  uint32_t op = 0;  // fields::PinOp
+  uint64_t address = 0, size = 0, duration_ns = 0;
+  int32_t result = 0;
+  uint64_t pinned_bytes = 0;
+  const char* reason = nullptr;
+  uint64_t t = 0;
+};
+void RecordPin(const PinRecord& r);
+
+void RecordNotice(uint32_t severity, const char* code, const char* text);
+
+// Per-process sequence for API calls (CopyEvent.call_id / CUPTI external id).
+uint64_t NextCallId();
+
+}  // namespace pinscope::shim

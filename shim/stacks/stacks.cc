@@ -1,0 +1,231 @@
+// Call stack capture at recorded events; see stacks.h and docs/stacks.md.
+//
+// libunwind is loaded with dlopen(RTLD_LOCAL), not linked: Debian's
+// libunwind.so.8 also defines the C++ unwinder ABI (_Unwind_RaiseException,
+// _Unwind_Resume, ...) without symbol versions, so as a NEEDED library of a
+// preloaded object it lands in the global scope ahead of libgcc_s and every
+// C++ exception of the job (libstdc++, libtorch) would be thrown by
+// libunwind's implementation instead (checked with LD_DEBUG=bindings). Loaded
+// locally, only pinscope sees it. It is looked for next to libpinscope.so
+// first (the install carries it there), then on the system search path.
+#include "shim/stacks/stacks.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <algorithm>
+#include <atomic>
+
+#if __has_include(<libunwind.h>)
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#define PINSCOPE_STR2(x) #x
+#define PINSCOPE_STR(x) PINSCOPE_STR2(x)
+// The local-only, architecture-prefixed names (_ULx86_64_...).
+#define PINSCOPE_UNW_SET_CACHING PINSCOPE_STR(unw_set_caching_policy)
+#define PINSCOPE_UNW_LOCAL_AS PINSCOPE_STR(unw_local_addr_space)
+#define PINSCOPE_UNW_PER_THREAD UNW_CACHE_PER_THREAD
+#elif defined(__x86_64__)
+#define PINSCOPE_UNW_SET_CACHING "_ULx86_64_set_caching_policy"
+#define PINSCOPE_UNW_LOCAL_AS "_ULx86_64_local_addr_space"
+#define PINSCOPE_UNW_PER_THREAD 2
+#elif defined(__aarch64__)
+#define PINSCOPE_UNW_SET_CACHING "_ULaarch64_set_caching_policy"
+#define PINSCOPE_UNW_LOCAL_AS "_ULaarch64_local_addr_space"
+#define PINSCOPE_UNW_PER_THREAD 2
+#endif
+
+#include "shim/base/clock.h"
+#include "shim/base/log.h"
+#include "shim/record/recorder.h"
+#include "shim/record/trace_fields.h"
+#include "shim/stacks/module_map.h"
+#include "shim/stacks/python_frames.h"
+#include "shim/stacks/stack_intern.h"
+
+namespace pinscope::shim {
+namespace {
+
+using BacktraceFn = int (*)(void**, int);
+using SetCachingFn = int (*)(void*, int);
+
+// Frames above the caller of CaptureStack that unw_backtrace may report
+// (CaptureNative, CaptureStack, inlined helpers) and the hook's own frames.
+constexpr int kSlack = 16;
+
+BacktraceFn g_backtrace = nullptr;
+bool g_python = false;
+std::atomic<bool> g_ready{false};
+std::atomic<bool> g_said_unwind{false};
+std::atomic<bool> g_notice_unwind{false};
+std::atomic<bool> g_notice_full{false};
+char g_unwind_problem[512];
+
+// Loads libunwind.so.8 locally; on failure fills g_unwind_problem.
+void LoadLibunwind() {
+  static const char kName[] = "libunwind.so.8";
+  char path[4200];
+  const char* tried[2] = {nullptr, kName};
+  Dl_info di{};
+  if (dladdr(reinterpret_cast<void*>(&CaptureStack), &di) && di.dli_fname) {
+    const char* slash = strrchr(di.dli_fname, '/');
+    if (slash) {
+      size_t n =
+          std::min(static_cast<size_t>(slash - di.dli_fname + 1), sizeof path - sizeof kName);
+      memcpy(path, di.dli_fname, n);
+      memcpy(path + n, kName, sizeof kName);
+      tried[0] = path;
+    }
+  }
+  void* h = nullptr;
+  bool already_loaded = false;
+  for (const char* p : tried) {
+    if (!p) continue;
+    if ((h = dlopen(p, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD))) {
+      already_loaded = true;
+      break;
+    }
+    if ((h = dlopen(p, RTLD_NOW | RTLD_LOCAL))) break;
+  }
+  if (!h) {
+    const char* err = dlerror();
+    snprintf(g_unwind_problem, sizeof g_unwind_problem,
+             "cannot load libunwind.so.8 (%s): call stacks have Python frames only",
+             err ? err : "not found");
+    return;
+  }
+  auto bt = reinterpret_cast<BacktraceFn>(dlsym(h, "unw_backtrace"));
+  if (!bt) {
+    snprintf(g_unwind_problem, sizeof g_unwind_problem,
+             "libunwind.so.8 has no unw_backtrace: call stacks have Python frames only");
+    return;
+  }
+#ifdef PINSCOPE_UNW_SET_CACHING
+  // Per-thread caches: the default global cache takes a lock and blocks
+  // signals (two sigprocmask calls) at every step. Left alone if the program
+  // loaded libunwind itself: its settings are its own.
+  if (!already_loaded) {
+    auto set = reinterpret_cast<SetCachingFn>(dlsym(h, PINSCOPE_UNW_SET_CACHING));
+    auto as = static_cast<void**>(dlsym(h, PINSCOPE_UNW_LOCAL_AS));
+    if (set && as && *as) set(*as, PINSCOPE_UNW_PER_THREAD);
+  }
+#endif
+  // Warm up: libunwind initializes itself (and this thread's frame cache)
+  // on first use; better here than inside the first event.
+  void* warm[4];
+  bt(warm, 4);
+  g_backtrace = bt;
+}
+
+// Native return addresses of the caller of CaptureStack and up. Drops the
+// shim's frames: everything above `ra` (the return address into the caller
+// of CaptureStack), and then frames inside libpinscope.so.
+__attribute__((noinline)) size_t CaptureNative(void* ra, uint64_t* out, uint32_t depth,
+                                               bool* truncated) {
+  void* raw[kMaxStackDepth + kSlack + 1];
+  const int cap = static_cast<int>(depth) + kSlack + 1;
+  int n = g_backtrace(raw, cap);
+  if (n <= 0) return 0;
+  int start = 0;
+  for (int i = 0; i < n && i < kSlack; ++i) {
+    if (raw[i] == ra) {
+      start = i;
+      break;
+    }
+  }
+  while (start < n && modules::InShim(reinterpret_cast<uintptr_t>(raw[start]))) ++start;
+  const size_t avail = static_cast<size_t>(n - start);
+  *truncated = avail > depth || n == cap;
+  const size_t count = std::min<size_t>(avail, depth);
+  for (size_t i = 0; i < count; ++i) out[i] = reinterpret_cast<uintptr_t>(raw[start + i]);
+  return count;
+}
+
+// First sight of a stack in this file: its modules, its Python frames (and
+// their strings), then the Stack packet itself.
+__attribute__((noinline)) bool WriteStack(uint64_t id, const uint64_t* words, size_t nn, size_t np,
+                                          bool ntrunc, bool ptrunc, uint64_t ts) {
+  modules::EnsureWritten(words, nn, ts);
+  for (size_t i = 0; i < np; ++i) intern::EnsureFrameWritten(words[nn + i], ts);
+  namespace s = fields::stack;
+  Packet p(fields::packet::kStack, ts);
+  p.e().Varint(s::kId, id);
+  p.e().PackedVarints(s::kNativePcs, words, nn);
+  p.e().PackedVarints(s::kPythonFrames, words + nn, np);
+  p.e().Bool(s::kTruncated, ntrunc);
+  p.e().Bool(s::kPythonTruncated, ptrunc);
+  return p.Commit();
+}
+
+std::atomic<uint64_t> g_captures{0}, g_capture_ns{0};
+
+void SayOnce(std::atomic<bool>* flag, const char* code, const char* text) {
+  if (flag->exchange(true)) return;
+  RecordNotice(fields::kWarning, code, text);
+}
+
+}  // namespace
+
+void StacksInit() {
+  const Config& config = GetConfig();
+  if (config.stack_depth == 0 || g_ready.load()) return;
+  if (!intern::Init() || !modules::Init(reinterpret_cast<void*>(&CaptureStack))) {
+    Log("call stacks: cannot map the stack tables; recording without call stacks");
+    return;
+  }
+  LoadLibunwind();
+  if (!g_backtrace) LogOnce(&g_said_unwind, "%s", g_unwind_problem);
+  g_python = config.python_stacks && python::Init();
+  g_ready.store(g_backtrace != nullptr || g_python, std::memory_order_release);
+}
+
+__attribute__((noinline)) uint64_t CaptureStack(StackSite) {
+  if (!g_ready.load(std::memory_order_acquire) || !Recording()) return 0;
+  const uint32_t depth = std::min(GetConfig().stack_depth, kMaxStackDepth);
+  if (depth == 0) return 0;
+  // pinscope's own cost on the job's threads (Counters.stack_capture_ns).
+  struct Timer {
+    uint64_t t0 = MonoNs();
+    ~Timer() {
+      g_capture_ns.fetch_add(MonoNs() - t0, std::memory_order_relaxed);
+      g_captures.fetch_add(1, std::memory_order_relaxed);
+    }
+  } timer;
+  if (!g_backtrace && !g_notice_unwind.load(std::memory_order_relaxed))
+    SayOnce(&g_notice_unwind, "stacks_native_unavailable", g_unwind_problem);
+  // Key layout: native pcs, Python frame ids, then one word with both counts
+  // and both truncation flags, so that the split is part of the identity.
+  uint64_t words[2 * kMaxStackDepth + 1];
+  bool ntrunc = false, ptrunc = false;
+  size_t nn = 0, np = 0;
+  if (g_backtrace) nn = CaptureNative(__builtin_return_address(0), words, depth, &ntrunc);
+  if (g_python) np = python::Capture(words + nn, depth, &ptrunc);
+  if (nn + np == 0) return 0;
+  words[nn + np] = nn | np << 16 | uint64_t{ntrunc} << 32 | uint64_t{ptrunc} << 33;
+  intern::Mark* mark = nullptr;
+  uint64_t id = intern::InternStack(intern::HashWords(words, nn + np + 1), &mark);
+  if (id == 0) {
+    SayOnce(&g_notice_full, "stack_table_full",
+            "the call stack table is full: stacks first seen from now on are not recorded");
+    return 0;
+  }
+  // The packets' time is taken only when they are written (first sight in
+  // this file); it precedes the event's own timestamp in the copy hooks.
+  if (intern::ClaimWrite(mark))
+    intern::FinishWrite(mark, WriteStack(id, words, nn, np, ntrunc, ptrunc, MonoNs()));
+  return id;
+}
+
+StackCost GetStackCost() {
+  return {g_captures.load(std::memory_order_relaxed), g_capture_ns.load(std::memory_order_relaxed)};
+}
+
+void StacksResetInChild() {
+  g_captures.store(0, std::memory_order_relaxed);
+  g_capture_ns.store(0, std::memory_order_relaxed);
+  intern::ResetInChild();
+  modules::ResetInChild();
+}
+
+}  // namespace pinscope::shim
