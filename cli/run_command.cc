@@ -208,6 +208,17 @@ int RunCommand(int argc, char** argv) {
   spec.env.emplace_back("PINSCOPE_OUT", folder.absolute);
   spec.env.emplace_back("PINSCOPE_RUN_ID", NewRunId());
   if (options.pin_set) spec.env.emplace_back("PINSCOPE_PIN", options.pin);
+  // The Python hook times the DataLoader's stages (docs/python-hook.md).
+  if (const char* off = std::getenv("PINSCOPE_PYTHON_HOOK"); !(off && !std::strcmp(off, "0"))) {
+    const std::string hook = FindPythonHookDir();
+    if (!hook.empty()) {
+      spec.env.emplace_back("PYTHONPATH", BuildPythonPath(hook, std::getenv("PYTHONPATH")));
+    } else {
+      std::fprintf(stderr,
+                   "pinscope run: warning: the Python hook (share/pinscope/python) is not next "
+                   "to this executable: DataLoader stages are inferred, not timed\n");
+    }
+  }
   spec.set_root_pid = true;
 
   std::fprintf(stderr, "pinscope: recording %s into %s\n", CommandText(options.command).c_str(),

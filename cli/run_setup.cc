@@ -126,6 +126,23 @@ bool FindShimLibrary(std::string* path, std::string* error) {
   return true;
 }
 
+std::string FindPythonHookDir() {
+  auto has_hook = [](const std::string& dir) { return IsRegularFile(dir + "/pinscope_hook.py"); };
+  if (const char* env = std::getenv("PINSCOPE_PYTHON_DIR"); env && *env) {
+    return has_hook(env) ? RealPath(env) : std::string();
+  }
+  const std::string exe = SelfExePath();
+  const size_t slash = exe.rfind('/');
+  if (slash == std::string::npos) return "";
+  const std::string dir = exe.substr(0, slash) + "/../share/pinscope/python";
+  return has_hook(dir) ? RealPath(dir) : std::string();
+}
+
+std::string BuildPythonPath(const std::string& hook_dir, const char* existing) {
+  if (!existing || !*existing) return hook_dir;
+  return hook_dir + ":" + existing;
+}
+
 std::string BuildLdPreload(const std::string& shim, const char* existing) {
   std::string out = shim;
   if (!existing) return out;

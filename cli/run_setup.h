@@ -23,6 +23,15 @@ std::vector<std::string> ShimCandidates(const std::string& exe_path);
 // space or ':' is refused: LD_PRELOAD cannot carry it.
 bool FindShimLibrary(std::string* path, std::string* error);
 
+// The folder holding pinscope's Python hook (sitecustomize.py and
+// pinscope_hook.py, python/ in the source tree): $PINSCOPE_PYTHON_DIR if set,
+// else ../share/pinscope/python next to this executable (install and build
+// trees). Empty when not found: the job then runs without DataLoader timing.
+std::string FindPythonHookDir();
+
+// PYTHONPATH for the job: the hook's folder first, then the user's entries.
+std::string BuildPythonPath(const std::string& hook_dir, const char* existing);
+
 // LD_PRELOAD for the job: `shim` first, then the user's entries (in their
 // order, minus any earlier copy of `shim`). `existing` may be null.
 std::string BuildLdPreload(const std::string& shim, const char* existing);

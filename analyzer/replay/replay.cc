@@ -296,6 +296,12 @@ void ReplayEngine::Dispatch(ProcessState& process, const trace::TracePacket& pac
     case trace::TracePacket::kRecording:
       for (Analysis* a : analyses_) a->OnRecording(event, packet.recording());
       break;
+    case trace::TracePacket::kThreadSample:
+      for (Analysis* a : analyses_) a->OnThreadSample(event, packet.thread_sample());
+      break;
+    case trace::TracePacket::kLoader:
+      for (Analysis* a : analyses_) a->OnLoader(event, packet.loader());
+      break;
     case trace::TracePacket::DATA_NOT_SET:
       break;  // a newer shim's packet kind: skipped, as the format allows
   }

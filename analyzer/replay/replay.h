@@ -215,6 +215,10 @@ class Analysis {
   // (sampled kernel recording; docs/device-activity.md).
   virtual void OnRecording(const Event& event, const trace::DeviceRecording& recording) {}
   virtual void OnNotice(const Event& event, const trace::Notice& notice) {}
+  // Every thread's CPU time and faults at one instant (the flusher's sample).
+  virtual void OnThreadSample(const Event& event, const trace::ThreadSample& sample) {}
+  // A DataLoader event from pinscope's Python hook (settings, spans).
+  virtual void OnLoader(const Event& event, const trace::LoaderEvent& loader) {}
   virtual void OnExit(const Event& event, const trace::ProcessExit& exit) {}
   virtual void OnCounters(const Event& event, const trace::Counters& counters) {}
   // The process's stream ended (after its exit, or at its last packet).

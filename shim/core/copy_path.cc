@@ -85,12 +85,14 @@ int TracedCopy(CopyCall& r, CopySide dst, CopySide src, RealCall call) {
   r.call_id = NextCallId();
   r.stack_id = CaptureStack(StackSite::kCopy);
   PinTicket ticket = PinBeforeCopy(&r);
+  r.usage_enter = ThreadUsageNow();
   r.t_enter = MonoNs();
   CuptiPushCall(r.call_id);  // device records of this call join to call_id
   int rc = call();
   CuptiPopCall();
   PinAfterCopy(&r, &ticket, rc);
   r.t_exit = MonoNs();
+  r.usage_exit = ThreadUsageNow();
   r.result = rc;
   RecordCopy(r);
   return rc;
@@ -104,11 +106,13 @@ int TracedSync(uint32_t api, uint64_t stream, RealCall call) {
   r.api = api;
   r.stream = stream;
   r.call_id = NextCallId();
+  r.usage_enter = ThreadUsageNow();
   r.t_enter = MonoNs();
   CuptiPushCall(r.call_id);
   int rc = call();
   CuptiPopCall();
   r.t_exit = MonoNs();
+  r.usage_exit = ThreadUsageNow();
   r.result = rc;
   RecordSync(r);
   return rc;
@@ -135,12 +139,14 @@ int TracedBatch(bool per_thread, void* const* dsts, const void* const* srcs, con
   // registered while the batch may use it.
   PinBatchTicket pins;
   PinBeforeBatch(dsts, srcs, sizes, count, stream, &pins);
+  const Usage u0 = ThreadUsageNow();
   uint64_t t0 = MonoNs();
   CuptiPushCall(call_id);
   int rc = call();
   CuptiPopCall();
   PinAfterBatch(&pins, rc);
   uint64_t t1 = MonoNs();
+  const Usage u1 = ThreadUsageNow();
   for (size_t i = 0; i < count; ++i) {
     CopyCall r = MakeCopyCall(f::kMemcpyBatchAsync, per_thread, cudaMemcpyDefault, sizes[i], stream);
     if (i < npre) {
@@ -154,6 +160,8 @@ int TracedBatch(bool per_thread, void* const* dsts, const void* const* srcs, con
     r.batch_index = static_cast<uint32_t>(i);
     r.t_enter = t0;
     r.t_exit = t1;
+    r.usage_enter = u0;
+    r.usage_exit = u1;
     r.result = rc;
     RecordCopy(r);
   }

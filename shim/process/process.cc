@@ -19,6 +19,7 @@
 #include "shim/base/log.h"
 #include "shim/device/cupti.h"
 #include "shim/pin/pinning.h"
+#include "shim/process/thread_sampler.h"
 #include "shim/record/host_facts.h"
 #include "shim/record/recorder.h"
 #include "shim/stacks/stacks.h"
@@ -150,6 +151,7 @@ void* FlusherMain(void*) {
     PinPeriodic();  // idle kept pinned blocks, even once passive (no lock held here)
     if (!Recording() || !RecorderOpen()) continue;
     CuptiFlushPeriodic();  // device records: a crash loses at most one period
+    WriteThreadSample();
     WriteCounters();
     FlushTrace();
   }
@@ -254,7 +256,10 @@ void FinishProcess(uint32_t how, int status) {
   if (!RecorderOpen() || !Recording()) return;
   HookScope scope;
   if (how == fields::kExit && g_exit_status_known.load()) status = g_exit_status;
-  if (how != fields::kSignal) CuptiFinish();  // last device records, before the exit packet
+  if (how != fields::kSignal) {
+    CuptiFinish();  // last device records, before the exit packet
+    WriteThreadSample();  // each thread's CPU time and faults over its life
+  }
   WriteCounters();
   RecorderFinish(how, status);
 }

@@ -267,6 +267,8 @@ void RecordCopy(const CopyCall& r) {
   e.Varint(c::kPin, r.pin);
   e.Varint(c::kBatchIndex, r.batch_index);
   e.Varint(c::kHeight, r.height);
+  EncodeUsage(e, c::kUsageEnter, r.usage_enter);
+  EncodeUsage(e, c::kUsageExit, r.usage_exit);
   p.Commit();
 }
 
@@ -280,6 +282,8 @@ void RecordSync(const SyncCall& r) {
   p.e().Int32(s::kResult, r.result);
   p.e().Varint(s::kStackId, r.stack_id);
   p.e().Varint(s::kCallId, r.call_id);
+  EncodeUsage(p.e(), s::kUsageEnter, r.usage_enter);
+  EncodeUsage(p.e(), s::kUsageExit, r.usage_exit);
   p.Commit();
 }
 
@@ -325,6 +329,8 @@ void RecordShm(const ShmRecord& r) {
   e.Bool(s::kDriverInternal, r.driver_internal);
   e.Varint(s::kStackId, r.stack_id);
   e.Varint(s::kEnd, r.t_exit);
+  if (r.op == fields::kShmCreate || r.op == fields::kShmMap || r.op == fields::kShmUnmap)
+    EncodeUsage(e, s::kUsage, ThreadUsageNow());
   p.Commit();
 }
 
@@ -348,6 +354,42 @@ void RecordNotice(uint32_t severity, const char* code, const char* text) {
   p.e().Varint(fields::notice::kSeverity, severity);
   p.e().String(fields::notice::kCode, code);
   p.e().String(fields::notice::kText, text);
+  p.Commit();
+}
+
+void EncodeUsage(Encoder& e, uint32_t field, const Usage& u) {
+  namespace t = fields::usage;
+  size_t m = e.BeginNested(field);
+  e.Varint(t::kUserNs, u.user_ns);
+  e.Varint(t::kSysNs, u.sys_ns);
+  e.Varint(t::kMinorFaults, u.minor_faults);
+  e.Varint(t::kMajorFaults, u.major_faults);
+  e.EndNested(m);
+}
+
+void RecordLoader(const LoaderRecord& r) {
+  if (!Recording()) return;
+  namespace l = fields::loader;
+  Packet p(fields::packet::kLoader, r.t_begin);
+  Encoder& e = p.e();
+  e.Varint(l::kKind, r.kind);
+  e.Varint(l::kLoaderId, r.loader_id);
+  e.Varint(l::kEnd, r.t_end);
+  e.Varint(l::kIndex, r.index);
+  if (r.has_usage) {
+    EncodeUsage(e, l::kUsageBegin, r.usage_begin);
+    EncodeUsage(e, l::kUsageEnd, r.usage_end);
+  }
+  e.Int32(l::kNumWorkers, r.num_workers);
+  e.Bool(l::kPinMemory, r.pin_memory);
+  e.Int32(l::kPrefetchFactor, r.prefetch_factor);
+  e.Bool(l::kPersistentWorkers, r.persistent_workers);
+  e.Int32(l::kBatchSize, r.batch_size);
+  e.Varint(l::kDatasetLength, r.dataset_length);
+  e.Bool(l::kIterable, r.iterable);
+  e.String(l::kSite, r.site);
+  e.SInt(l::kWorkerId, r.worker_id);
+  e.Varint(l::kBatchSamples, r.batch_samples);
   p.Commit();
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "shim/base/config.h"
+#include "shim/base/usage.h"
 #include "shim/record/trace_fields.h"
 #include "shim/record/wire.h"
 
@@ -121,6 +122,7 @@ struct CopyCall {
   uint32_t pin = 0;  // fields::PinOutcome
   uint32_t batch_index = 0;
   uint64_t height = 0;
+  Usage usage_enter, usage_exit;  // the calling thread's, at t_enter / t_exit
 };
 void RecordCopy(const CopyCall& r);
 
@@ -131,6 +133,7 @@ struct SyncCall {
   int32_t result = 0;
   uint64_t stack_id = 0;
   uint64_t call_id = 0;
+  Usage usage_enter, usage_exit;
 };
 void RecordSync(const SyncCall& r);
 
@@ -149,6 +152,8 @@ struct ShmRecord {
   uint64_t stack_id = 0;
   uint64_t t_enter = 0, t_exit = 0;
 };
+// SHM_CREATE, SHM_MAP and SHM_UNMAP also carry the calling thread's usage,
+// read here (the call has returned).
 void RecordShm(const ShmRecord& r);
 
 struct PinRecord {
@@ -162,6 +167,26 @@ struct PinRecord {
 void RecordPin(const PinRecord& r);
 
 void RecordNotice(uint32_t severity, const char* code, const char* text);
+
+// One DataLoader event from pinscope's Python hook (LoaderEvent).
+struct LoaderRecord {
+  uint32_t kind = 0;  // fields::LoaderKind
+  uint64_t loader_id = 0;
+  uint64_t t_begin = 0, t_end = 0;
+  uint64_t index = 0;
+  bool has_usage = false;
+  Usage usage_begin, usage_end;
+  int32_t num_workers = 0, prefetch_factor = 0, batch_size = 0;
+  bool pin_memory = false, persistent_workers = false, iterable = false;
+  uint64_t dataset_length = 0;
+  const char* site = nullptr;
+  int32_t worker_id = -1;
+  uint32_t batch_samples = 0;
+};
+void RecordLoader(const LoaderRecord& r);
+
+// Encodes `u` as a nested ThreadUsage in field `field`.
+void EncodeUsage(Encoder& e, uint32_t field, const Usage& u);
 
 // Per-process sequence for API calls (CopyEvent.call_id / CUPTI external id).
 uint64_t NextCallId();

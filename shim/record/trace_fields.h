@@ -14,7 +14,8 @@ constexpr uint32_t kTimestamp = 1, kTid = 2;
 constexpr uint32_t kHeader = 10, kCopy = 11, kSync = 12, kAlloc = 13, kFree = 14, kShm = 15,
                    kInternedString = 16, kStack = 17, kPythonFrame = 18, kModule = 19,
                    kDevice = 20, kCorrelation = 21, kPin = 22, kThread = 23, kNotice = 24,
-                   kExit = 25, kCuda = 26, kCounters = 27, kRecording = 28;
+                   kExit = 25, kCuda = 26, kCounters = 27, kRecording = 28,
+                   kThreadSample = 29, kLoader = 30;
 }  // namespace packet
 
 namespace header {
@@ -52,14 +53,31 @@ constexpr uint32_t kCopies = 1, kAllocsRecorded = 2, kAllocsSeen = 3, kBytesWrit
                    kDropped = 5, kPinnedBytes = 6, kStacksCaptured = 7,
                    kStackCaptureNs = 8;
 }
+namespace usage {
+constexpr uint32_t kUserNs = 1, kSysNs = 2, kMinorFaults = 3, kMajorFaults = 4;
+}
 namespace copy {
 constexpr uint32_t kApi = 1, kPerThread = 2, kDirection = 3, kRequestedKind = 4, kBytes = 5,
                    kSrcKind = 6, kDstKind = 7, kSrcAddress = 8, kDstAddress = 9,
                    kSrcDevice = 10, kDstDevice = 11, kStream = 12, kEnd = 13, kResult = 14,
-                   kCallId = 15, kStackId = 16, kPin = 17, kBatchIndex = 18, kHeight = 19;
+                   kCallId = 15, kStackId = 16, kPin = 17, kBatchIndex = 18, kHeight = 19,
+                   kUsageEnter = 20, kUsageExit = 21;
 }
 namespace sync {
-constexpr uint32_t kApi = 1, kStream = 2, kEnd = 3, kResult = 4, kStackId = 5, kCallId = 6;
+constexpr uint32_t kApi = 1, kStream = 2, kEnd = 3, kResult = 4, kStackId = 5, kCallId = 6,
+                   kUsageEnter = 7, kUsageExit = 8;
+}
+namespace thread_sample {
+constexpr uint32_t kThreads = 1;
+namespace entry {
+constexpr uint32_t kTid = 1, kCpuNs = 2, kRunqueueNs = 3, kMinorFaults = 4, kMajorFaults = 5;
+}
+}  // namespace thread_sample
+namespace loader {
+constexpr uint32_t kKind = 1, kLoaderId = 2, kEnd = 3, kIndex = 4, kUsageBegin = 5,
+                   kUsageEnd = 6, kNumWorkers = 7, kPinMemory = 8, kPrefetchFactor = 9,
+                   kPersistentWorkers = 10, kBatchSize = 11, kDatasetLength = 12,
+                   kIterable = 13, kSite = 14, kWorkerId = 15, kBatchSamples = 16;
 }
 namespace alloc {
 constexpr uint32_t kApi = 1, kAddress = 2, kSize = 3, kAlignment = 4, kOldAddress = 5,
@@ -71,7 +89,7 @@ constexpr uint32_t kAddress = 1, kByRealloc = 2;
 namespace shm {
 constexpr uint32_t kOp = 1, kName = 2, kFd = 3, kSize = 4, kOffset = 5, kAddress = 6, kFlags = 7,
                    kProt = 8, kError = 9, kDevice = 10, kInode = 11, kDriverInternal = 12,
-                   kStackId = 13, kEnd = 14;
+                   kStackId = 13, kEnd = 14, kUsage = 15;
 }
 namespace interned_string {
 constexpr uint32_t kId = 1, kStr = 2;
@@ -133,6 +151,10 @@ enum Severity : uint32_t { kInfo = 0, kWarning = 1, kError = 2 };
 enum PinOp : uint32_t {
   kPinOpUnknown = 0, kRegister = 1, kUnregister = 2, kRegisterFailed = 3, kBudgetFull = 4,
   kRecycle = 5, kReuse = 6
+};
+enum LoaderKind : uint32_t {
+  kLoaderUnknown = 0, kLoaderIter = 1, kLoaderNext = 2, kLoaderFetch = 3, kLoaderPin = 4,
+  kLoaderEnd = 5
 };
 enum ActivityKind : uint32_t { kActUnknown = 0, kActMemcpy = 1, kActMemset = 2, kActKernel = 3,
                                kActSync = 4 };

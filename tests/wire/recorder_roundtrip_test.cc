@@ -26,6 +26,14 @@
 
 namespace {
 
+void SetUsage(pinscope::trace::ThreadUsage* u, std::initializer_list<uint64_t> v) {
+  auto it = v.begin();
+  u->set_user_ns(*it++);
+  u->set_sys_ns(*it++);
+  u->set_minor_faults(*it++);
+  u->set_major_faults(*it++);
+}
+
 namespace pt = pinscope::trace;
 namespace f = pinscope::shim::fields;
 namespace shim = pinscope::shim;
@@ -83,6 +91,8 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   c.pin = f::kPinCached;
   c.batch_index = 5;
   c.height = 64;
+  c.usage_enter = {11, 12, 13, 14};
+  c.usage_exit = {21, 22, 23, 24};
   shim::RecordCopy(c);
 
   shim::SyncCall s;
@@ -93,6 +103,8 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   s.result = -1;
   s.stack_id = 8;
   s.call_id = 43;
+  s.usage_enter = {31, 0, 33, 0};
+  s.usage_exit = {41, 42, 0, 44};
   shim::RecordSync(s);
 
   shim::RecordAlloc(f::kPosixMemalign, 0x7f00aa000000ull, 1ull << 30, 4096, 0x7f00bb000000ull, 9,
@@ -128,6 +140,27 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   pin.t = 7000;
   shim::RecordPin(pin);
 
+  shim::LoaderRecord l;
+  l.kind = f::kLoaderFetch;
+  l.loader_id = 0xfeed;
+  l.t_begin = 7500;
+  l.t_end = 7900;
+  l.index = 3;
+  l.has_usage = true;
+  l.usage_begin = {1, 2, 3, 4};
+  l.usage_end = {5, 6, 7, 8};
+  l.num_workers = 4;
+  l.pin_memory = true;
+  l.prefetch_factor = 2;
+  l.persistent_workers = true;
+  l.batch_size = 128;
+  l.dataset_length = 2560;
+  l.iterable = false;
+  l.site = "train.py:42";
+  l.worker_id = 2;
+  l.batch_samples = 128;
+  shim::RecordLoader(l);
+
   shim::RecordNotice(f::kWarning, "pin_budget", "the pinning budget is full");
   // Larger than a packet's stack buffer: dropped and counted, nothing written.
   std::string huge(2 * shim::Packet::kCapacity, 'z');
@@ -142,7 +175,7 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   pt::Trace t;
   std::string bytes = ReadFile(path);
   ASSERT_TRUE(t.ParseFromString(bytes));
-  ASSERT_EQ(t.packet_size(), 11);
+  ASSERT_EQ(t.packet_size(), 13);
 
   // Header: values from this process and the environment above.
   const pt::TracePacket& hp = t.packet(0);
@@ -214,6 +247,8 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   wc->set_pin(pt::PIN_CACHED);
   wc->set_batch_index(5);
   wc->set_height(64);
+  SetUsage(wc->mutable_usage_enter(), {11, 12, 13, 14});
+  SetUsage(wc->mutable_usage_exit(), {21, 22, 23, 24});
   ExpectSame(want, t.packet(2), "copy");
 
   want.set_timestamp_ns(3000);
@@ -224,6 +259,8 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   ws->set_result(-1);
   ws->set_stack_id(8);
   ws->set_call_id(43);
+  SetUsage(ws->mutable_usage_enter(), {31, 0, 33, 0});
+  SetUsage(ws->mutable_usage_exit(), {41, 42, 0, 44});
   ExpectSame(want, t.packet(3), "sync");
 
   want.set_timestamp_ns(4000);
@@ -257,6 +294,12 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   wm->set_driver_internal(true);
   wm->set_stack_id(10);
   wm->set_end_ns(6100);
+  // A map carries the thread's own usage, read when it was recorded: this
+  // test process has used CPU time and taken page faults by then.
+  const pt::ThreadUsage& got_usage = t.packet(6).shm().usage();
+  EXPECT_GT(got_usage.user_ns() + got_usage.sys_ns(), 0u);
+  EXPECT_GT(got_usage.minor_faults(), 0u);
+  *wm->mutable_usage() = got_usage;
   ExpectSame(want, t.packet(6), "shm");
 
   want.set_timestamp_ns(7000);
@@ -270,26 +313,56 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   wp->set_reason("munmap");
   ExpectSame(want, t.packet(7), "pin");
 
+  want.set_timestamp_ns(7500);
+  pt::LoaderEvent* wl = want.mutable_loader();
+  wl->set_kind(pt::LOADER_FETCH);
+  wl->set_loader_id(0xfeed);
+  wl->set_end_ns(7900);
+  wl->set_index(3);
+  SetUsage(wl->mutable_usage_begin(), {1, 2, 3, 4});
+  SetUsage(wl->mutable_usage_end(), {5, 6, 7, 8});
+  wl->set_num_workers(4);
+  wl->set_pin_memory(true);
+  wl->set_prefetch_factor(2);
+  wl->set_persistent_workers(true);
+  wl->set_batch_size(128);
+  wl->set_dataset_length(2560);
+  wl->set_site("train.py:42");
+  wl->set_worker_id(2);
+  wl->set_batch_samples(128);
+  ExpectSame(want, t.packet(8), "loader");
+
   // Notices, counters and the exit carry the time they were written.
-  const pt::TracePacket& np = t.packet(8);
+  const pt::TracePacket& np = t.packet(9);
   ASSERT_TRUE(np.has_notice());
   EXPECT_EQ(np.notice().severity(), pt::Notice::WARNING);
   EXPECT_EQ(np.notice().code(), "pin_budget");
   EXPECT_EQ(np.notice().text(), "the pinning budget is full");
   EXPECT_GT(np.timestamp_ns(), 0u);
 
-  ASSERT_TRUE(t.packet(9).has_counters());
-  const pt::Counters& cnt = t.packet(9).counters();
+  // At exit every thread's CPU time and faults: this test's thread and the
+  // recorder's flusher.
+  ASSERT_TRUE(t.packet(10).has_thread_sample());
+  const pt::ThreadSample& ts = t.packet(10).thread_sample();
+  ASSERT_EQ(ts.threads_size(), 2);
+  const pt::ThreadSample::Entry& self =
+      ts.threads(0).tid() == static_cast<uint32_t>(gettid()) ? ts.threads(0) : ts.threads(1);
+  EXPECT_EQ(self.tid(), static_cast<uint32_t>(gettid()));
+  EXPECT_GT(self.cpu_ns(), 0u);
+  EXPECT_GT(self.minor_faults(), 0u);
+
+  ASSERT_TRUE(t.packet(11).has_counters());
+  const pt::Counters& cnt = t.packet(11).counters();
   EXPECT_EQ(cnt.copies(), 1u);
   EXPECT_EQ(cnt.allocs_recorded(), 1u);
   EXPECT_EQ(cnt.dropped_events(), 1u);
   EXPECT_EQ(cnt.bytes_written(), 0u);  // nothing flushed before the exit
 
-  ASSERT_TRUE(t.packet(10).has_exit());
-  EXPECT_EQ(t.packet(10).exit().how(), pt::ProcessExit::UNDERSCORE_EXIT);
-  EXPECT_EQ(t.packet(10).exit().status(), -4);
-  EXPECT_EQ(t.packet(10).exit().dropped_events(), 1u);
-  EXPECT_GE(t.packet(10).timestamp_ns(), np.timestamp_ns());
+  ASSERT_TRUE(t.packet(12).has_exit());
+  EXPECT_EQ(t.packet(12).exit().how(), pt::ProcessExit::UNDERSCORE_EXIT);
+  EXPECT_EQ(t.packet(12).exit().status(), -4);
+  EXPECT_EQ(t.packet(12).exit().dropped_events(), 1u);
+  EXPECT_GE(t.packet(12).timestamp_ns(), np.timestamp_ns());
   if (!HasFailure()) std::filesystem::remove_all(tmpl);
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "shim/record/host_facts.h"
+#include "shim/record/recorder.h"
 #include "shim/record/trace_fields.h"
 #include "shim/record/wire.h"
 #include "trace.pb.h"
@@ -61,6 +62,40 @@ FIELD(f::packet::kExit, TracePacket, Exit);
 FIELD(f::packet::kCuda, TracePacket, Cuda);
 FIELD(f::packet::kCounters, TracePacket, Counters);
 FIELD(f::packet::kRecording, TracePacket, Recording);
+FIELD(f::packet::kThreadSample, TracePacket, ThreadSample);
+FIELD(f::packet::kLoader, TracePacket, Loader);
+
+FIELD(f::usage::kUserNs, ThreadUsage, UserNs);
+FIELD(f::usage::kSysNs, ThreadUsage, SysNs);
+FIELD(f::usage::kMinorFaults, ThreadUsage, MinorFaults);
+FIELD(f::usage::kMajorFaults, ThreadUsage, MajorFaults);
+FIELD(f::copy::kUsageEnter, CopyEvent, UsageEnter);
+FIELD(f::copy::kUsageExit, CopyEvent, UsageExit);
+FIELD(f::sync::kUsageEnter, SyncEvent, UsageEnter);
+FIELD(f::sync::kUsageExit, SyncEvent, UsageExit);
+FIELD(f::shm::kUsage, ShmEvent, Usage);
+FIELD(f::thread_sample::kThreads, ThreadSample, Threads);
+FIELD(f::thread_sample::entry::kTid, ThreadSample::Entry, Tid);
+FIELD(f::thread_sample::entry::kCpuNs, ThreadSample::Entry, CpuNs);
+FIELD(f::thread_sample::entry::kRunqueueNs, ThreadSample::Entry, RunqueueNs);
+FIELD(f::thread_sample::entry::kMinorFaults, ThreadSample::Entry, MinorFaults);
+FIELD(f::thread_sample::entry::kMajorFaults, ThreadSample::Entry, MajorFaults);
+FIELD(f::loader::kKind, LoaderEvent, Kind);
+FIELD(f::loader::kLoaderId, LoaderEvent, LoaderId);
+FIELD(f::loader::kEnd, LoaderEvent, EndNs);
+FIELD(f::loader::kIndex, LoaderEvent, Index);
+FIELD(f::loader::kUsageBegin, LoaderEvent, UsageBegin);
+FIELD(f::loader::kUsageEnd, LoaderEvent, UsageEnd);
+FIELD(f::loader::kNumWorkers, LoaderEvent, NumWorkers);
+FIELD(f::loader::kPinMemory, LoaderEvent, PinMemory);
+FIELD(f::loader::kPrefetchFactor, LoaderEvent, PrefetchFactor);
+FIELD(f::loader::kPersistentWorkers, LoaderEvent, PersistentWorkers);
+FIELD(f::loader::kBatchSize, LoaderEvent, BatchSize);
+FIELD(f::loader::kDatasetLength, LoaderEvent, DatasetLength);
+FIELD(f::loader::kIterable, LoaderEvent, Iterable);
+FIELD(f::loader::kSite, LoaderEvent, Site);
+FIELD(f::loader::kWorkerId, LoaderEvent, WorkerId);
+FIELD(f::loader::kBatchSamples, LoaderEvent, BatchSamples);
 
 FIELD(f::header::kFormatVersion, ProcessHeader, FormatVersion);
 FIELD(f::header::kRunId, ProcessHeader, RunId);
@@ -331,6 +366,12 @@ ENUM(f::kActMemcpy, pt::ACT_MEMCPY);
 ENUM(f::kActMemset, pt::ACT_MEMSET);
 ENUM(f::kActKernel, pt::ACT_KERNEL);
 ENUM(f::kActSync, pt::ACT_SYNC);
+ENUM(f::kLoaderUnknown, pt::LOADER_UNKNOWN);
+ENUM(f::kLoaderIter, pt::LOADER_ITER);
+ENUM(f::kLoaderNext, pt::LOADER_NEXT);
+ENUM(f::kLoaderFetch, pt::LOADER_FETCH);
+ENUM(f::kLoaderPin, pt::LOADER_PIN);
+ENUM(f::kLoaderEnd, pt::LOADER_END);
 
 #undef ENUM
 
@@ -353,6 +394,7 @@ TEST(WireEnums, EveryProtoEnumValueHasAShimConstant) {
       {pt::Notice::Severity_descriptor(), f::kError},
       {pt::PinOp_descriptor(), f::kReuse},
       {pt::DeviceActivityKind_descriptor(), f::kActSync},
+      {pt::LoaderEventKind_descriptor(), f::kLoaderEnd},
   };
   for (const auto& en : enums) {
     // Values are dense 0..max in both, so equal counts mean equal sets given
@@ -436,6 +478,21 @@ void EncodeHostFactsFrom(const pt::HostFacts& h, Encoder* e) {
 
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
+  // ThreadUsage: set every field from `seed`, encode it as the recorder does.
+  static const auto set_usage = [](pt::ThreadUsage* u, uint64_t seed) {
+    u->set_user_ns(seed);
+    u->set_sys_ns(seed + 1);
+    u->set_minor_faults(seed + 2);
+    u->set_major_faults(seed + 3);
+  };
+  static const auto encode_usage = [](Encoder* e, uint32_t field, const pt::ThreadUsage& u) {
+    pinscope::shim::Usage x;
+    x.user_ns = u.user_ns();
+    x.sys_ns = u.sys_ns();
+    x.minor_faults = u.minor_faults();
+    x.major_faults = u.major_faults();
+    pinscope::shim::EncodeUsage(*e, field, x);
+  };
   cases.push_back({f::packet::kHeader,
                    [](pt::TracePacket* p) {
                      pt::ProcessHeader* h = p->mutable_header();
@@ -532,6 +589,8 @@ std::vector<Case> AllCases() {
                      c->set_pin(pt::PIN_SKIPPED_CAPTURE);
                      c->set_batch_index(kMax32);
                      c->set_height(19);
+                     set_usage(c->mutable_usage_enter(), kMax64 - 3);
+                     set_usage(c->mutable_usage_exit(), 20);
                    },
                    [](const pt::TracePacket& p, Encoder* e) {
                      namespace k = f::copy;
@@ -555,6 +614,8 @@ std::vector<Case> AllCases() {
                      e->Varint(k::kPin, c.pin());
                      e->Varint(k::kBatchIndex, c.batch_index());
                      e->Varint(k::kHeight, c.height());
+                     encode_usage(e, k::kUsageEnter, c.usage_enter());
+                     encode_usage(e, k::kUsageExit, c.usage_exit());
                    }});
   cases.push_back({f::packet::kSync,
                    [](pt::TracePacket* p) {
@@ -565,6 +626,8 @@ std::vector<Case> AllCases() {
                      s->set_result(-600);
                      s->set_stack_id(5);
                      s->set_call_id(6);
+                     set_usage(s->mutable_usage_enter(), 7);
+                     set_usage(s->mutable_usage_exit(), 8);
                    },
                    [](const pt::TracePacket& p, Encoder* e) {
                      namespace k = f::sync;
@@ -575,6 +638,8 @@ std::vector<Case> AllCases() {
                      e->Int32(k::kResult, s.result());
                      e->Varint(k::kStackId, s.stack_id());
                      e->Varint(k::kCallId, s.call_id());
+                     encode_usage(e, k::kUsageEnter, s.usage_enter());
+                     encode_usage(e, k::kUsageExit, s.usage_exit());
                    }});
   cases.push_back({f::packet::kAlloc,
                    [](pt::TracePacket* p) {
@@ -622,6 +687,7 @@ std::vector<Case> AllCases() {
                      s->set_driver_internal(true);
                      s->set_stack_id(13);
                      s->set_end_ns(14);
+                     set_usage(s->mutable_usage(), 15);
                    },
                    [](const pt::TracePacket& p, Encoder* e) {
                      namespace k = f::shm;
@@ -640,6 +706,7 @@ std::vector<Case> AllCases() {
                      e->Bool(k::kDriverInternal, s.driver_internal());
                      e->Varint(k::kStackId, s.stack_id());
                      e->Varint(k::kEnd, s.end_ns());
+                     encode_usage(e, k::kUsage, s.usage());
                    }});
   cases.push_back({f::packet::kInternedString,
                    [](pt::TracePacket* p) {
@@ -853,6 +920,69 @@ std::vector<Case> AllCases() {
                      e->String(k::kReason, r.reason().c_str());
                      e->Double(k::kKernelRate, r.kernel_rate());
                      e->Varint(k::kPlannedNs, r.planned_ns());
+                   }});
+  cases.push_back({f::packet::kThreadSample,
+                   [](pt::TracePacket* p) {
+                     for (uint32_t tid : {1u, kMax32}) {
+                       pt::ThreadSample::Entry* t = p->mutable_thread_sample()->add_threads();
+                       t->set_tid(tid);
+                       t->set_cpu_ns(kMax64 - tid);
+                       t->set_runqueue_ns(3);
+                       t->set_minor_faults(4);
+                       t->set_major_faults(5);
+                     }
+                   },
+                   [](const pt::TracePacket& p, Encoder* e) {
+                     namespace k = f::thread_sample;
+                     for (const pt::ThreadSample::Entry& t : p.thread_sample().threads()) {
+                       size_t m = e->BeginNested(k::kThreads);
+                       e->Varint(k::entry::kTid, t.tid());
+                       e->Varint(k::entry::kCpuNs, t.cpu_ns());
+                       e->Varint(k::entry::kRunqueueNs, t.runqueue_ns());
+                       e->Varint(k::entry::kMinorFaults, t.minor_faults());
+                       e->Varint(k::entry::kMajorFaults, t.major_faults());
+                       e->EndNested(m);
+                     }
+                   }});
+  cases.push_back({f::packet::kLoader,
+                   [](pt::TracePacket* p) {
+                     pt::LoaderEvent* l = p->mutable_loader();
+                     l->set_kind(pt::LOADER_END);
+                     l->set_loader_id(kMax64);
+                     l->set_end_ns(3);
+                     l->set_index(4);
+                     set_usage(l->mutable_usage_begin(), 5);
+                     set_usage(l->mutable_usage_end(), 6);
+                     l->set_num_workers(-7);  // int32: 10-byte varint
+                     l->set_pin_memory(true);
+                     l->set_prefetch_factor(9);
+                     l->set_persistent_workers(true);
+                     l->set_batch_size(11);
+                     l->set_dataset_length(kMax64 - 12);
+                     l->set_iterable(true);
+                     l->set_site("train.py:14");
+                     l->set_worker_id(-15);  // sint32: zigzag
+                     l->set_batch_samples(kMax32);
+                   },
+                   [](const pt::TracePacket& p, Encoder* e) {
+                     namespace k = f::loader;
+                     const pt::LoaderEvent& l = p.loader();
+                     e->Varint(k::kKind, l.kind());
+                     e->Varint(k::kLoaderId, l.loader_id());
+                     e->Varint(k::kEnd, l.end_ns());
+                     e->Varint(k::kIndex, l.index());
+                     encode_usage(e, k::kUsageBegin, l.usage_begin());
+                     encode_usage(e, k::kUsageEnd, l.usage_end());
+                     e->Int32(k::kNumWorkers, l.num_workers());
+                     e->Bool(k::kPinMemory, l.pin_memory());
+                     e->Int32(k::kPrefetchFactor, l.prefetch_factor());
+                     e->Bool(k::kPersistentWorkers, l.persistent_workers());
+                     e->Int32(k::kBatchSize, l.batch_size());
+                     e->Varint(k::kDatasetLength, l.dataset_length());
+                     e->Bool(k::kIterable, l.iterable());
+                     e->String(k::kSite, l.site().c_str());
+                     e->SInt(k::kWorkerId, l.worker_id());
+                     e->Varint(k::kBatchSamples, l.batch_samples());
                    }});
   return cases;
 }

@@ -1,0 +1,285 @@
+"""pinscope's DataLoader hook: times each stage of the input pipeline.
+
+Installed by sitecustomize.py (on the job's PYTHONPATH under `pinscope run`).
+When libpinscope.so is preloaded, it wraps, as torch.utils.data is imported:
+
+- DataLoader.__init__ to note where the loader was built (file:line),
+- DataLoader.__iter__ (each epoch) to record the loader's settings,
+- _BaseDataLoaderIter.__next__: the training loop's wait for (or making of,
+  with num_workers=0) each batch,
+- the map-style and iterable fetchers' fetch: one batch being made
+  (dataset __getitem__ + collate), in a worker or in the main process,
+- torch.utils.data._utils.pin_memory.pin_memory: the pin thread's copy of a
+  batch into pinned memory (pin_memory=True).
+
+Each span is timed by the shim, which also reads the thread's CPU time and
+page faults at both ends (LoaderEvent in proto/trace.proto). The wrappers
+call the original and return what it returns or raise what it raises; the
+program computes exactly what it did. What it cannot see: a custom
+batch_sampler's own work outside fetch, an IterableDataset that spawns its
+own workers, loaders that are not torch.utils.data.DataLoader.
+
+PINSCOPE_PYTHON_HOOK=0 turns it off.
+"""
+
+import ctypes
+import functools
+import os
+import sys
+import threading
+import weakref
+
+# fields::LoaderKind (shim/record/trace_fields.h)
+_ITER, _NEXT, _FETCH, _PIN, _END = 1, 2, 3, 4, 5
+_ABI = 1
+
+_lib = None
+_state = threading.local()
+_sites = weakref.WeakKeyDictionary()  # DataLoader -> "file:line"
+_epochs = weakref.WeakKeyDictionary()  # DataLoader -> epochs started
+_iter_ids = weakref.WeakKeyDictionary()  # iterator -> loader id
+_fetches = [0]  # batches fetched in this process
+_said = set()
+
+
+def _say_once(key, text):
+    if key in _said:
+        return
+    _said.add(key)
+    try:
+        sys.stderr.write("pinscope: %s\n" % text)
+    except Exception:
+        pass
+
+
+def _load_shim():
+    try:
+        lib = ctypes.CDLL(None)
+        abi = lib.pinscope_loader_abi
+    except (OSError, AttributeError):
+        return None  # not running under libpinscope.so: nothing to record into
+    abi.restype = ctypes.c_int
+    if abi() != _ABI:
+        _say_once("abi", "the Python hook does not match libpinscope.so; DataLoader timing is off")
+        return None
+    u64, i32, u32 = ctypes.c_uint64, ctypes.c_int32, ctypes.c_uint32
+    lib.pinscope_loader_iter.argtypes = [u64, u64, i32, i32, i32, i32, i32, u64, i32, ctypes.c_char_p]
+    lib.pinscope_loader_iter.restype = None
+    lib.pinscope_loader_begin.argtypes = []
+    lib.pinscope_loader_begin.restype = None
+    lib.pinscope_loader_end.argtypes = [u32, u64, u64, i32, u32]
+    lib.pinscope_loader_end.restype = None
+    lib.pinscope_loader_mark.argtypes = [u32, u64, u64]
+    lib.pinscope_loader_mark.restype = None
+    return lib
+
+
+def _caller_site():
+    """file:line of the first frame outside torch.utils.data and this module."""
+    try:
+        frame = sys._getframe(2)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if "torch/utils/data" not in name and not name.endswith("pinscope_hook.py"):
+                return "%s:%d" % (name, frame.f_lineno)
+            frame = frame.f_back
+    except Exception:
+        pass
+    return ""
+
+
+def _int(value, default=0):
+    try:
+        return int(value) if value is not None else default
+    except Exception:
+        return default
+
+
+def _dataset_length(loader):
+    try:
+        return len(loader.dataset)
+    except Exception:
+        return 0
+
+
+def _wrap_init(original):
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        try:
+            _sites[self] = _caller_site()
+        except Exception:
+            pass
+
+    return __init__
+
+
+def _wrap_iter(original):
+    # DataLoader.__iter__ makes an iterator per epoch, or resets the one it
+    # keeps (persistent_workers): either way one epoch begins here.
+    @functools.wraps(original)
+    def __iter__(self, *args, **kwargs):
+        iterator = original(self, *args, **kwargs)
+        try:
+            epoch = _epochs.get(self, 0)
+            _epochs[self] = epoch + 1
+            _iter_ids[iterator] = id(self)
+            iterable = _is_iterable(self)
+            workers = _int(getattr(iterator, "_num_workers", self.num_workers))
+            # What the iterator runs with: pin_memory is off without a GPU.
+            pin = bool(getattr(iterator, "_pin_memory", self.pin_memory))
+            _lib.pinscope_loader_iter(
+                id(self), epoch, workers, int(pin),
+                _int(self.prefetch_factor) if workers > 0 else 0,
+                int(bool(getattr(self, "persistent_workers", False))),
+                _int(self.batch_size), 0 if iterable else _dataset_length(self),
+                int(iterable), _sites.get(self, "").encode("utf-8", "replace"))
+        except Exception as error:
+            _say_once("iter", "the Python hook could not read a DataLoader's settings (%s)" % error)
+        return iterator
+
+    return __iter__
+
+
+def _is_iterable(loader):
+    try:
+        from torch.utils.data import IterableDataset
+
+        return isinstance(loader.dataset, IterableDataset)
+    except Exception:
+        return False
+
+
+def _wrap_next(original):
+    @functools.wraps(original)
+    def __next__(self):
+        lid = _iter_ids.get(self, 0)
+        index = _int(getattr(self, "_num_yielded", 0))
+        _lib.pinscope_loader_begin()
+        try:
+            data = original(self)
+        except StopIteration:
+            _lib.pinscope_loader_end(_NEXT, lid, index, -1, 0)
+            _lib.pinscope_loader_mark(_END, lid, index)
+            raise
+        except BaseException:
+            _lib.pinscope_loader_end(_NEXT, lid, index, -1, 0)
+            raise
+        _lib.pinscope_loader_end(_NEXT, lid, index, -1, 0)
+        return data
+
+    return __next__
+
+
+def _worker_id():
+    try:
+        from torch.utils.data import get_worker_info
+
+        info = get_worker_info()
+        return info.id if info is not None else -1
+    except Exception:
+        return -1
+
+
+def _wrap_fetch(original):
+    @functools.wraps(original)
+    def fetch(self, possibly_batched_index):
+        index = _fetches[0]
+        _fetches[0] = index + 1
+        try:
+            samples = len(possibly_batched_index) if getattr(self, "auto_collation", False) else 1
+        except Exception:
+            samples = 0
+        _lib.pinscope_loader_begin()
+        try:
+            return original(self, possibly_batched_index)
+        finally:
+            _lib.pinscope_loader_end(_FETCH, 0, index, _worker_id(), samples)
+
+    return fetch
+
+
+def _wrap_pin(original):
+    @functools.wraps(original)
+    def pin_memory(data, *args, **kwargs):
+        # pin_memory recurses into lists and dicts: only the outermost call
+        # is one batch.
+        depth = getattr(_state, "pin_depth", 0)
+        if depth:
+            return original(data, *args, **kwargs)
+        _state.pin_depth = 1
+        _lib.pinscope_loader_begin()
+        try:
+            return original(data, *args, **kwargs)
+        finally:
+            _lib.pinscope_loader_end(_PIN, 0, 0, -1, 0)
+            _state.pin_depth = 0
+
+    return pin_memory
+
+
+def _patch(module_name, module):
+    if module_name == "torch.utils.data.dataloader":
+        loader_cls = module.DataLoader
+        loader_cls.__init__ = _wrap_init(loader_cls.__init__)
+        loader_cls.__iter__ = _wrap_iter(loader_cls.__iter__)
+        module._BaseDataLoaderIter.__next__ = _wrap_next(module._BaseDataLoaderIter.__next__)
+    elif module_name == "torch.utils.data._utils.fetch":
+        for name in ("_MapDatasetFetcher", "_IterableDatasetFetcher"):
+            cls = getattr(module, name, None)
+            if cls is not None and "fetch" in cls.__dict__:
+                cls.fetch = _wrap_fetch(cls.fetch)
+    elif module_name == "torch.utils.data._utils.pin_memory":
+        if hasattr(module, "pin_memory"):
+            module.pin_memory = _wrap_pin(module.pin_memory)
+
+
+_TARGETS = ("torch.utils.data.dataloader", "torch.utils.data._utils.fetch",
+            "torch.utils.data._utils.pin_memory")
+
+
+class _Finder:
+    """Patches the target modules right after they are executed."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in _TARGETS:
+            return None
+        import importlib.machinery
+
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        original_exec = loader.exec_module
+
+        def exec_module(module, _original=original_exec, _name=fullname):
+            _original(module)
+            try:
+                _patch(_name, module)
+            except Exception as error:
+                _say_once("patch", "the Python hook could not wrap %s (%s)" % (_name, error))
+
+        # A loader object per module (SourceFileLoader): patching it is local.
+        loader.exec_module = exec_module
+        return spec
+
+
+def install():
+    """Starts the hook if libpinscope.so is in the process; else does nothing."""
+    global _lib
+    if os.environ.get("PINSCOPE_PYTHON_HOOK", "1") == "0" or _lib is not None:
+        return
+    _lib = _load_shim()
+    if _lib is None:
+        return
+    for name in _TARGETS:
+        if name in sys.modules:
+            _patch(name, sys.modules[name])
+    sys.meta_path.insert(0, _Finder())

@@ -1,0 +1,81 @@
+// DataLoader spans; see loader_spans.h.
+#include "shim/core/loader_spans.h"
+
+#include "shim/base/clock.h"
+#include "shim/base/guard.h"
+#include "shim/base/usage.h"
+#include "shim/record/recorder.h"
+#include "shim/record/trace_fields.h"
+
+namespace pinscope::shim {
+namespace {
+
+struct OpenSpan {
+  uint64_t t = 0;
+  Usage usage;
+};
+PINSCOPE_TLS OpenSpan t_spans[kMaxLoaderSpanDepth];
+// Spans begun on this thread and not yet ended, including dropped ones.
+PINSCOPE_TLS int t_depth = 0;
+
+}  // namespace
+
+void LoaderIter(const LoaderSettings& s) {
+  if (!Recording()) return;
+  HookScope scope;
+  LoaderRecord r;
+  r.kind = fields::kLoaderIter;
+  r.loader_id = s.loader_id;
+  r.t_begin = r.t_end = MonoNs();
+  r.index = s.epoch;
+  r.num_workers = s.num_workers;
+  r.prefetch_factor = s.prefetch_factor;
+  r.batch_size = s.batch_size;
+  r.pin_memory = s.pin_memory;
+  r.persistent_workers = s.persistent_workers;
+  r.iterable = s.iterable;
+  r.dataset_length = s.dataset_length;
+  r.site = s.site;
+  RecordLoader(r);
+}
+
+void LoaderSpanBegin() {
+  if (t_depth < kMaxLoaderSpanDepth) {
+    t_spans[t_depth].usage = ThreadUsageNow();
+    t_spans[t_depth].t = MonoNs();
+  }
+  ++t_depth;
+}
+
+void LoaderSpanEnd(uint32_t kind, uint64_t loader_id, uint64_t index, int32_t worker_id,
+                   uint32_t batch_samples) {
+  if (t_depth == 0) return;  // an End without its Begin: ignored
+  const int depth = --t_depth;
+  if (depth >= kMaxLoaderSpanDepth || !Recording()) return;
+  HookScope scope;
+  LoaderRecord r;
+  r.kind = kind;
+  r.loader_id = loader_id;
+  r.t_begin = t_spans[depth].t;
+  r.t_end = MonoNs();
+  r.has_usage = true;
+  r.usage_begin = t_spans[depth].usage;
+  r.usage_end = ThreadUsageNow();
+  r.index = index;
+  r.worker_id = worker_id;
+  r.batch_samples = batch_samples;
+  RecordLoader(r);
+}
+
+void LoaderMark(uint32_t kind, uint64_t loader_id, uint64_t index) {
+  if (!Recording()) return;
+  HookScope scope;
+  LoaderRecord r;
+  r.kind = kind;
+  r.loader_id = loader_id;
+  r.t_begin = r.t_end = MonoNs();
+  r.index = index;
+  RecordLoader(r);
+}
+
+}  // namespace pinscope::shim

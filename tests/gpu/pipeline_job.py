@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Training-shaped jobs with one planted bottleneck each, for the pipeline
+model's GPU suite (tools/gpu_pipeline.sh, docs/validation.md).
+
+    python3 pipeline_job.py --scenario NAME [overrides...]
+
+Each scenario is a DataLoader over a synthetic dataset feeding a GPU step;
+the flags override one setting at a time, so a run with the report's top
+recommendation applied differs from the baseline in that setting only.
+Prints one JSON line last: samples/s and step time over the timed steps
+(after --warmup steps, CUDA synchronized at both ends).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+SCENARIOS = {
+    # planted class: the GPU. 40 bf16 matmuls of 8192^2 a step (~55 ms on an
+    # H200); the batch is copied from pageable shm on the busy stream.
+    "gpu_bound": dict(shape=(3, 224, 224), batch=32, workers=2, matmuls=40, dim=8192, sync=1),
+    # planted class: the host. Hundreds of tiny kernels a step (launch-bound),
+    # tiny batches; the GPU idles between launches.
+    "host_bound": dict(shape=(256,), batch=64, workers=2, tiny_ops=400, sync=0),
+    # planted class: the workers. 1 ms of CPU per sample, 2 workers.
+    "input_starvation": dict(shape=(3, 64, 64), batch=64, workers=2, cpu_ms=1.0, matmuls=4, dim=4096),
+    # planted class: the main process makes the batches (num_workers=0).
+    "main_process": dict(shape=(3, 64, 64), batch=32, workers=0, cpu_ms=0.5, matmuls=4, dim=4096),
+    # planted class: the pin thread (pin_memory=True, 12 workers, 147 MiB batches).
+    "pin_thread": dict(shape=(3, 224, 224), batch=256, workers=12, pin_memory=1, matmuls=2, dim=4096),
+    # planted class: pageable staging on the critical path (73.5 MiB batches
+    # from 8 workers' shm, pin_memory=False).
+    "pageable_staging": dict(shape=(3, 224, 224), batch=128, workers=8, matmuls=2, dim=4096),
+    # planted class: fresh-buffer page faults (0 workers, nearly free samples:
+    # collate fills a fresh 73.5 MiB buffer every batch).
+    "fresh_faults": dict(shape=(3, 224, 224), batch=128, workers=0, matmuls=2, dim=4096),
+    # planted class: synchronous copies (loss.item() every step, then 3 ms
+    # of host work while the GPU idles).
+    "sync_copies": dict(shape=(1024,), batch=256, workers=2, matmuls=12, dim=4096, sync=1, host_ms=3.0),
+    # planted class: /dev/shm (4 workers x prefetch 2 x 9.2 MiB batches; run
+    # it in a 32 MiB /dev/shm).
+    "shm_small": dict(shape=(3, 224, 224), batch=16, workers=4, matmuls=2, dim=2048),
+    # planted class: pinned memory over-use (PINSCOPE_PIN=1 with a budget
+    # below one batch: run with PINSCOPE_PIN_BUDGET=100M).
+    "pinned_overuse": dict(shape=(3, 224, 224), batch=128, workers=8, matmuls=2, dim=4096),
+}
+
+
+class Synth(Dataset):
+    """Samples of `shape` fp32; `cpu_ms` of CPU (a spin) per sample."""
+
+    def __init__(self, n, shape, cpu_ms):
+        self.n = n
+        self.cpu_ms = cpu_ms
+        self.base = torch.randn(*shape)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.cpu_ms > 0:
+            end = time.perf_counter() + self.cpu_ms / 1000.0
+            x = 0
+            while time.perf_counter() < end:
+                x += 1
+        return self.base  # nearly free: collate copies it into the batch
+
+
+def spin(ms):
+    end = time.perf_counter() + ms / 1000.0
+    while time.perf_counter() < end:
+        pass
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
+    ap.add_argument("--workers", type=int)
+    ap.add_argument("--pin-memory", type=int)
+    ap.add_argument("--batch", type=int)
+    ap.add_argument("--sync", type=int)
+    ap.add_argument("--persistent", type=int, default=0)
+    ap.add_argument("--prefetch", type=int)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=8)
+    args = ap.parse_args()
+    cfg = dict(shape=(1,), batch=32, workers=0, pin_memory=0, cpu_ms=0.0, matmuls=0, dim=1024,
+               tiny_ops=0, sync=1, host_ms=0.0)
+    cfg.update(SCENARIOS[args.scenario])
+    for key in ("workers", "pin_memory", "batch", "sync"):
+        if getattr(args, key) is not None:
+            cfg[key] = getattr(args, key)
+
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    weights = [torch.randn(cfg["dim"], cfg["dim"], device=dev, dtype=torch.bfloat16) for _ in range(2)]
+    tiny = torch.randn(cfg["batch"], 256, device=dev)
+    total = (args.steps + args.warmup + 2) * cfg["batch"]
+    kwargs = dict(batch_size=cfg["batch"], num_workers=cfg["workers"], pin_memory=bool(cfg["pin_memory"]),
+                  shuffle=False, drop_last=True)
+    if cfg["workers"] > 0:
+        kwargs["persistent_workers"] = bool(args.persistent)
+        if args.prefetch:
+            kwargs["prefetch_factor"] = args.prefetch
+    loader = DataLoader(Synth(total, cfg["shape"], cfg["cpu_ms"]), **kwargs)
+
+    acc = torch.zeros((), device=dev)
+    t0 = None
+    steps = 0
+    for i, batch in enumerate(loader):
+        if i == args.warmup:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+        if i == args.warmup + args.steps:
+            break
+        x = batch.to(dev, non_blocking=bool(cfg["pin_memory"]))
+        s = x.float().mean()
+        h = weights[0]
+        for _ in range(cfg["matmuls"]):
+            h = (h @ weights[1]) * 0.5
+        y = tiny
+        for _ in range(cfg["tiny_ops"]):
+            y = y * 1.0001
+        loss = s + h[0, 0].float() + y[0, 0]
+        if cfg["sync"]:
+            acc += loss.item()  # the host waits for the step
+            if cfg["host_ms"]:
+                spin(cfg["host_ms"])  # metrics on the host, GPU idle
+        else:
+            acc += loss
+            if cfg["host_ms"]:
+                spin(cfg["host_ms"])
+        if t0 is not None:
+            steps += 1
+    torch.cuda.synchronize()
+    float(acc)
+    dt = time.perf_counter() - t0
+    out = dict(scenario=args.scenario, steps=steps, seconds=round(dt, 4),
+               step_ms=round(1000 * dt / steps, 3), samples_per_s=round(steps * cfg["batch"] / dt, 2),
+               batches_per_s=round(steps / dt, 3),
+               config=dict(workers=cfg["workers"], pin_memory=cfg["pin_memory"], batch=cfg["batch"],
+                           sync=cfg["sync"], persistent=args.persistent,
+                           pin=os.environ.get("PINSCOPE_PIN", "0")))
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+// pinscope's Python hook (python/sitecustomize.py, python/pinscope_hook.py)
+// in a real PyTorch DataLoader on the CPU: dataloader_job.py runs with
+// libpinscope.so preloaded and the hook's folder on PYTHONPATH, as
+// `pinscope run` starts it, and the trace must hold the loader's settings
+// (LOADER_ITER), one NEXT span per __next__ on the main thread, one FETCH
+// span per batch in the process that made it, and the END mark; the job's
+// output is unchanged, a job's own sitecustomize still runs, and the hook
+// does nothing without the shim or with PINSCOPE_PYTHON_HOOK=0.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+
+#include "e2e_util.h"
+
+namespace pinscope::e2e {
+namespace {
+
+constexpr int kBatches = 8;
+constexpr int kBatch = 16;
+// dataloader_job.py builds its DataLoader on this line.
+constexpr int kLoaderLine = 36;
+
+class PythonHook : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    TempDir d("torch-probe");
+    RunResult r = RunCommand({PINSCOPE_PYTHON, "-c", "import torch"}, {}, d.path());
+    torch_ = r.Exited(0);
+  }
+  void SetUp() override {
+    if (!torch_) GTEST_SKIP() << PINSCOPE_PYTHON << " has no torch";
+  }
+  void TearDown() override {
+    if (HasFailure()) dir_.Keep();
+  }
+  RunResult RunJob(int workers, std::vector<std::string> extra_env = {}, bool preload = true,
+                   std::string python_path = PINSCOPE_HOOK_DIR) {
+    std::vector<std::string> env = {"PYTHONPATH=" + python_path,
+                                    "PINSCOPE_OUT=" + dir_.path() + "/run", "PINSCOPE_STACKS=0",
+                                    "PINSCOPE_CUPTI=0"};
+    if (preload) env.push_back(PreloadPinscope(PINSCOPE_LIB, ""));
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    return RunCommand({PINSCOPE_PYTHON, DATALOADER_JOB, "--workers", std::to_string(workers),
+                       "--batch", std::to_string(kBatch), "--batches", std::to_string(kBatches)},
+                      env, dir_.path());
+  }
+  std::map<uint32_t, ProcessTrace> Traces() {
+    std::string error;
+    auto run = ReadRun(dir_.path() + "/run", &error);
+    EXPECT_EQ(error, "");
+    return run;
+  }
+  static std::vector<const trace::TracePacket*> Loader(const ProcessTrace& t, trace::LoaderEventKind k) {
+    return t.Select([k](const trace::TracePacket& p) { return p.has_loader() && p.loader().kind() == k; });
+  }
+
+  static bool torch_;
+  TempDir dir_{"python-hook"};
+};
+bool PythonHook::torch_ = false;
+
+TEST_F(PythonHook, WorkersFetchAndTheMainThreadWaits) {
+  RunResult r = RunJob(2);
+  ASSERT_TRUE(r.Exited(0)) << r.err;
+  EXPECT_EQ(r.out, "batches 8\n");
+  EXPECT_EQ(r.err.find("pinscope"), std::string::npos) << r.err;
+  auto run = Traces();
+  ASSERT_EQ(run.size(), 3u);
+  const ProcessTrace* main = nullptr;
+  for (const auto& [pid, t] : run)
+    if (t.header.origin() == trace::ORIGIN_ROOT) main = &t;
+  ASSERT_NE(main, nullptr);
+
+  auto iters = Loader(*main, trace::LOADER_ITER);
+  ASSERT_EQ(iters.size(), 1u);
+  const trace::LoaderEvent& it = iters[0]->loader();
+  EXPECT_EQ(it.num_workers(), 2);
+  EXPECT_EQ(it.batch_size(), kBatch);
+  EXPECT_EQ(it.dataset_length(), static_cast<uint64_t>(kBatch * kBatches));
+  EXPECT_FALSE(it.pin_memory());
+  EXPECT_EQ(it.prefetch_factor(), 2);
+  EXPECT_FALSE(it.iterable());
+  EXPECT_EQ(it.index(), 0u);
+  EXPECT_EQ(it.site(), std::string(DATALOADER_JOB) + ":" + std::to_string(kLoaderLine));
+
+  // One NEXT per __next__, the last one raising StopIteration, all on the
+  // main thread, indices 0..8; then the END mark.
+  auto nexts = Loader(*main, trace::LOADER_NEXT);
+  ASSERT_EQ(nexts.size(), static_cast<size_t>(kBatches + 1));
+  for (size_t i = 0; i < nexts.size(); ++i) {
+    EXPECT_EQ(nexts[i]->tid(), main->header.pid());
+    EXPECT_EQ(nexts[i]->loader().index(), i);
+    EXPECT_EQ(nexts[i]->loader().loader_id(), it.loader_id());
+    EXPECT_GE(nexts[i]->loader().end_ns(), nexts[i]->timestamp_ns());
+    EXPECT_TRUE(nexts[i]->loader().has_usage_end());
+  }
+  auto ends = Loader(*main, trace::LOADER_END);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0]->loader().index(), static_cast<uint64_t>(kBatches));
+  EXPECT_TRUE(Loader(*main, trace::LOADER_FETCH).empty());  // the workers make the batches
+
+  // Each worker made its share: 8 FETCH spans in all, 16 samples each.
+  int fetches = 0;
+  std::set<int> worker_ids;
+  for (const auto& [pid, t] : run) {
+    if (&t == main) continue;
+    for (const auto* p : Loader(t, trace::LOADER_FETCH)) {
+      ++fetches;
+      worker_ids.insert(p->loader().worker_id());
+      EXPECT_EQ(p->loader().batch_samples(), static_cast<uint32_t>(kBatch));
+      EXPECT_GT(p->loader().end_ns(), p->timestamp_ns());
+    }
+  }
+  EXPECT_EQ(fetches, kBatches);
+  EXPECT_EQ(worker_ids, (std::set<int>{0, 1}));
+}
+
+TEST_F(PythonHook, WithoutWorkersTheFetchIsInsideTheNext) {
+  RunResult r = RunJob(0);
+  ASSERT_TRUE(r.Exited(0)) << r.err;
+  EXPECT_EQ(r.out, "batches 8\n");
+  auto run = Traces();
+  ASSERT_EQ(run.size(), 1u);
+  const ProcessTrace& main = run.begin()->second;
+  auto nexts = Loader(main, trace::LOADER_NEXT);
+  auto fetches = Loader(main, trace::LOADER_FETCH);
+  ASSERT_EQ(nexts.size(), static_cast<size_t>(kBatches + 1));
+  ASSERT_EQ(fetches.size(), static_cast<size_t>(kBatches));
+  auto iters = Loader(main, trace::LOADER_ITER);
+  ASSERT_EQ(iters.size(), 1u);
+  EXPECT_EQ(iters[0]->loader().prefetch_factor(), 0);
+  EXPECT_EQ(iters[0]->loader().num_workers(), 0);
+  for (int i = 0; i < kBatches; ++i) {
+    const auto* f = fetches[i];
+    const auto* n = nexts[i];
+    EXPECT_EQ(f->loader().worker_id(), -1);
+    EXPECT_GE(f->timestamp_ns(), n->timestamp_ns());
+    EXPECT_LE(f->loader().end_ns(), n->loader().end_ns());
+  }
+}
+
+TEST_F(PythonHook, TheJobsOwnSitecustomizeStillRuns) {
+  const std::string own = dir_.path() + "/own";
+  ASSERT_EQ(system(("mkdir -p " + own).c_str()), 0);
+  std::ofstream(own + "/sitecustomize.py") << "import sys\nsys.stderr.write('own sitecustomize\\n')\n";
+  RunResult r = RunJob(0, {}, true, std::string(PINSCOPE_HOOK_DIR) + ":" + own);
+  ASSERT_TRUE(r.Exited(0)) << r.err;
+  EXPECT_EQ(r.err, "own sitecustomize\n");
+  auto run = Traces();
+  ASSERT_EQ(run.size(), 1u);
+  EXPECT_EQ(Loader(run.begin()->second, trace::LOADER_NEXT).size(), static_cast<size_t>(kBatches + 1));
+}
+
+TEST_F(PythonHook, OffWithoutTheShimOrWhenAskedTo) {
+  RunResult plain = RunJob(2, {}, /*preload=*/false);
+  ASSERT_TRUE(plain.Exited(0)) << plain.err;
+  EXPECT_EQ(plain.out, "batches 8\n");
+  EXPECT_EQ(plain.err, "");
+
+  RunResult off = RunJob(2, {"PINSCOPE_PYTHON_HOOK=0"});
+  ASSERT_TRUE(off.Exited(0)) << off.err;
+  size_t loader_events = 0;
+  for (const auto& [pid, t] : Traces())
+    loader_events += t.Select([](const trace::TracePacket& p) { return p.has_loader(); }).size();
+  EXPECT_EQ(loader_events, 0u);
+}
+
+}  // namespace
+}  // namespace pinscope::e2e

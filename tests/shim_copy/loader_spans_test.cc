@@ -1,0 +1,112 @@
+// DataLoader spans (shim/core/loader_spans.h) driven as the Python hook
+// drives them, without LD_PRELOAD: nesting, the thread's usage at both ends,
+// unmatched ends and the depth limit.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core_test_env.h"
+#include "shim/core/loader_spans.h"
+#include "shim/record/trace_fields.h"
+
+namespace pinscope::shim {
+namespace {
+
+namespace f = fields;
+using testing::ReadOwnTrace;
+using testing::TraceDir;
+
+std::vector<trace::LoaderEvent> LoaderEventsOf(uint64_t loader_id,
+                                              std::vector<uint64_t>* begins = nullptr) {
+  std::vector<trace::LoaderEvent> out;
+  for (const auto& p : ReadOwnTrace().packets) {
+    if (!p.has_loader() || p.loader().loader_id() != loader_id) continue;
+    out.push_back(p.loader());
+    if (begins) begins->push_back(p.timestamp_ns());  // a span's start
+  }
+  return out;
+}
+
+void Burn(int n) {
+  volatile double x = 1;
+  for (int i = 0; i < n; ++i) x = x * 1.0000001 + 1e-9;
+}
+
+TEST(LoaderSpans, NestedSpansCloseInnermostFirstWithUsage) {
+  TraceDir();
+  LoaderSettings s;
+  s.loader_id = 0x1001;
+  s.epoch = 2;
+  s.num_workers = 0;
+  s.pin_memory = true;
+  s.batch_size = 64;
+  s.dataset_length = 640;
+  s.site = "train.py:12";
+  LoaderIter(s);
+  LoaderSpanBegin();  // NEXT
+  LoaderSpanBegin();  // FETCH inside it (num_workers=0)
+  Burn(2000000);
+  LoaderSpanEnd(f::kLoaderFetch, 0x1001, 7, -1, 64);
+  LoaderSpanEnd(f::kLoaderNext, 0x1001, 7, -1, 0);
+  LoaderMark(f::kLoaderEnd, 0x1001, 8);
+
+  std::vector<uint64_t> begins;
+  auto events = LoaderEventsOf(0x1001, &begins);
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].kind(), trace::LOADER_ITER);
+  EXPECT_EQ(events[0].index(), 2u);
+  EXPECT_TRUE(events[0].pin_memory());
+  EXPECT_EQ(events[0].batch_size(), 64);
+  EXPECT_EQ(events[0].dataset_length(), 640u);
+  EXPECT_EQ(events[0].site(), "train.py:12");
+  EXPECT_FALSE(events[0].has_usage_begin());
+
+  const trace::LoaderEvent& fetch = events[1];
+  const trace::LoaderEvent& next = events[2];
+  EXPECT_EQ(fetch.kind(), trace::LOADER_FETCH);
+  EXPECT_EQ(fetch.batch_samples(), 64u);
+  EXPECT_EQ(fetch.worker_id(), -1);
+  EXPECT_EQ(next.kind(), trace::LOADER_NEXT);
+  EXPECT_EQ(next.index(), 7u);
+  // The fetch lies inside the next, and both measured the burn's CPU time.
+  EXPECT_LE(begins[2], begins[1]);
+  EXPECT_LT(begins[1], fetch.end_ns());
+  EXPECT_LE(fetch.end_ns(), next.end_ns());
+  const auto cpu = [](const trace::LoaderEvent& e) {
+    return (e.usage_end().user_ns() + e.usage_end().sys_ns()) -
+           (e.usage_begin().user_ns() + e.usage_begin().sys_ns());
+  };
+  EXPECT_GT(cpu(fetch), 0u);
+  EXPECT_GE(cpu(next), cpu(fetch));
+  EXPECT_EQ(events[3].kind(), trace::LOADER_END);
+  EXPECT_EQ(events[3].index(), 8u);
+}
+
+TEST(LoaderSpans, SpanTimesNestAndAnUnmatchedEndIsIgnored) {
+  TraceDir();
+  LoaderSpanEnd(f::kLoaderNext, 0x2002, 0, -1, 0);  // no Begin: nothing recorded
+  LoaderSpanBegin();
+  LoaderSpanBegin();
+  LoaderSpanEnd(f::kLoaderPin, 0x2002, 1, -1, 0);
+  LoaderSpanEnd(f::kLoaderNext, 0x2002, 2, -1, 0);
+  auto events = LoaderEventsOf(0x2002);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind(), trace::LOADER_PIN);
+  EXPECT_EQ(events[1].kind(), trace::LOADER_NEXT);
+}
+
+TEST(LoaderSpans, BeyondTheDepthLimitSpansAreDroppedNotMismatched) {
+  TraceDir();
+  for (int i = 0; i < kMaxLoaderSpanDepth + 3; ++i) LoaderSpanBegin();
+  for (int i = kMaxLoaderSpanDepth + 3; i > 0; --i)
+    LoaderSpanEnd(f::kLoaderFetch, 0x3003, static_cast<uint64_t>(i), -1, 0);
+  auto events = LoaderEventsOf(0x3003);
+  // The three innermost (past the limit) are dropped; the rest keep their
+  // own begin times: the outermost began first and ended last.
+  ASSERT_EQ(events.size(), static_cast<size_t>(kMaxLoaderSpanDepth));
+  EXPECT_EQ(events.front().index(), static_cast<uint64_t>(kMaxLoaderSpanDepth));
+  EXPECT_EQ(events.back().index(), 1u);
+}
+
+}  // namespace
+}  // namespace pinscope::shim
