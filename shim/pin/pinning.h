@@ -91,7 +91,7 @@ void PinAheadStop();
 // `alignment` (0: the allocator's default), now pinned again as a block of
 // the cache; the caller records the allocation, then calls PinNoteReuse.
 // Never from calloc (the memory is not zeroed) or realloc.
-extern std::atomic<int> g_pin_kept;
+extern std::atomic<int> g_pin_kept __attribute__((visibility("hidden")));  // pin_keep.cc
 inline bool PinHasKept() { return g_pin_kept.load(std::memory_order_relaxed) > 0; }
 struct KeptTake {
   uintptr_t base = 0;
