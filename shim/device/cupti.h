@@ -2,6 +2,8 @@
 // never links libcupti). Started lazily by the first CUDA hook, never by the
 // constructor; steps aside for good when another CUPTI client shows up or a
 // CUPTI call fails, saying so once. docs/device-activity.md.
+// Implemented by the cupti_*.cc files of this folder over one CuptiState
+// (cupti_state.h, which only they include).
 //
 // Contract: every function here is thread-safe, never allocates through the
 // hooked malloc on the program's threads (the hook guard is set around every
