@@ -4,7 +4,9 @@
 // the analyzer joins a worker's segment with the main process's mapping of
 // the fd it received over a socket; keeps the table of tracked fds, the
 // registry's mappings, and a job-wide table of live segments for the
-// /dev/shm-full diagnosis. docs/host-memory.md.
+// /dev/shm-full diagnosis. docs/host-memory.md. Implemented in shm_core.cc
+// (start-up, shared state), shm_real.cc, shm_fds.cc, shm_map.cc,
+// shm_space.cc (the diagnosis) and shm_job.cc.
 //
 // Contract: no function here allocates through malloc or uses stdio; the
 // fast paths (an fd that is not shared memory, an anonymous mmap, a munmap
