@@ -4,6 +4,9 @@
 // pageable copy's call also blocks the host for about that long.
 #include "cli/cuda_bench.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -50,6 +53,63 @@ double Median(std::vector<double> values) {
 
 double GbPerSecond(uint64_t bytes, double ms) {
   return ms > 0 ? static_cast<double>(bytes) / (ms * 1e-3) / 1e9 : 0;
+}
+
+namespace {
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+void MeasurePageFaults(uint64_t bytes, int repeats, BandwidthPoint* p) {
+  // The fault cost is the difference between touching fresh pages and the
+  // same work on resident ones; medians over `repeats` fresh mappings.
+  std::vector<double> fresh_ms, warm_ms, map_ms, map_warm_ms;
+  for (int i = 0; i < std::max(repeats, 1); ++i) {
+    void* a = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (a == MAP_FAILED) return;
+    auto t0 = std::chrono::steady_clock::now();
+    std::memset(a, 0x5a, bytes);
+    fresh_ms.push_back(MsSince(t0));
+    t0 = std::chrono::steady_clock::now();
+    std::memset(a, 0x5b, bytes);
+    warm_ms.push_back(MsSince(t0));
+    munmap(a, bytes);
+
+    // A segment filled by someone (here, this process), then mapped anew and
+    // read, as the main process reads a worker's batch.
+    int fd = memfd_create("pinscope-calibrate", MFD_CLOEXEC);
+    if (fd < 0) continue;
+    if (ftruncate(fd, static_cast<off_t>(bytes)) == 0) {
+      void* w = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (w != MAP_FAILED) {
+        std::memset(w, 0x5c, bytes);
+        munmap(w, bytes);
+        void* m = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+        if (m != MAP_FAILED) {
+          volatile uint64_t sum = 0;
+          auto read = [&] {
+            const uint64_t* q = static_cast<const uint64_t*>(m);
+            uint64_t s = 0;
+            for (uint64_t off = 0; off < bytes / 8; off += 512) s += q[off];  // one word a page
+            sum = sum + s;
+          };
+          t0 = std::chrono::steady_clock::now();
+          read();
+          map_ms.push_back(MsSince(t0));
+          t0 = std::chrono::steady_clock::now();
+          read();
+          map_warm_ms.push_back(MsSince(t0));
+          munmap(m, bytes);
+        }
+      }
+    }
+    close(fd);
+  }
+  const double fault = Median(fresh_ms) - Median(warm_ms);
+  if (fault > 0) p->first_touch_gbps = GbPerSecond(bytes, fault);
+  const double map_fault = Median(map_ms) - Median(map_warm_ms);
+  if (map_fault > 0) p->map_touch_gbps = GbPerSecond(bytes, map_fault);
 }
 
 bool MeasureBandwidth(const CudaApi& api, const BenchSettings& settings,
@@ -150,6 +210,23 @@ bool MeasureBandwidth(const CudaApi& api, const BenchSettings& settings,
       if (i >= settings.warmup && ms > 0) host.push_back(GbPerSecond(bytes, ms));
     }
     p.host_copy_gbps = Median(host);
+    // What PINSCOPE_PIN=1 pays for a new buffer: registering touched memory.
+    if (api.HostRegister && api.HostUnregister) {
+      std::vector<double> reg;
+      for (int i = 0; i < settings.repeats; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        if (!check(api.HostRegister(r.pageable, bytes, cudaHostRegisterDefault),
+                   "cudaHostRegister(" + FormatBytes(bytes) + ")")) {
+          return false;
+        }
+        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count();
+        if (!check(api.HostUnregister(r.pageable), "cudaHostUnregister")) return false;
+        if (ms > 0) reg.push_back(GbPerSecond(bytes, ms));
+      }
+      p.register_gbps = Median(reg);
+    }
+    MeasurePageFaults(bytes, settings.repeats, &p);
     points->push_back(p);
     if (on_point) on_point(p);
   }

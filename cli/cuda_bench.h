@@ -27,6 +27,11 @@ double Median(std::vector<double> values);
 // GB/s (1e9 bytes per second) of `bytes` moved in `ms` milliseconds.
 double GbPerSecond(uint64_t bytes, double ms);
 
+// Page-fault costs of `bytes` (no GPU needed): first_touch_gbps (writing
+// fresh anonymous memory) and map_touch_gbps (reading a filled shared-memory
+// segment mapped anew) into *p, left 0 when the difference is not positive.
+void MeasurePageFaults(uint64_t bytes, int repeats, BandwidthPoint* p);
+
 // Measures every size in settings.sizes, in order, calling `on_point` after
 // each. Buffers: one device buffer, one cudaHostAlloc (pinned) buffer and
 // one page-aligned malloc (pageable) buffer of the largest size, all written

@@ -142,6 +142,8 @@ bool LoadCudaRuntime(const std::vector<CudartCandidate>& candidates, CudaApi* ap
     Resolve(handle, "cudaEventElapsedTime", &a.EventElapsedTime, &missing);
     Resolve(handle, "cudaEventDestroy", &a.EventDestroy, &missing);
     Resolve(handle, "cudaGetErrorName", &a.GetErrorName, nullptr);
+    Resolve(handle, "cudaHostRegister", &a.HostRegister, nullptr);
+    Resolve(handle, "cudaHostUnregister", &a.HostUnregister, nullptr);
     Resolve(handle, "cudaDeviceGetPCIBusId", &a.DeviceGetPCIBusId, nullptr);
     if (!missing.empty()) {
       tried += "\n  " + candidate.path + " (" + candidate.where + "): lacks " + missing;

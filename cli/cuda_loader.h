@@ -38,6 +38,8 @@ struct CudaApi {
   cudaError_t (*EventSynchronize)(cudaEvent_t) = nullptr;
   cudaError_t (*EventElapsedTime)(float*, cudaEvent_t, cudaEvent_t) = nullptr;
   cudaError_t (*EventDestroy)(cudaEvent_t) = nullptr;
+  cudaError_t (*HostRegister)(void*, size_t, unsigned int) = nullptr;  // optional
+  cudaError_t (*HostUnregister)(void*) = nullptr;                      // optional
 
   // "cudaErrorNoDevice (no CUDA-capable device is detected)", or the number.
   std::string ErrorText(cudaError_t error) const;

@@ -54,12 +54,29 @@ double Calibration::PageableGbps(bool h2d, uint64_t bytes) const {
                      h2d ? &BandwidthPoint::h2d_pageable_gbps : &BandwidthPoint::d2h_pageable_gbps);
 }
 
-double Calibration::HostCopyGbps(uint64_t bytes) const {
+namespace {
+// Interpolates an optional field over the points that have it.
+double Optional(const std::vector<BandwidthPoint>& points, uint64_t bytes,
+                double BandwidthPoint::*field) {
   std::vector<BandwidthPoint> with;
   for (const BandwidthPoint& p : points)
-    if (p.host_copy_gbps > 0) with.push_back(p);
+    if (p.*field > 0) with.push_back(p);
   if (with.empty()) return 0;
-  return Interpolate(with, bytes, &BandwidthPoint::host_copy_gbps);
+  return Interpolate(with, bytes, field);
+}
+}  // namespace
+
+double Calibration::HostCopyGbps(uint64_t bytes) const {
+  return Optional(points, bytes, &BandwidthPoint::host_copy_gbps);
+}
+double Calibration::RegisterGbps(uint64_t bytes) const {
+  return Optional(points, bytes, &BandwidthPoint::register_gbps);
+}
+double Calibration::FirstTouchGbps(uint64_t bytes) const {
+  return Optional(points, bytes, &BandwidthPoint::first_touch_gbps);
+}
+double Calibration::MapTouchGbps(uint64_t bytes) const {
+  return Optional(points, bytes, &BandwidthPoint::map_touch_gbps);
 }
 
 Calibration DefaultCalibration() {
@@ -74,6 +91,14 @@ Calibration DefaultCalibration() {
       {77070336, 6.0, 52.9, 12.2, 53.8},  // 128x3x224x224 fp32 = 73.5 MiB
       {256 * 1024 * 1024, 5.4, 52.1, 12.8, 54.0}, {1024ull * 1024 * 1024, 5.2, 49.9, 13.3, 54.4},
   };
+  // Section 4: cudaHostRegister of touched memory and first touch (ms).
+  const double kRegisterMs[] = {0.43, 0.81, 3.7, 12.1, 48.9};
+  const double kFirstTouchMs[] = {0.07, 0.56, 6.3, 26.7, 104};
+  for (size_t i = 0; i < calibration.points.size(); ++i) {
+    const double bytes = static_cast<double>(calibration.points[i].bytes);
+    calibration.points[i].register_gbps = bytes / (kRegisterMs[i] * 1e6);
+    calibration.points[i].first_touch_gbps = bytes / (kFirstTouchMs[i] * 1e6);
+  }
   return calibration;
 }
 
@@ -122,8 +147,13 @@ std::optional<Calibration> LoadCalibration(const std::string& path, std::string*
                   " needs positive bytes, h2d_pageable_gbps, h2d_pinned_gbps, "
                   "d2h_pageable_gbps and d2h_pinned_gbps");
     }
-    if (item.contains("host_copy_gbps") && !number("host_copy_gbps", &point.host_copy_gbps)) {
-      return fail("point " + item.dump() + ": host_copy_gbps must be a positive number");
+    for (auto [key, field] : {std::pair{"host_copy_gbps", &point.host_copy_gbps},
+                              std::pair{"register_gbps", &point.register_gbps},
+                              std::pair{"first_touch_gbps", &point.first_touch_gbps},
+                              std::pair{"map_touch_gbps", &point.map_touch_gbps}}) {
+      if (item.contains(key) && !number(key, field)) {
+        return fail("point " + item.dump() + ": " + key + " must be a positive number");
+      }
     }
     point.bytes = static_cast<uint64_t>(bytes);
     calibration.points.push_back(point);
@@ -148,6 +178,9 @@ bool SaveCalibration(const Calibration& calibration, const std::string& path, st
                              {"d2h_pageable_gbps", point.d2h_pageable_gbps},
                              {"d2h_pinned_gbps", point.d2h_pinned_gbps}});
     if (point.host_copy_gbps > 0) doc["points"].back()["host_copy_gbps"] = point.host_copy_gbps;
+    if (point.register_gbps > 0) doc["points"].back()["register_gbps"] = point.register_gbps;
+    if (point.first_touch_gbps > 0) doc["points"].back()["first_touch_gbps"] = point.first_touch_gbps;
+    if (point.map_touch_gbps > 0) doc["points"].back()["map_touch_gbps"] = point.map_touch_gbps;
   }
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();

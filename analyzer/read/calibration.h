@@ -5,8 +5,12 @@
 //  "source": "pinscope calibrate" | "built-in default ...",
 //  "points": [{"bytes": 1048576, "h2d_pageable_gbps": 7.0,
 //              "h2d_pinned_gbps": 36.3, "d2h_pageable_gbps": 7.1,
-//              "d2h_pinned_gbps": 38.0, "host_copy_gbps": 9.1}, ...]}
-// (host_copy_gbps is optional.)
+//              "d2h_pinned_gbps": 38.0, "host_copy_gbps": 9.1,
+//              "register_gbps": 20.0, "first_touch_gbps": 12.0,
+//              "map_touch_gbps": 25.0}, ...]}
+// (host_copy_gbps, register_gbps, first_touch_gbps and map_touch_gbps are
+// optional: calibrations from before them, and the built-in table for what
+// the facts do not give, leave them out.)
 #pragma once
 
 #include <cstdint>
@@ -26,6 +30,17 @@ struct BandwidthPoint {
   // DataLoader's pin_memory thread does to every batch); 0 = not measured
   // (calibrations from before this field, the built-in default).
   double host_copy_gbps = 0;
+  // cudaHostRegister of touched pageable memory (what PINSCOPE_PIN=1 pays
+  // per new buffer), bytes over the call's time; 0 = not measured.
+  double register_gbps = 0;
+  // The page faults of writing freshly mapped anonymous memory (what a
+  // batch buffer that glibc serves by mmap costs every batch): bytes over
+  // (first write - the same write on touched memory); 0 = not measured.
+  double first_touch_gbps = 0;
+  // The page faults of reading a shared-memory segment that was filled and
+  // is mapped anew (what the main process pays on each worker batch it
+  // copies from pageable shm): bytes over (first read - warm read).
+  double map_touch_gbps = 0;
 };
 
 struct Calibration {
@@ -42,6 +57,11 @@ struct Calibration {
   // Pageable -> pinned memcpy of one thread, interpolated likewise over the
   // points that have it; 0 when none does.
   double HostCopyGbps(uint64_t bytes) const;
+  // The optional fields likewise, over the points that have them; 0 when
+  // none does.
+  double RegisterGbps(uint64_t bytes) const;
+  double FirstTouchGbps(uint64_t bytes) const;
+  double MapTouchGbps(uint64_t bytes) const;
 };
 
 // Built-in default: the H200 / PCIe Gen5 x16 table of

@@ -364,6 +364,7 @@ void EncodeUsage(Encoder& e, uint32_t field, const Usage& u) {
   e.Varint(t::kSysNs, u.sys_ns);
   e.Varint(t::kMinorFaults, u.minor_faults);
   e.Varint(t::kMajorFaults, u.major_faults);
+  e.Varint(t::kCpuNs, u.cpu_ns);
   e.EndNested(m);
 }
 

@@ -54,7 +54,7 @@ constexpr uint32_t kCopies = 1, kAllocsRecorded = 2, kAllocsSeen = 3, kBytesWrit
                    kStackCaptureNs = 8;
 }
 namespace usage {
-constexpr uint32_t kUserNs = 1, kSysNs = 2, kMinorFaults = 3, kMajorFaults = 4;
+constexpr uint32_t kUserNs = 1, kSysNs = 2, kMinorFaults = 3, kMajorFaults = 4, kCpuNs = 5;
 }
 namespace copy {
 constexpr uint32_t kApi = 1, kPerThread = 2, kDirection = 3, kRequestedKind = 4, kBytes = 5,

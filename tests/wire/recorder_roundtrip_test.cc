@@ -11,6 +11,7 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -26,8 +27,10 @@
 
 namespace {
 
+// {cpu, user, sys, minor, major}, the order of shim::Usage.
 void SetUsage(pinscope::trace::ThreadUsage* u, std::initializer_list<uint64_t> v) {
   auto it = v.begin();
+  u->set_cpu_ns(*it++);
   u->set_user_ns(*it++);
   u->set_sys_ns(*it++);
   u->set_minor_faults(*it++);
@@ -91,8 +94,8 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   c.pin = f::kPinCached;
   c.batch_index = 5;
   c.height = 64;
-  c.usage_enter = {11, 12, 13, 14};
-  c.usage_exit = {21, 22, 23, 24};
+  c.usage_enter = {10, 11, 12, 13, 14};
+  c.usage_exit = {20, 21, 22, 23, 24};
   shim::RecordCopy(c);
 
   shim::SyncCall s;
@@ -103,8 +106,8 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   s.result = -1;
   s.stack_id = 8;
   s.call_id = 43;
-  s.usage_enter = {31, 0, 33, 0};
-  s.usage_exit = {41, 42, 0, 44};
+  s.usage_enter = {30, 31, 0, 33, 0};
+  s.usage_exit = {0, 41, 42, 0, 44};
   shim::RecordSync(s);
 
   shim::RecordAlloc(f::kPosixMemalign, 0x7f00aa000000ull, 1ull << 30, 4096, 0x7f00bb000000ull, 9,
@@ -147,8 +150,8 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   l.t_end = 7900;
   l.index = 3;
   l.has_usage = true;
-  l.usage_begin = {1, 2, 3, 4};
-  l.usage_end = {5, 6, 7, 8};
+  l.usage_begin = {9, 1, 2, 3, 4};
+  l.usage_end = {19, 5, 6, 7, 8};
   l.num_workers = 4;
   l.pin_memory = true;
   l.prefetch_factor = 2;
@@ -166,6 +169,11 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   std::string huge(2 * shim::Packet::kCapacity, 'z');
   shim::RecordNotice(f::kInfo, "huge", huge.c_str());
 
+  // 30 ms of CPU, so the scheduler's per-thread count (schedstat, updated
+  // at ticks and switches) has moved by the exit sample.
+  for (auto t0 = std::chrono::steady_clock::now();
+       std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(30);) {
+  }
   shim::FinishProcess(f::kUnderscoreExit, -4);
 
   std::string path = out + "/" + std::to_string(getpid()) + ".pstrace";
@@ -247,8 +255,8 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   wc->set_pin(pt::PIN_CACHED);
   wc->set_batch_index(5);
   wc->set_height(64);
-  SetUsage(wc->mutable_usage_enter(), {11, 12, 13, 14});
-  SetUsage(wc->mutable_usage_exit(), {21, 22, 23, 24});
+  SetUsage(wc->mutable_usage_enter(), {10, 11, 12, 13, 14});
+  SetUsage(wc->mutable_usage_exit(), {20, 21, 22, 23, 24});
   ExpectSame(want, t.packet(2), "copy");
 
   want.set_timestamp_ns(3000);
@@ -259,8 +267,8 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   ws->set_result(-1);
   ws->set_stack_id(8);
   ws->set_call_id(43);
-  SetUsage(ws->mutable_usage_enter(), {31, 0, 33, 0});
-  SetUsage(ws->mutable_usage_exit(), {41, 42, 0, 44});
+  SetUsage(ws->mutable_usage_enter(), {30, 31, 0, 33, 0});
+  SetUsage(ws->mutable_usage_exit(), {0, 41, 42, 0, 44});
   ExpectSame(want, t.packet(3), "sync");
 
   want.set_timestamp_ns(4000);
@@ -297,7 +305,7 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   // A map carries the thread's own usage, read when it was recorded: this
   // test process has used CPU time and taken page faults by then.
   const pt::ThreadUsage& got_usage = t.packet(6).shm().usage();
-  EXPECT_GT(got_usage.user_ns() + got_usage.sys_ns(), 0u);
+  EXPECT_GT(got_usage.cpu_ns(), 0u);
   EXPECT_GT(got_usage.minor_faults(), 0u);
   *wm->mutable_usage() = got_usage;
   ExpectSame(want, t.packet(6), "shm");
@@ -319,8 +327,8 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   wl->set_loader_id(0xfeed);
   wl->set_end_ns(7900);
   wl->set_index(3);
-  SetUsage(wl->mutable_usage_begin(), {1, 2, 3, 4});
-  SetUsage(wl->mutable_usage_end(), {5, 6, 7, 8});
+  SetUsage(wl->mutable_usage_begin(), {9, 1, 2, 3, 4});
+  SetUsage(wl->mutable_usage_end(), {19, 5, 6, 7, 8});
   wl->set_num_workers(4);
   wl->set_pin_memory(true);
   wl->set_prefetch_factor(2);

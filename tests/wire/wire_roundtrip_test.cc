@@ -69,6 +69,7 @@ FIELD(f::usage::kUserNs, ThreadUsage, UserNs);
 FIELD(f::usage::kSysNs, ThreadUsage, SysNs);
 FIELD(f::usage::kMinorFaults, ThreadUsage, MinorFaults);
 FIELD(f::usage::kMajorFaults, ThreadUsage, MajorFaults);
+FIELD(f::usage::kCpuNs, ThreadUsage, CpuNs);
 FIELD(f::copy::kUsageEnter, CopyEvent, UsageEnter);
 FIELD(f::copy::kUsageExit, CopyEvent, UsageExit);
 FIELD(f::sync::kUsageEnter, SyncEvent, UsageEnter);
@@ -484,6 +485,7 @@ std::vector<Case> AllCases() {
     u->set_sys_ns(seed + 1);
     u->set_minor_faults(seed + 2);
     u->set_major_faults(seed + 3);
+    u->set_cpu_ns(seed + 4);
   };
   static const auto encode_usage = [](Encoder* e, uint32_t field, const pt::ThreadUsage& u) {
     pinscope::shim::Usage x;
@@ -491,6 +493,7 @@ std::vector<Case> AllCases() {
     x.sys_ns = u.sys_ns();
     x.minor_faults = u.minor_faults();
     x.major_faults = u.major_faults();
+    x.cpu_ns = u.cpu_ns();
     pinscope::shim::EncodeUsage(*e, field, x);
   };
   cases.push_back({f::packet::kHeader,
@@ -589,7 +592,7 @@ std::vector<Case> AllCases() {
                      c->set_pin(pt::PIN_SKIPPED_CAPTURE);
                      c->set_batch_index(kMax32);
                      c->set_height(19);
-                     set_usage(c->mutable_usage_enter(), kMax64 - 3);
+                     set_usage(c->mutable_usage_enter(), kMax64 - 10);
                      set_usage(c->mutable_usage_exit(), 20);
                    },
                    [](const pt::TracePacket& p, Encoder* e) {
