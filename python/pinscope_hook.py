@@ -19,6 +19,18 @@ program computes exactly what it did. What it cannot see: a custom
 batch_sampler's own work outside fetch, an IterableDataset that spawns its
 own workers, loaders that are not torch.utils.data.DataLoader.
 
+It also serves `pinscope tune` and measured comparisons, without touching
+the job's code:
+
+- PINSCOPE_SET_NUM_WORKERS, PINSCOPE_SET_PIN_MEMORY (0/1),
+  PINSCOPE_SET_PREFETCH_FACTOR, PINSCOPE_SET_PERSISTENT_WORKERS (0/1):
+  DataLoader arguments replaced at construction (for every DataLoader);
+- PINSCOPE_STOP_AFTER=N: the job exits (SystemExit(0), from __next__) once
+  the training loop has taken N batches;
+- PINSCOPE_THROUGHPUT=FILE: at the stop or at exit, one JSON line with the
+  loop's batches/s and samples/s after PINSCOPE_STOP_WARMUP batches
+  (default 5), from the times __next__ returned.
+
 PINSCOPE_PYTHON_HOOK=0 turns it off.
 """
 
@@ -102,9 +114,56 @@ def _dataset_length(loader):
         return 0
 
 
+def _overrides():
+    """DataLoader arguments to replace, from PINSCOPE_SET_* (bad values are
+    said once and ignored)."""
+    out = {}
+    for key, name, kind in (("PINSCOPE_SET_NUM_WORKERS", "num_workers", int),
+                            ("PINSCOPE_SET_PIN_MEMORY", "pin_memory", bool),
+                            ("PINSCOPE_SET_PREFETCH_FACTOR", "prefetch_factor", int),
+                            ("PINSCOPE_SET_PERSISTENT_WORKERS", "persistent_workers", bool)):
+        text = os.environ.get(key)
+        if text is None or text == "":
+            continue
+        try:
+            value = int(text)
+            if value < 0:
+                raise ValueError(text)
+            out[name] = bool(value) if kind is bool else value
+        except ValueError:
+            _say_once(key, "%s=%r is not a whole number >= 0; ignored" % (key, text))
+    return out
+
+
+def _apply_overrides(original, self, args, kwargs):
+    wanted = _overrides()
+    if not wanted:
+        return args, kwargs
+    import inspect
+
+    bound = inspect.signature(original).bind(self, *args, **kwargs)
+    arguments = bound.arguments
+    extra = arguments.pop("kwargs", None)  # a **kwargs catch-all, if any
+    arguments.update(wanted)
+    if arguments.get("num_workers", 0) == 0:
+        # DataLoader refuses these without workers.
+        arguments.pop("prefetch_factor", None)
+        arguments["persistent_workers"] = False
+    elif arguments.get("prefetch_factor") is None:
+        arguments["prefetch_factor"] = 2
+    call_kwargs = {k: v for k, v in arguments.items() if k != "self"}
+    if extra:
+        call_kwargs.update(extra)
+    return (), call_kwargs
+
+
 def _wrap_init(original):
     @functools.wraps(original)
     def __init__(self, *args, **kwargs):
+        try:
+            args, kwargs = _apply_overrides(original, self, args, kwargs)
+        except Exception as error:
+            _say_once("set", "PINSCOPE_SET_* not applied (%s)" % error)
         original(self, *args, **kwargs)
         try:
             _sites[self] = _caller_site()
@@ -112,6 +171,59 @@ def _wrap_init(original):
             pass
 
     return __init__
+
+
+class _Loop:
+    """The training loop's batches: when __next__ returned, for
+    PINSCOPE_THROUGHPUT and PINSCOPE_STOP_AFTER."""
+
+    def __init__(self):
+        self.stop_after = _int(os.environ.get("PINSCOPE_STOP_AFTER"), 0)
+        self.warmup = _int(os.environ.get("PINSCOPE_STOP_WARMUP"), 5)
+        self.path = os.environ.get("PINSCOPE_THROUGHPUT", "")
+        self.times = []
+        self.batch_size = 0
+        self.written = False
+
+    def took(self, loader_batch_size):
+        if not self.path and not self.stop_after:
+            return
+        import time
+
+        self.times.append(time.monotonic())
+        if loader_batch_size:
+            self.batch_size = loader_batch_size
+        if self.stop_after and len(self.times) >= self.stop_after:
+            self.write("stop_after")
+            raise SystemExit(0)
+
+    def write(self, why):
+        if self.written or not self.path:
+            return
+        self.written = True
+        times = self.times[self.warmup:]
+        record = {"batches": len(self.times), "timed_batches": max(len(times) - 1, 0), "why": why}
+        if len(times) >= 2 and times[-1] > times[0]:
+            rate = (len(times) - 1) / (times[-1] - times[0])
+            record["batches_per_s"] = round(rate, 4)
+            if self.batch_size:
+                record["samples_per_s"] = round(rate * self.batch_size, 2)
+        for key in ("PINSCOPE_SET_NUM_WORKERS", "PINSCOPE_SET_PIN_MEMORY",
+                    "PINSCOPE_SET_PREFETCH_FACTOR", "PINSCOPE_SET_PERSISTENT_WORKERS",
+                    "PINSCOPE_PIN"):
+            if os.environ.get(key):
+                record[key] = os.environ[key]
+        try:
+            import json
+
+            with open(self.path, "a") as out:
+                out.write(json.dumps(record) + "\n")
+        except OSError as error:
+            _say_once("throughput", "cannot write %s (%s)" % (self.path, error))
+
+
+_loop = _Loop()
+_batch_sizes = weakref.WeakKeyDictionary()  # iterator -> batch size
 
 
 def _wrap_iter(original):
@@ -124,6 +236,7 @@ def _wrap_iter(original):
             epoch = _epochs.get(self, 0)
             _epochs[self] = epoch + 1
             _iter_ids[iterator] = id(self)
+            _batch_sizes[iterator] = _int(self.batch_size)
             iterable = _is_iterable(self)
             workers = _int(getattr(iterator, "_num_workers", self.num_workers))
             # What the iterator runs with: pin_memory is off without a GPU.
@@ -166,6 +279,8 @@ def _wrap_next(original):
             _lib.pinscope_loader_end(_NEXT, lid, index, -1, 0)
             raise
         _lib.pinscope_loader_end(_NEXT, lid, index, -1, 0)
+        if threading.current_thread() is threading.main_thread():
+            _loop.took(_batch_sizes.get(self, 0))
         return data
 
     return __next__
@@ -283,3 +398,7 @@ def install():
         if name in sys.modules:
             _patch(name, sys.modules[name])
     sys.meta_path.insert(0, _Finder())
+    if _loop.path:
+        import atexit
+
+        atexit.register(_loop.write, "exit")

@@ -166,5 +166,42 @@ TEST_F(PythonHook, OffWithoutTheShimOrWhenAskedTo) {
   EXPECT_EQ(loader_events, 0u);
 }
 
+// From outside the job: PINSCOPE_SET_NUM_WORKERS changes the loader (its
+// settings and its worker processes), PINSCOPE_STOP_AFTER ends the job after
+// N batches with status 0, PINSCOPE_THROUGHPUT writes the loop's rate.
+TEST_F(PythonHook, SettingsChangedAndTheJobStoppedFromOutside) {
+  const std::string rate = dir_.path() + "/rate.json";
+  RunResult r = RunJob(0, {"PINSCOPE_SET_NUM_WORKERS=3", "PINSCOPE_SET_PIN_MEMORY=0",
+                           "PINSCOPE_STOP_AFTER=5", "PINSCOPE_STOP_WARMUP=1",
+                           "PINSCOPE_THROUGHPUT=" + rate});
+  ASSERT_TRUE(r.Exited(0)) << r.err;
+  EXPECT_EQ(r.out, "");  // stopped before the job's own last line
+  auto run = Traces();
+  ASSERT_EQ(run.size(), 4u);  // the main process and the 3 workers it was given
+  for (const auto& [pid, t] : run) {
+    if (t.header.origin() != trace::ORIGIN_ROOT) continue;
+    auto iters = Loader(t, trace::LOADER_ITER);
+    ASSERT_EQ(iters.size(), 1u);
+    EXPECT_EQ(iters[0]->loader().num_workers(), 3);
+    EXPECT_EQ(iters[0]->loader().prefetch_factor(), 2);
+    EXPECT_EQ(Loader(t, trace::LOADER_NEXT).size(), 5u);
+  }
+  std::ifstream in(rate);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_NE(line.find("\"batches\": 5"), std::string::npos) << line;
+  EXPECT_NE(line.find("\"timed_batches\": 3"), std::string::npos) << line;
+  EXPECT_NE(line.find("\"why\": \"stop_after\""), std::string::npos) << line;
+  EXPECT_NE(line.find("\"samples_per_s\""), std::string::npos) << line;
+  EXPECT_FALSE(std::getline(in, line));  // one line, not a second at exit
+}
+
+TEST_F(PythonHook, ABadSettingIsSaidOnceAndIgnored) {
+  RunResult r = RunJob(0, {"PINSCOPE_SET_NUM_WORKERS=many"});
+  ASSERT_TRUE(r.Exited(0)) << r.err;
+  EXPECT_EQ(r.out, "batches 8\n");
+  EXPECT_EQ(r.err, "pinscope: PINSCOPE_SET_NUM_WORKERS='many' is not a whole number >= 0; ignored\n");
+}
+
 }  // namespace
 }  // namespace pinscope::e2e

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The pipeline model's GPU suite (issue 13, docs/validation.md): jobs with one
+# planted bottleneck each (tests/gpu/pipeline_job.py) and real jobs nobody
+# here wrote (pytorch/examples imagenet --dummy, a Hugging Face Trainer),
+# each run as recorded (baseline) and with a recommendation applied, REPS
+# times, interleaved (A B A B ...), all under `pinscope run`. Runs on the GPU
+# machine from the repo root with .gpu carried (tools/gpu_fetch_debs.sh).
+#
+#   tools/gpu_pipeline.sh build,suiteA      # build from source, first half
+#   tools/gpu_pipeline.sh suiteB,real       # second half, real jobs
+#
+# $OUT gets: results.jsonl (one line per run: name, config, rep, measured
+# rate), the log, and the traces of the first rep of every config packed in
+# traces-PHASE.tgz (for tests/data and the model's checks here).
+set -uo pipefail
+phases="${1:-build,suiteA}"
+has() { [[ ",$phases," == *",$1,"* ]]; }
+tag="${phases//,/_}"
+OUT="${OUT:-/tmp/pinscope-out}"
+W=/tmp/psp
+REPS="${REPS:-3}"
+mkdir -p "$OUT" "$W"
+exec > >(tee -a "$OUT/pipeline-$tag.log") 2>&1
+export PYTHONUNBUFFERED=1
+PY=python3
+PS=${PS:-/tmp/ps/bin/pinscope}
+JOB=tests/gpu/pipeline_job.py
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+if has build; then
+  step "machine"; nvidia-smi -L; nproc; free -g | head -2; df -h /dev/shm | tail -1
+  $PY -c 'import torch, sys; print("torch", torch.__version__, "python", sys.version.split()[0])'
+  step "build"; bash tools/gpu_build.sh || exit 1
+  step "calibrate"; $PS calibrate --output "$HOME/.cache/pinscope/calibration.json" || exit 1
+fi
+[ -x "$PS" ] || { echo "no build at $PS: run the build phase first"; exit 1; }
+
+# one NAME REP [ENV=V...] -- CMD...: pinscope run into $W/NAME-rREP; the
+# job's last JSON line (or the hook's throughput line) goes to results.jsonl.
+one() {
+  local name="$1" rep="$2"; shift 2
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  local dir="$W/$name-r$rep" rate="$W/$name-r$rep.rate"
+  rm -rf "$dir" "$rate"
+  local t0=$(date +%s%N)
+  timeout -k 5 "${STEP_TIMEOUT:-150}" env "${envs[@]}" PINSCOPE_THROUGHPUT="$rate" \
+    "$PS" run --no-report -o "$dir" -- "$@" > "$W/$name-r$rep.out" 2> "$W/$name-r$rep.err"
+  local rc=$?
+  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  local job=$(grep '^{' "$W/$name-r$rep.out" | tail -1)
+  local hook=$(tail -1 "$rate" 2>/dev/null)
+  echo "{\"name\": \"$name\", \"rep\": $rep, \"rc\": $rc, \"wall_ms\": $ms, \"env\": \"${envs[*]}\", \"job\": ${job:-null}, \"hook\": ${hook:-null}}" >> "$OUT/results.jsonl"
+  echo "[$name r$rep] exit $rc in $ms ms: ${job:-$hook}"
+  [ $rc -eq 0 ] || tail -5 "$W/$name-r$rep.err"
+}
+
+# configs SCENARIO NAME:ENV...:ARGS ...: REPS rounds over the configs in order.
+configs() {
+  local scenario="$1"; shift
+  step "$scenario"
+  for rep in $(seq "$REPS"); do
+    for spec in "$@"; do
+      IFS='|' read -r label envs args <<< "$spec"
+      # shellcheck disable=SC2086
+      one "$scenario.$label" "$rep" $envs -- $PY $JOB --scenario "$scenario" $args
+    done
+  done
+}
+
+if has suiteA; then
+  configs gpu_bound "base||" "pin|PINSCOPE_PIN=1|" "w4||--workers 4"
+  configs host_bound "base||" "b128||--batch 128"
+  configs input_starvation "base||" "w8||--workers 8" "w14||--workers 14"
+  configs main_process "base||" "w4||--workers 4" "w8||--workers 8"
+  configs pin_thread "base||" "pm0pin|PINSCOPE_PIN=1|--pin-memory 0" "pm0||--pin-memory 0"
+  configs pageable_staging "base||" "pin|PINSCOPE_PIN=1|" "pm1||--pin-memory 1"
+fi
+if has suiteB; then
+  configs fresh_faults "base||" "pin|PINSCOPE_PIN=1|" "w4||--workers 4"
+  configs sync_copies "base||" "nosync||--sync 0"
+  configs pinned_overuse "base|PINSCOPE_PIN=1 PINSCOPE_PIN_BUDGET=100M|" "budget|PINSCOPE_PIN=1 PINSCOPE_PIN_BUDGET=16G|"
+  step "shm_small"
+  # A private mount namespace with a 32 MiB /dev/shm, then 1 GiB.
+  for size in 32m 1g; do
+    rm -rf "$W/shm_small.$size-r1"
+    unshare -m sh -c "mount -t tmpfs -o size=$size tmpfs /dev/shm && timeout 120 $PS run --no-report -o $W/shm_small.$size-r1 -- $PY $JOB --scenario shm_small" \
+      > "$W/shm_small.$size-r1.out" 2> "$W/shm_small.$size-r1.err"
+    rc=$?
+    echo "{\"name\": \"shm_small.$size\", \"rep\": 1, \"rc\": $rc, \"job\": $(grep '^{' "$W/shm_small.$size-r1.out" | tail -1 || echo null)}" >> "$OUT/results.jsonl"
+    echo "[shm_small $size] exit $rc"; tail -3 "$W/shm_small.$size-r1.err"
+  done
+fi
+if has real; then
+  IMAGENET=.gpu/ext/imagenet_main.py
+  step "imagenet --dummy (pytorch/examples), resnet18, batch 256"
+  for rep in $(seq "$REPS"); do
+    for spec in "base|" "w12|PINSCOPE_SET_NUM_WORKERS=12"; do
+      IFS='|' read -r label envs <<< "$spec"
+      # shellcheck disable=SC2086
+      one "imagenet.$label" "$rep" PINSCOPE_STOP_AFTER=45 PINSCOPE_STOP_WARMUP=8 $envs -- \
+        $PY $IMAGENET -a resnet18 --dummy -j 4 -b 256 --gpu 0 --epochs 1 -p 1000 /tmp/none
+    done
+  done
+  step "Hugging Face Trainer, small BERT, 4 workers"
+  for rep in $(seq "$REPS"); do
+    for spec in "base||" "b128||--batch 128"; do
+      IFS='|' read -r label envs args <<< "$spec"
+      # shellcheck disable=SC2086
+      one "hf.$label" "$rep" PINSCOPE_STOP_WARMUP=10 $envs -- $PY tests/gpu/hf_trainer_job.py --steps 80 $args
+    done
+  done
+fi
+
+step "pack"
+# The device tool brings back files of at most 16 MiB: split larger tarballs.
+(cd "$W" && tar czf "$OUT/traces-$tag.tgz" $(ls -d *-r1 2>/dev/null))
+if [ "$(stat -c %s "$OUT/traces-$tag.tgz")" -gt 15000000 ]; then
+  split -b 15000000 -d "$OUT/traces-$tag.tgz" "$OUT/traces-$tag.tgz." && rm "$OUT/traces-$tag.tgz"
+fi
+ls -la "$OUT"
