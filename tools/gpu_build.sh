@@ -4,7 +4,8 @@
 # share/pinscope/python) with the Debian .debs that tools/gpu_fetch_debs.sh
 # put in .gpu/debs (libunwind, libdw, libelf, nlohmann-json: what that
 # machine lacks). libdw's pkg-config file asks for liblzma's, which the
-# machine lacks: a stub .pc answers. About 30 s with -j16.
+# machine lacks: a stub .pc answers; the .pc files name /usr/include, so the
+# unpacked headers are added by hand. About 30 s with -j16.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=${PINSCOPE_PREFIX:-/tmp/ps}
@@ -21,7 +22,8 @@ PC
 export PKG_CONFIG_PATH="$deps/usr/lib/x86_64-linux-gnu/pkgconfig:$deps/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
 export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 cmake -S . -B /tmp/psbuild -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPINSCOPE_BUILD_TESTS=OFF \
-  -DCMAKE_PREFIX_PATH="$deps/usr" -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib \
+  -DCMAKE_PREFIX_PATH="$deps/usr" -DCMAKE_CXX_FLAGS="-I$deps/usr/include" \
+  -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib \
   -DCMAKE_INSTALL_RPATH="\$ORIGIN/../lib;$deps/usr/lib/x86_64-linux-gnu" >/tmp/psbuild.log 2>&1 ||
   { tail -30 /tmp/psbuild.log; exit 1; }
 cmake --build /tmp/psbuild -j"$(nproc)" >>/tmp/psbuild.log 2>&1 || { tail -40 /tmp/psbuild.log; exit 1; }
