@@ -81,10 +81,10 @@ bool MakeParentDirs(const std::string& file, std::string* error) {
 }
 
 void PrintRow(const BandwidthPoint& p) {
-  std::printf("%10s  %12.1f  %10.1f  %12.1f  %10.1f  %10.1f  %9.1f  %8.1f  %8.1f\n",
+  std::printf("%10s  %12.1f  %10.1f  %12.1f  %10.1f  %10.1f  %9.1f  %8.1f  %8.1f  %8.1f\n",
               FormatBytes(p.bytes).c_str(), p.h2d_pageable_gbps, p.h2d_pinned_gbps,
               p.d2h_pageable_gbps, p.d2h_pinned_gbps, p.host_copy_gbps, p.register_gbps,
-              p.first_touch_gbps, p.map_touch_gbps);
+              p.first_touch_gbps, p.map_touch_gbps, p.shm_release_gbps);
   std::fflush(stdout);
 }
 
@@ -193,9 +193,9 @@ int CalibrateCommand(int argc, char** argv) {
       "cudaMemcpyAsync timed with CUDA events: median of %d copies after %d warm-up; "
       "GB/s = 1e9 bytes/s\n\n",
       settings.repeats, settings.warmup);
-  std::printf("%10s  %12s  %10s  %12s  %10s  %10s  %9s  %8s  %8s\n", "size", "H2D pageable",
-              "H2D pinned", "D2H pageable", "D2H pinned", "host->pin", "register",
-              "1st touch", "shm map");
+  std::printf("%10s  %12s  %10s  %12s  %10s  %10s  %9s  %8s  %8s  %8s\n", "size",
+              "H2D pageable", "H2D pinned", "D2H pageable", "D2H pinned", "host->pin",
+              "register", "1st touch", "shm map", "release");
   std::fflush(stdout);
 
   std::vector<BandwidthPoint> points;

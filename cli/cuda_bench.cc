@@ -64,7 +64,7 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 void MeasurePageFaults(uint64_t bytes, int repeats, BandwidthPoint* p) {
   // The fault cost is the difference between touching fresh pages and the
   // same work on resident ones; medians over `repeats` fresh mappings.
-  std::vector<double> fresh_ms, warm_ms, map_ms, map_warm_ms;
+  std::vector<double> fresh_ms, warm_ms, map_ms, map_warm_ms, release_ms;
   for (int i = 0; i < std::max(repeats, 1); ++i) {
     void* a = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (a == MAP_FAILED) return;
@@ -100,16 +100,24 @@ void MeasurePageFaults(uint64_t bytes, int repeats, BandwidthPoint* p) {
           t0 = std::chrono::steady_clock::now();
           read();
           map_warm_ms.push_back(MsSince(t0));
+          // The release: the mapping goes, then the last reference to the
+          // segment, which frees its pages.
+          t0 = std::chrono::steady_clock::now();
           munmap(m, bytes);
+          close(fd);
+          fd = -1;
+          release_ms.push_back(MsSince(t0));
         }
       }
     }
-    close(fd);
+    if (fd >= 0) close(fd);
   }
   const double fault = Median(fresh_ms) - Median(warm_ms);
   if (fault > 0) p->first_touch_gbps = GbPerSecond(bytes, fault);
   const double map_fault = Median(map_ms) - Median(map_warm_ms);
   if (map_fault > 0) p->map_touch_gbps = GbPerSecond(bytes, map_fault);
+  const double release = Median(release_ms);
+  if (release > 0) p->shm_release_gbps = GbPerSecond(bytes, release);
 }
 
 bool MeasureBandwidth(const CudaApi& api, const BenchSettings& settings,

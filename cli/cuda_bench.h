@@ -28,8 +28,9 @@ double Median(std::vector<double> values);
 double GbPerSecond(uint64_t bytes, double ms);
 
 // Page-fault costs of `bytes` (no GPU needed): first_touch_gbps (writing
-// fresh anonymous memory) and map_touch_gbps (reading a filled shared-memory
-// segment mapped anew) into *p, left 0 when the difference is not positive.
+// fresh anonymous memory), map_touch_gbps (reading a filled shared-memory
+// segment mapped anew) and shm_release_gbps (unmapping and closing it, which
+// frees its pages) into *p, left 0 when not positive.
 void MeasurePageFaults(uint64_t bytes, int repeats, BandwidthPoint* p);
 
 // Measures every size in settings.sizes, in order, calling `on_point` after

@@ -53,6 +53,10 @@ struct MainStep {
   double other_copy_ns = 0, sync_ns = 0;
   // The thread's CPU time per step, all of it (spinning waits included).
   double cpu_ns = 0;
+  // CPU from __next__'s return to the step's first CUDA call: releasing the
+  // previous batch (a worker's shm segment: freeing its pages) and the
+  // Python before the copy.
+  double release_ns = 0;
   // pinscope's own work on this thread under PINSCOPE_PIN=1: unregistering
   // freed batch mappings, waiting for a registration (PinEvents).
   double pin_unregister_ns = 0, pin_register_ns = 0;
@@ -168,7 +172,9 @@ struct Result {
   std::string verdict_text;
   std::vector<Stage> stages;
   std::vector<Part> parts;     // the main thread's step
-  std::vector<Prediction> predictions;  // most gain first
+  std::vector<Prediction> predictions;  // most gain first, one worker count
+  // Every change re-timed, each worker count too (pinscope tune, checks).
+  std::vector<Prediction> all_predictions;
   // Savings below this floor are not worth a warning: max(0.5 ms, 2% of the step).
   double floor_ns = 0;
 };

@@ -78,6 +78,9 @@ double Calibration::FirstTouchGbps(uint64_t bytes) const {
 double Calibration::MapTouchGbps(uint64_t bytes) const {
   return Optional(points, bytes, &BandwidthPoint::map_touch_gbps);
 }
+double Calibration::ShmReleaseGbps(uint64_t bytes) const {
+  return Optional(points, bytes, &BandwidthPoint::shm_release_gbps);
+}
 
 Calibration DefaultCalibration() {
   Calibration calibration;
@@ -150,7 +153,8 @@ std::optional<Calibration> LoadCalibration(const std::string& path, std::string*
     for (auto [key, field] : {std::pair{"host_copy_gbps", &point.host_copy_gbps},
                               std::pair{"register_gbps", &point.register_gbps},
                               std::pair{"first_touch_gbps", &point.first_touch_gbps},
-                              std::pair{"map_touch_gbps", &point.map_touch_gbps}}) {
+                              std::pair{"map_touch_gbps", &point.map_touch_gbps},
+                              std::pair{"shm_release_gbps", &point.shm_release_gbps}}) {
       if (item.contains(key) && !number(key, field)) {
         return fail("point " + item.dump() + ": " + key + " must be a positive number");
       }
@@ -181,6 +185,8 @@ bool SaveCalibration(const Calibration& calibration, const std::string& path, st
     if (point.register_gbps > 0) doc["points"].back()["register_gbps"] = point.register_gbps;
     if (point.first_touch_gbps > 0) doc["points"].back()["first_touch_gbps"] = point.first_touch_gbps;
     if (point.map_touch_gbps > 0) doc["points"].back()["map_touch_gbps"] = point.map_touch_gbps;
+    if (point.shm_release_gbps > 0)
+      doc["points"].back()["shm_release_gbps"] = point.shm_release_gbps;
   }
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();

@@ -7,9 +7,9 @@
 //              "h2d_pinned_gbps": 36.3, "d2h_pageable_gbps": 7.1,
 //              "d2h_pinned_gbps": 38.0, "host_copy_gbps": 9.1,
 //              "register_gbps": 20.0, "first_touch_gbps": 12.0,
-//              "map_touch_gbps": 25.0}, ...]}
-// (host_copy_gbps, register_gbps, first_touch_gbps and map_touch_gbps are
-// optional: calibrations from before them, and the built-in table for what
+//              "map_touch_gbps": 25.0, "shm_release_gbps": 6.0}, ...]}
+// (host_copy_gbps, register_gbps, first_touch_gbps, map_touch_gbps and
+// shm_release_gbps are optional: calibrations from before them, and the built-in table for what
 // the facts do not give, leave them out.)
 #pragma once
 
@@ -41,6 +41,10 @@ struct BandwidthPoint {
   // is mapped anew (what the main process pays on each worker batch it
   // copies from pageable shm): bytes over (first read - warm read).
   double map_touch_gbps = 0;
+  // Releasing a populated shared-memory segment that nothing else holds
+  // (munmap and the last close free its pages): what the thread that drops
+  // a worker's batch pays; bytes over that time.
+  double shm_release_gbps = 0;
 };
 
 struct Calibration {
@@ -62,6 +66,7 @@ struct Calibration {
   double RegisterGbps(uint64_t bytes) const;
   double FirstTouchGbps(uint64_t bytes) const;
   double MapTouchGbps(uint64_t bytes) const;
+  double ShmReleaseGbps(uint64_t bytes) const;
 };
 
 // Built-in default: the H200 / PCIe Gen5 x16 table of

@@ -18,7 +18,8 @@ Report::Report(Calibration calibration, const ReportOptions& options)
       allocs_(std::make_unique<AllocAnalysis>()),
       shm_(std::make_unique<ShmAnalysis>()),
       processes_(std::make_unique<ProcessAnalysis>()),
-      input_(std::make_unique<InputAnalysis>(calibration_)) {}
+      input_(std::make_unique<InputAnalysis>(calibration_)),
+      pipeline_(std::make_unique<PipelineAnalysis>()) {}
 
 Report::~Report() = default;
 
@@ -29,6 +30,7 @@ void Report::Attach(ReplayEngine* engine) {
   engine->AddAnalysis(allocs_.get());
   engine->AddAnalysis(shm_.get());
   engine->AddAnalysis(input_.get());
+  engine->AddAnalysis(pipeline_.get());
 }
 
 uint32_t Report::AvailableCores() const {
@@ -106,10 +108,68 @@ void Report::Evaluate(const RunInfo& run) {
     if (rank(a) != rank(b)) return rank(a) < rank(b);
     return a.saving_ns > b.saving_ns;
   });
+  BuildModel();
   PickVerdict();
 }
 
+void Report::BuildModel() {
+  model::Inputs in = pipeline_->inputs();
+  in.host.cores = AvailableCores();
+  in.pin_mode = root_header_.config().pin_mode();
+  in.pin_budget = root_header_.config().pin_budget_bytes();
+  in.pin_budget_full = input_->pins().budget_full;
+  in.shm_failed = !shm_->sigbus().empty();
+  in.shm_capacity = shm_->capacity_bytes();
+  in.shm_peak = shm_->peak_bytes();
+  model_inputs_ = in;
+  model_ = model::Build(in, calibration_);
+  if (!model_.valid) return;
+  // Findings of a stage the step does not wait on claim no saving: their
+  // evidence stays, their significance goes (advice follows evidence).
+  static const std::pair<model::Class, const char*> kFindingOf[] = {
+      {model::Class::kInputStarvation, "input_starvation"},
+      {model::Class::kMainProcess, "main_process_bound"},
+      {model::Class::kFreshFaults, "main_process_bound"},
+      {model::Class::kPinThread, "pin_thread_bound"},
+      {model::Class::kPageableStaging, "pageable_staging"},
+      {model::Class::kPinnedOveruse, "pageable_staging"},
+      {model::Class::kSyncCopies, "sync_copies"},
+  };
+  std::string on_path;
+  for (auto [cls, id] : kFindingOf)
+    if (cls == model_.verdict) on_path = id;
+  for (Finding& f : findings_) {
+    if (f.kind != Finding::Kind::kTime || f.id == on_path) continue;
+    if (f.significant) {
+      f.significant = false;
+      f.severity = Severity::kInfo;
+      f.evidence += " Not on the critical path: the step waits on " + model_.critical + ".";
+    }
+  }
+}
+
 void Report::PickVerdict() {
+  // A failure of the job comes first; then the pipeline model's verdict.
+  if (!findings_.empty() && findings_[0].kind == Finding::Kind::kFailure) {
+    const Finding& top = findings_[0];
+    verdict_ = {top.id, top.severity, top.verdict};
+    return;
+  }
+  if (model_.valid && model_.verdict != model::Class::kNone) {
+    verdict_.id = model::ClassId(model_.verdict);
+    const double gain = model_.predictions.empty()
+                            ? 0
+                            : model_inputs_.main.step_ns - model_.predictions.front().step_ns;
+    verdict_.severity = model_.verdict == model::Class::kGpuBound || gain < model_.floor_ns
+                            ? Severity::kInfo
+                            : Severity::kWarning;
+    verdict_.text = model_.verdict_text;
+    if (gain < model_.floor_ns && model_.verdict != model::Class::kGpuBound) {
+      verdict_.text += "; no change pinscope can time saves more than " +
+                       FormatDuration(static_cast<uint64_t>(model_.floor_ns)) + " a step";
+    }
+    return;
+  }
   if (!findings_.empty() &&
       (findings_[0].kind != Finding::Kind::kTime || findings_[0].significant)) {
     const Finding& top = findings_[0];

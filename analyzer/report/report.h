@@ -15,8 +15,10 @@
 #include "analyzer/analyses/callsite_analysis.h"
 #include "analyzer/analyses/copy_analysis.h"
 #include "analyzer/analyses/input_analysis.h"
+#include "analyzer/analyses/pipeline_analysis.h"
 #include "analyzer/analyses/process_analysis.h"
 #include "analyzer/analyses/shm_analysis.h"
+#include "analyzer/model/pipeline_model.h"
 #include "analyzer/read/calibration.h"
 #include "analyzer/replay/replay.h"
 #include "analyzer/report/findings.h"
@@ -54,6 +56,11 @@ class Report {
   const ShmAnalysis& shm() const { return *shm_; }
   // Batch loop, pinning and device activity (input_analysis.h).
   const InputAnalysis& input() const { return *input_; }
+  // The step as a pipeline (analyzer/model/pipeline_model.h): its inputs as
+  // measured and the model built from them.
+  const PipelineAnalysis& pipeline() const { return *pipeline_; }
+  const model::Inputs& model_inputs() const { return model_inputs_; }
+  const model::Result& model() const { return model_; }
   // Cores the job may use: min(affinity, cgroup quota), 0 if unknown.
   uint32_t AvailableCores() const;
   const ProcessAnalysis& process_analysis() const { return *processes_; }
@@ -83,6 +90,7 @@ class Report {
 
  private:
   void PickVerdict();
+  void BuildModel();
 
   ReportOptions options_;
   Calibration calibration_;
@@ -92,6 +100,9 @@ class Report {
   std::unique_ptr<ShmAnalysis> shm_;
   std::unique_ptr<ProcessAnalysis> processes_;
   std::unique_ptr<InputAnalysis> input_;
+  std::unique_ptr<PipelineAnalysis> pipeline_;
+  model::Inputs model_inputs_;
+  model::Result model_;
   std::vector<Finding> findings_;
   std::vector<PendingCheck> pending_;
   Verdict verdict_;

@@ -95,6 +95,86 @@ json HostJson(const trace::ProcessHeader& root) {
 
 }  // namespace
 
+// The pipeline model: its inputs as measured, stages, the verdict and every
+// change re-timed (docs/report.md, "pipeline").
+json PipelineJson(const Report& report) {
+  const model::Result& m = report.model();
+  const model::Inputs& in = report.model_inputs();
+  json j;
+  j["valid"] = m.valid;
+  if (!m.valid) {
+    j["why_not"] = m.why_not;
+    return j;
+  }
+  j["verdict"] = model::ClassId(m.verdict);
+  j["critical_stage"] = m.critical;
+  j["critical_share"] = m.critical_share;
+  j["floor_ns"] = m.floor_ns;
+  j["steps"] = in.main.steps;
+  j["step_ns"] = in.main.step_ns;
+  j["timed_by_hook"] = in.main.timed_by_hook;
+  j["window"] = {{"start_ns", report.pipeline().window_start_ns()},
+                 {"end_ns", report.pipeline().window_end_ns()},
+                 {"tid", report.pipeline().step_tid()}};
+  const model::LoaderFacts& l = in.loader;
+  j["loader"] = {{"present", l.present},   {"hooked", l.hooked},
+                 {"num_workers", l.num_workers}, {"pin_memory", l.pin_memory},
+                 {"prefetch_factor", l.prefetch_factor}, {"persistent_workers", l.persistent_workers},
+                 {"batch_size", l.batch_size}, {"epochs", l.epochs}, {"site", l.site}};
+  const model::MainStep& s = in.main;
+  j["main"] = {{"next_ns", s.next_ns},           {"next_cpu_ns", s.next_cpu_ns},
+               {"make_ns", s.make_ns},           {"make_cpu_ns", s.make_cpu_ns},
+               {"make_faults", s.make_faults},   {"copy_ns", s.copy_ns},
+               {"copy_cpu_ns", s.copy_cpu_ns},   {"copy_faults", s.copy_faults},
+               {"copy_wait_ns", s.copy_wait_ns}, {"copy_device_ns", s.copy_device_ns},
+               {"batch_bytes", s.batch_bytes},   {"batch_pinned", s.batch_pinned},
+               {"batch_pinscope", s.batch_pinscope}, {"batch_shm", s.batch_shm},
+               {"batch_fresh_alloc", s.batch_fresh_alloc}, {"other_copy_ns", s.other_copy_ns},
+               {"sync_ns", s.sync_ns},           {"cpu_ns", s.cpu_ns},
+               {"pin_unregister_ns", s.pin_unregister_ns}};
+  j["producers"] = {{"workers", in.producers.workers},   {"batches", in.producers.batches},
+                    {"fetch_ns", in.producers.fetch_ns}, {"fetch_cpu_ns", in.producers.fetch_cpu_ns},
+                    {"busy_ns", in.producers.cycle_ns}};
+  j["pin_thread"] = {{"present", in.pin_thread.present},
+                     {"pin_ns", in.pin_thread.pin_ns},
+                     {"cycle_cpu_ns", in.pin_thread.cycle_cpu_ns}};
+  j["gpu"] = {{"measured", in.gpu.measured}, {"busy_ns", in.gpu.busy_ns}, {"covered", in.gpu.covered}};
+  j["stages"] = json::array();
+  for (const model::Stage& st : m.stages) {
+    j["stages"].push_back({{"id", st.id}, {"name", st.name}, {"service_ns", st.service_ns},
+                           {"utilization", st.utilization}});
+  }
+  j["parts"] = json::array();
+  for (const model::Part& part : m.parts)
+    j["parts"].push_back({{"id", part.id}, {"name", part.name}, {"ns", part.ns}});
+  const auto prediction_json = [](const model::Prediction& p) {
+    json env = json::object();
+    for (const auto& [k, v] : p.change.env) env[k] = v;
+    return json{{"change", p.change.id},     {"what", p.change.what},
+                {"env", env},                {"code_change", p.change.code_change},
+                {"step_ns", p.step_ns},      {"speedup", p.speedup},
+                {"limit_next", p.limit_next}, {"basis", p.basis},
+                {"uncertain", p.uncertain}};
+  };
+  j["all_predictions"] = json::array();
+  for (const model::Prediction& p : m.all_predictions) j["all_predictions"].push_back(prediction_json(p));
+  j["predictions"] = json::array();
+  for (const model::Prediction& p : m.predictions) {
+    json env = json::object();
+    for (const auto& [k, v] : p.change.env) env[k] = v;
+    j["predictions"].push_back({{"change", p.change.id},
+                                {"what", p.change.what},
+                                {"env", env},
+                                {"code_change", p.change.code_change},
+                                {"step_ns", p.step_ns},
+                                {"speedup", p.speedup},
+                                {"limit_next", p.limit_next},
+                                {"basis", p.basis},
+                                {"uncertain", p.uncertain}});
+  }
+  return j;
+}
+
 nlohmann::ordered_json JsonReport(const Report& report) {
   json j;
   j["schema_version"] = kReportSchemaVersion;
@@ -144,6 +224,7 @@ nlohmann::ordered_json JsonReport(const Report& report) {
   const Verdict& verdict = report.verdict();
   j["verdict"] = {
       {"id", verdict.id}, {"severity", SeverityName(verdict.severity)}, {"text", verdict.text}};
+  j["pipeline"] = PipelineJson(report);
   j["findings"] = json::array();
   for (const Finding& finding : report.findings()) j["findings"].push_back(FindingJson(finding));
   j["not_assessed"] = json::array();

@@ -100,6 +100,7 @@ class TextWriter {
     Header();
     VerdictSection();
     ChangeSection();
+    PipelineSection();
     CopySection();
     StagingSection();
     LargestSection();
@@ -139,6 +140,8 @@ class TextWriter {
   void Header();
   void VerdictSection();
   void ChangeSection();
+  void PipelineSection();
+  void ModelChanges();
   void CopySection();
   void StagingSection();
   void LargestSection();
@@ -219,8 +222,84 @@ void TextWriter::VerdictSection() {
   out_ << "  " << Severe(verdict.severity, text) << '\n';
 }
 
+// The pipeline model's predictions: each change's re-timed step.
+void TextWriter::ModelChanges() {
+  const model::Result& m = report_.model();
+  const double step = report_.model_inputs().main.step_ns;
+  const int batch = report_.model_inputs().loader.batch_size;
+  int n = 0;
+  for (const model::Prediction& p : m.predictions) {
+    const double saved = step - p.step_ns;
+    if (saved < m.floor_ns && p.speedup < 1.02) continue;
+    if (m.verdict == model::Class::kGpuBound) break;  // no input change is worth it
+    ++n;
+    std::string head = std::to_string(n) + ". " + p.change.what + ": step " +
+                       FormatDuration(static_cast<uint64_t>(step)) + " -> " +
+                       FormatDuration(static_cast<uint64_t>(p.step_ns)) +
+                       StringPrintf(" (%.2fx", p.speedup);
+    if (batch > 0) head += StringPrintf(", %.0f samples/s", p.speedup * batch * 1e9 / step);
+    head += ")";
+    out_ << "  " << Severe(n == 1 ? Severity::kWarning : Severity::kInfo, head) << '\n';
+    Para("How: " + p.basis + "." + (p.limit_next.empty() ? "" : " Then " + p.limit_next + " limits.") +
+             (p.uncertain ? " Part of this is calibrated, not measured in this run: check it with "
+                            "`pinscope diff`." : ""),
+         "     ");
+    if (n == 5) break;
+  }
+  if (n == 0) {
+    out_ << "  "
+         << (m.verdict == model::Class::kGpuBound
+                 ? std::string("Nothing in the input pipeline: the GPU sets the pace. Faster "
+                               "kernels (bf16/TF32, fused ops, torch.compile) are what would help.")
+                 : "No change pinscope can time saves more than " +
+                       FormatDuration(static_cast<uint64_t>(m.floor_ns)) + " a step.")
+         << '\n';
+  }
+  for (const Finding& finding : report_.findings()) {
+    if (finding.kind == Finding::Kind::kTime) continue;
+    ++n;
+    out_ << "  " << Severe(finding.severity, std::to_string(n) + ". " + finding.title +
+                                                (finding.kind == Finding::Kind::kRisk
+                                                     ? ": risk of failure"
+                                                     : ": the job failed"))
+         << '\n';
+    Para(finding.action, "     ");
+    Para("Evidence: " + finding.evidence, "     ");
+  }
+}
+
+void TextWriter::PipelineSection() {
+  const model::Result& m = report_.model();
+  if (!m.valid || m.stages.empty()) return;
+  const model::Inputs& in = report_.model_inputs();
+  Title("The step as a pipeline (" + FormatCount(in.main.steps) + " steady steps, " +
+        (in.main.timed_by_hook ? "DataLoader timed by pinscope's Python hook"
+                               : "steps inferred from the batch copies") +
+        ")");
+  out_ << "  Stage service time per step, and its share of the "
+       << FormatDuration(static_cast<uint64_t>(in.main.step_ns)) << " step:\n";
+  for (const model::Stage& st : m.stages) {
+    const bool critical = st.id == m.critical;
+    std::string line = StringPrintf("    %-48s %10s  %4.0f%%", st.name.c_str(),
+                                    FormatDuration(static_cast<uint64_t>(st.service_ns)).c_str(),
+                                    100 * st.utilization);
+    if (critical) line += "  <- the step waits on this";
+    out_ << (critical ? style_.Warn(line) : line) << '\n';
+  }
+  out_ << "  The main thread's step:\n";
+  for (const model::Part& part : m.parts) {
+    out_ << StringPrintf("    %-48s %10s  %4.0f%%\n", part.name.c_str(),
+                         FormatDuration(static_cast<uint64_t>(part.ns)).c_str(),
+                         100 * part.ns / in.main.step_ns);
+  }
+}
+
 void TextWriter::ChangeSection() {
   Title("What to change (in order of expected gain)");
+  if (report_.model().valid) {
+    ModelChanges();
+    return;
+  }
   int n = 0;
   for (const Finding& finding : report_.findings()) {
     if (finding.kind == Finding::Kind::kTime && !finding.significant) continue;

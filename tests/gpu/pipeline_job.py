@@ -32,21 +32,26 @@ SCENARIOS = {
     "main_process": dict(shape=(3, 64, 64), batch=32, workers=0, cpu_ms=0.5, matmuls=4, dim=4096),
     # planted class: the pin thread (pin_memory=True, 12 workers, 147 MiB batches).
     "pin_thread": dict(shape=(3, 224, 224), batch=256, workers=12, pin_memory=1, matmuls=2, dim=4096),
-    # planted class: pageable staging on the critical path (73.5 MiB batches
-    # from 8 workers' shm, pin_memory=False).
-    "pageable_staging": dict(shape=(3, 224, 224), batch=128, workers=8, matmuls=2, dim=4096),
+    # planted class: pageable staging on the critical path: one 73.5 MiB host
+    # batch, allocated once and reused every step (batch_size=None: no
+    # collate), copied from pageable memory.
+    "pageable_staging": dict(shape=(128, 3, 224, 224), batch=None, workers=0, matmuls=2, dim=4096),
+    # not a planted class: 73.5 MiB batches from 8 workers' shm, pin_memory=False
+    # (the main thread stages each copy and frees each worker's segment).
+    "shm_batches": dict(shape=(3, 224, 224), batch=128, workers=8, matmuls=2, dim=4096),
     # planted class: fresh-buffer page faults (0 workers, nearly free samples:
     # collate fills a fresh 73.5 MiB buffer every batch).
     "fresh_faults": dict(shape=(3, 224, 224), batch=128, workers=0, matmuls=2, dim=4096),
-    # planted class: synchronous copies (loss.item() every step, then 3 ms
-    # of host work while the GPU idles).
-    "sync_copies": dict(shape=(1024,), batch=256, workers=2, matmuls=12, dim=4096, sync=1, host_ms=3.0),
+    # planted class: synchronous copies (loss.item() every step: the host
+    # waits for ~4 ms of GPU work, then does 1 ms of its own while the GPU
+    # idles).
+    "sync_copies": dict(shape=(1024,), batch=256, workers=2, matmuls=24, dim=4096, sync=1, host_ms=1.0),
     # planted class: /dev/shm (4 workers x prefetch 2 x 9.2 MiB batches; run
     # it in a 32 MiB /dev/shm).
     "shm_small": dict(shape=(3, 224, 224), batch=16, workers=4, matmuls=2, dim=2048),
     # planted class: pinned memory over-use (PINSCOPE_PIN=1 with a budget
-    # below one batch: run with PINSCOPE_PIN_BUDGET=100M).
-    "pinned_overuse": dict(shape=(3, 224, 224), batch=128, workers=8, matmuls=2, dim=4096),
+    # below the reused 73.5 MiB batch: run with PINSCOPE_PIN_BUDGET=50M).
+    "pinned_overuse": dict(shape=(128, 3, 224, 224), batch=None, workers=0, matmuls=2, dim=4096),
 }
 
 
@@ -98,10 +103,11 @@ def main():
     dev = torch.device("cuda")
     torch.manual_seed(0)
     weights = [torch.randn(cfg["dim"], cfg["dim"], device=dev, dtype=torch.bfloat16) for _ in range(2)]
-    tiny = torch.randn(cfg["batch"], 256, device=dev)
-    total = (args.steps + args.warmup + 2) * cfg["batch"]
+    tiny = torch.randn(cfg["batch"] or 1, 256, device=dev)
+    per_step = cfg["batch"] or 1
+    total = (args.steps + args.warmup + 2) * per_step
     kwargs = dict(batch_size=cfg["batch"], num_workers=cfg["workers"], pin_memory=bool(cfg["pin_memory"]),
-                  shuffle=False, drop_last=True)
+                  shuffle=False, drop_last=cfg["batch"] is not None)
     if cfg["workers"] > 0:
         kwargs["persistent_workers"] = bool(args.persistent)
         if args.prefetch:
@@ -139,8 +145,9 @@ def main():
     torch.cuda.synchronize()
     float(acc)
     dt = time.perf_counter() - t0
+    samples = cfg["batch"] or cfg["shape"][0]
     out = dict(scenario=args.scenario, steps=steps, seconds=round(dt, 4),
-               step_ms=round(1000 * dt / steps, 3), samples_per_s=round(steps * cfg["batch"] / dt, 2),
+               step_ms=round(1000 * dt / steps, 3), samples_per_s=round(steps * samples / dt, 2),
                batches_per_s=round(steps / dt, 3),
                config=dict(workers=cfg["workers"], pin_memory=cfg["pin_memory"], batch=cfg["batch"],
                            sync=cfg["sync"], persistent=args.persistent,

@@ -1,0 +1,480 @@
+// The pipeline model's measurements; see pipeline_analysis.h.
+#include "analyzer/analyses/pipeline_analysis.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pinscope {
+
+namespace {
+
+constexpr uint64_t kMinBatchBytes = 1ull << 20;
+
+template <typename T>
+double MedianOf(std::vector<T> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? static_cast<double>(v[n / 2])
+               : (static_cast<double>(v[n / 2 - 1]) + static_cast<double>(v[n / 2])) / 2;
+}
+
+double Diff(uint64_t a, uint64_t b) { return a > b ? static_cast<double>(a - b) : 0.0; }
+
+}  // namespace
+
+PipelineAnalysis::PipelineAnalysis() = default;
+PipelineAnalysis::~PipelineAnalysis() = default;
+
+PipelineAnalysis::Process& PipelineAnalysis::Of(const ProcessState& process) {
+  return processes_[process.index()];
+}
+
+PipelineAnalysis::Usage PipelineAnalysis::UsageOf(const trace::ThreadUsage& u) {
+  // cpu_ns is exact; traces from before it carry only getrusage's split.
+  Usage out;
+  out.cpu = u.cpu_ns() ? u.cpu_ns() : u.user_ns() + u.sys_ns();
+  out.sys = u.sys_ns();
+  out.faults = u.minor_faults() + u.major_faults();
+  return out;
+}
+
+void PipelineAnalysis::OnProcess(const ProcessState& process) {
+  Process& p = Of(process);
+  p.start = process.start_ns();
+  if (root_index_ < 0 && (process.origin() == trace::ORIGIN_ROOT || process.parent() == nullptr)) {
+    root_index_ = process.index();
+    p.root = true;
+  }
+  p.worker = process.origin() == trace::ORIGIN_FORK && !process.helper() &&
+             process.parent() != nullptr && process.parent()->index() == root_index_;
+}
+
+void PipelineAnalysis::OnCopy(const CopyContext& ctx) {
+  const ProcessState& process = ctx.event.process;
+  if (process.index() != root_index_) return;
+  Thread& t = Of(process).threads[ctx.event.packet.tid()];
+  if (t.calls.size() >= kMaxKept) return;
+  const trace::CopyEvent& c = ctx.copy;
+  Call call;
+  call.start = ctx.event.time_ns;
+  call.end = ctx.event.time_ns + ctx.blocked_ns;
+  call.begin = UsageOf(c.usage_enter());
+  call.finish = UsageOf(c.usage_exit());
+  call.bytes = c.bytes();
+  call.call_id = c.call_id();
+  call.copy = true;
+  call.h2d = c.direction() == trace::H2D;
+  call.pinned_by_program = c.pin() == trace::PIN_BY_PROGRAM;
+  call.pinned_by_pinscope = c.pin() == trace::PIN_REGISTERED || c.pin() == trace::PIN_CACHED;
+  call.skipped_budget = c.pin() == trace::PIN_SKIPPED_BUDGET;
+  call.shm = ctx.buffer.kind == HostBuffer::Kind::kShm;
+  if (ctx.buffer.kind == HostBuffer::Kind::kAlloc && ctx.buffer.alloc != nullptr) {
+    // Allocated since the thread's previous batch copy: a fresh buffer.
+    call.fresh = ctx.buffer.alloc->time_ns >= (t.calls.empty() ? 0 : t.calls.back().start);
+  }
+  t.calls.push_back(call);
+  if (device_) {
+    device::HostCall h;
+    h.type = device::HostCall::Type::kCopy;
+    h.call_id = c.call_id();
+    h.start_ns = call.start;
+    h.end_ns = call.end;
+    h.direction = c.direction();
+    h.src_kind = c.src_kind();
+    h.dst_kind = c.dst_kind();
+    h.bytes = c.bytes();
+    h.tid = ctx.event.packet.tid();
+    device_->OnHostCall(h);
+  }
+}
+
+void PipelineAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
+  if (event.process.index() != root_index_) return;
+  Thread& t = Of(event.process).threads[event.packet.tid()];
+  if (t.calls.size() >= kMaxKept) return;
+  Call call;
+  call.start = event.time_ns;
+  call.end = sync.end_ns() > event.packet.timestamp_ns()
+                 ? event.time_ns + (sync.end_ns() - event.packet.timestamp_ns())
+                 : event.time_ns;
+  call.begin = UsageOf(sync.usage_enter());
+  call.finish = UsageOf(sync.usage_exit());
+  t.calls.push_back(call);
+}
+
+void PipelineAnalysis::OnAlloc(const Event& event, const LiveAlloc& alloc) {}
+
+void PipelineAnalysis::OnPin(const Event& event, const trace::PinEvent& pin) {
+  if (event.process.index() != root_index_) return;
+  Thread& t = Of(event.process).threads[event.packet.tid()];
+  if (pin.op() == trace::UNREGISTER && t.unregister.size() < kMaxKept) {
+    t.unregister.push_back({event.time_ns, pin.duration_ns()});
+  } else if (pin.op() == trace::REGISTER && t.registers.size() < kMaxKept) {
+    t.registers.push_back({event.time_ns, pin.duration_ns()});
+  }
+}
+
+void PipelineAnalysis::OnDevice(const Event& event, const trace::DeviceActivity& a) {
+  if (event.process.index() != root_index_) return;
+  Device();
+  device::DeviceRecord r;
+  r.kind = a.kind();
+  r.start_ns = a.start_ns();
+  r.end_ns = a.end_ns();
+  r.bytes = a.bytes();
+  r.direction = a.direction();
+  r.src_kind = a.src_kind();
+  r.dst_kind = a.dst_kind();
+  r.device_id = a.device_id();
+  r.stream_id = a.stream_id();
+  r.correlation_id = a.correlation_id();
+  device_->OnDevice(r);
+  if (event.time_ns > last_advance_ns_ + device::kSec) {
+    device_->Advance(event.time_ns);
+    last_advance_ns_ = event.time_ns;
+  }
+}
+
+void PipelineAnalysis::OnCorrelation(const Event& event, const trace::ExternalCorrelation& c) {
+  if (event.process.index() != root_index_) return;
+  Device().OnCorrelation(c.correlation_id(), c.call_id(), event.time_ns);
+}
+
+void PipelineAnalysis::OnRecording(const Event& event, const trace::DeviceRecording& r) {
+  if (event.process.index() != root_index_) return;
+  Device();
+  device::RecordingSwitch s;
+  s.time_ns = event.time_ns;
+  s.kernels = r.kernels();
+  s.reason = r.reason();
+  s.kernel_rate = r.kernel_rate();
+  s.planned_ns = r.planned_ns();
+  device_->OnRecording(s);
+}
+
+void PipelineAnalysis::OnNotice(const Event& event, const trace::Notice& notice) {
+  if (event.process.index() != root_index_ || notice.code() != "cupti_started") return;
+  Device();
+}
+
+void PipelineAnalysis::OnThreadSample(const Event& event, const trace::ThreadSample& sample) {
+  Process& p = Of(event.process);
+  for (const auto& t : sample.threads()) {
+    auto& v = p.samples[t.tid()];
+    if (v.size() < kMaxKept) v.push_back({event.time_ns, t.cpu_ns()});
+  }
+}
+
+void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l) {
+  Process& p = Of(event.process);
+  if (l.kind() == trace::LOADER_ITER) {
+    if (p.root && iters_.size() < 4096) iters_.push_back(l);
+    return;
+  }
+  std::vector<Span>* list = nullptr;
+  Thread& t = p.threads[event.packet.tid()];
+  switch (l.kind()) {
+    case trace::LOADER_NEXT: list = &t.next; break;
+    case trace::LOADER_FETCH: list = &t.fetch; break;
+    case trace::LOADER_PIN: list = &t.pin; break;
+    default: return;
+  }
+  if (list->size() >= kMaxKept) return;
+  Span s;
+  s.start = event.time_ns;
+  s.end = l.end_ns() > event.packet.timestamp_ns()
+              ? event.time_ns + (l.end_ns() - event.packet.timestamp_ns())
+              : event.time_ns;
+  s.begin = UsageOf(l.usage_begin());
+  s.finish = UsageOf(l.usage_end());
+  s.loader_id = l.loader_id();
+  s.index = l.index();
+  s.tid = event.packet.tid();
+  s.worker_id = l.worker_id();
+  list->push_back(s);
+}
+
+void PipelineAnalysis::Finish(const RunInfo& run) { BuildInputs(run); }
+
+device::ProcessDeviceAnalysis& PipelineAnalysis::Device() {
+  if (!device_) {
+    device_ = std::make_unique<device::ProcessDeviceAnalysis>();
+    device_->KeepJoinedCopies();  // the batch copies' device times (stream waits)
+  }
+  return *device_;
+}
+
+void PipelineAnalysis::BuildInputs(const RunInfo& run) {
+  model::Inputs& in = inputs_;
+  auto root_it = processes_.find(root_index_);
+  if (root_it == processes_.end()) return;
+  Process& root = root_it->second;
+
+  // The loader the training loop takes from: the most NEXT spans on one
+  // thread of the root.
+  uint32_t tid = 0;
+  uint64_t loader = 0;
+  size_t most = 0;
+  for (auto& [t, thread] : root.threads) {
+    std::map<uint64_t, size_t> by_loader;
+    for (const Span& s : thread.next) ++by_loader[s.loader_id];
+    for (auto [id, n] : by_loader)
+      if (n > most) most = n, tid = t, loader = id;
+  }
+  std::vector<uint64_t> starts;  // step starts on the step thread
+  if (most >= 3) {
+    in.main.timed_by_hook = true;
+    for (const Span& s : root.threads[tid].next)
+      if (s.loader_id == loader) starts.push_back(s.start);
+  } else {
+    // No hook: the steps are the recurring large H2D copies of the root's
+    // main thread (at least half the largest).
+    tid = 0;
+    for (auto& [t, thread] : root.threads) {
+      if (run.root != nullptr && t != run.root->pid()) continue;
+      uint64_t largest = 0;
+      for (const Call& c : thread.calls)
+        if (c.copy && c.h2d) largest = std::max(largest, c.bytes);
+      if (largest < kMinBatchBytes) continue;
+      for (const Call& c : thread.calls)
+        if (c.copy && c.h2d && c.bytes * 2 >= largest) starts.push_back(c.start);
+      tid = t;
+    }
+  }
+  step_tid_ = tid;
+  for (const trace::LoaderEvent& it : iters_) {
+    if (it.loader_id() != loader && loader != 0) continue;
+    model::LoaderFacts& l = in.loader;
+    l.hooked = l.present = true;
+    l.num_workers = it.num_workers();
+    l.pin_memory = it.pin_memory();
+    l.prefetch_factor = it.prefetch_factor();
+    l.persistent_workers = it.persistent_workers();
+    l.batch_size = it.batch_size();
+    l.site = it.site();
+    ++l.epochs;
+  }
+  if (starts.size() < 4) return;
+  std::sort(starts.begin(), starts.end());
+  // The steady window: without the first steps (workers starting, caches
+  // warming, prefetched batches queued) and the last (the end of the loop).
+  const size_t skip = std::max<size_t>(2, starts.size() / 8);
+  const size_t last = starts.size() - 1;
+  if (last <= skip + 1) return;
+  window_ = {starts[skip], starts[last]};
+  const uint64_t steps = last - skip;
+  const double n = static_cast<double>(steps);
+  const auto inside = [&](uint64_t t) { return t >= window_.start_ns && t < window_.end_ns; };
+  model::MainStep& m = in.main;
+  m.steps = steps;
+  m.step_ns = static_cast<double>(window_.length()) / n;
+
+  Thread& main = root.threads[tid];
+  // __next__ spans and, inside them, batches made by the main thread.
+  const Span* first = nullptr;
+  const Span* final = nullptr;
+  for (const Span& s : main.next) {
+    if (s.loader_id != loader || !inside(s.start)) continue;
+    m.next_ns += Diff(s.end, s.start);
+    m.next_cpu_ns += Diff(s.finish.cpu, s.begin.cpu);
+    if (!first) first = &s;
+  }
+  for (const Span& s : main.next)
+    if (s.loader_id == loader && s.start == window_.end_ns) final = &s;
+  for (const Span& s : main.fetch) {
+    if (!inside(s.start)) continue;
+    m.make_ns += Diff(s.end, s.start);
+    m.make_cpu_ns += Diff(s.finish.cpu, s.begin.cpu);
+    m.make_sys_ns += Diff(s.finish.sys, s.begin.sys);
+    m.make_faults += Diff(s.finish.faults, s.begin.faults);
+  }
+  if (first && final) m.cpu_ns = Diff(final->begin.cpu, first->begin.cpu);
+  // From each __next__'s return to the step thread's next CUDA call.
+  {
+    size_t c = 0;
+    for (const Span& sp : main.next) {
+      if (sp.loader_id != loader || !inside(sp.start)) continue;
+      while (c < main.calls.size() && main.calls[c].start < sp.end) ++c;
+      if (c < main.calls.size() && main.calls[c].begin.cpu >= sp.finish.cpu)
+        m.release_ns += Diff(main.calls[c].begin.cpu, sp.finish.cpu);
+    }
+  }
+
+  // Copies and syncs; the batch copies are the large H2D ones.
+  uint64_t largest = 0;
+  for (const Call& c : main.calls)
+    if (c.copy && c.h2d && inside(c.start)) largest = std::max(largest, c.bytes);
+  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> device_times;  // call id -> start, end
+  device::ProcessDeviceResult device_result;
+  if (device_) {
+    device_result = device_->Finish(window_);
+    for (const device::Joined& j : device_->TakeJoinedCopies()) {
+      if (!j.host) continue;
+      auto& slot = device_times[j.host->call_id];
+      if (slot.first == 0 || j.device.start_ns < slot.first) slot.first = j.device.start_ns;
+      slot.second = std::max(slot.second, j.device.end_ns);
+    }
+  }
+  uint64_t batch_bytes = 0;
+  uint64_t batch_copies = 0, pinned = 0, pinscope = 0, shm = 0, fresh = 0, skipped = 0;
+  for (const Call& c : main.calls) {
+    if (!inside(c.start)) continue;
+    const double wall = Diff(c.end, c.start);
+    if (!c.copy) {
+      m.sync_ns += wall;
+      continue;
+    }
+    const bool batch = c.h2d && largest >= kMinBatchBytes && c.bytes * 2 >= largest;
+    if (!batch) {
+      m.other_copy_ns += wall;
+      continue;
+    }
+    ++batch_copies;
+    batch_bytes += c.bytes;
+    m.copy_ns += wall;
+    m.copy_cpu_ns += Diff(c.finish.cpu, c.begin.cpu);
+    m.copy_faults += Diff(c.finish.faults, c.begin.faults);
+    if (auto it = device_times.find(c.call_id); it != device_times.end()) {
+      // Waiting for the stream: from the call to the transfer's start, minus
+      // the launch's own few microseconds.
+      m.copy_wait_ns += std::max(0.0, Diff(it->second.first, c.start) - 50000.0);
+      m.copy_device_ns += Diff(it->second.second, it->second.first);
+    }
+    pinned += c.pinned_by_program;
+    pinscope += c.pinned_by_pinscope;
+    shm += c.shm;
+    fresh += c.fresh;
+    skipped += c.skipped_budget;
+  }
+  m.batch_bytes = steps ? batch_bytes / steps : 0;
+  m.batch_pinned = batch_copies && pinned * 2 > batch_copies;
+  m.batch_pinscope = batch_copies && pinscope * 2 > batch_copies;
+  m.batch_shm = batch_copies && shm * 2 > batch_copies;
+  m.batch_fresh_alloc = batch_copies && fresh * 2 > batch_copies;
+  in.skipped_budget = skipped;
+  for (auto [t, d] : main.unregister)
+    if (inside(t)) m.pin_unregister_ns += static_cast<double>(d);
+  for (auto [t, d] : main.registers)
+    if (inside(t)) m.pin_register_ns += static_cast<double>(d);
+  // Per step.
+  for (double* v : {&m.next_ns, &m.next_cpu_ns, &m.make_ns, &m.make_cpu_ns, &m.make_sys_ns,
+                    &m.make_faults, &m.copy_ns, &m.copy_cpu_ns, &m.copy_faults, &m.copy_wait_ns,
+                    &m.copy_device_ns, &m.other_copy_ns, &m.sync_ns, &m.cpu_ns,
+                    &m.pin_unregister_ns, &m.pin_register_ns, &m.release_ns})
+    *v /= n;
+  if (!in.main.timed_by_hook) {
+    // Without __next__ spans the thread's CPU per step is what its calls saw.
+    const Call* a = nullptr;
+    const Call* b = nullptr;
+    for (const Call& c : main.calls) {
+      if (!inside(c.start) || c.begin.cpu == 0) continue;
+      if (!a) a = &c;
+      b = &c;
+    }
+    if (a && b && b != a) m.cpu_ns = Diff(b->begin.cpu, a->begin.cpu) / n * n / std::max(1.0, n - 1);
+    // The main thread waited for the next batch where it neither ran nor
+    // waited in a call: the off-CPU rest of the step.
+    const double calls = m.copy_ns + m.other_copy_ns + m.sync_ns;
+    const double own_cpu = std::max(0.0, m.cpu_ns - (m.copy_cpu_ns));
+    m.next_ns = std::max(0.0, m.step_ns - calls - own_cpu);
+    m.next_cpu_ns = 0;
+  }
+
+  // The workers: every FETCH in a worker of the root inside the window.
+  model::Producers& p = in.producers;
+  std::vector<double> fetch, fetch_cpu, faults, busy;
+  int workers_seen = 0;
+  for (auto& [index, proc] : processes_) {
+    if (!proc.worker) continue;
+    bool any = false;
+    for (auto& [t, thread] : proc.threads) {
+      const std::vector<Span>& f = thread.fetch;
+      for (size_t i = 0; i < f.size(); ++i) {
+        if (!inside(f[i].start)) continue;
+        any = true;
+        const double wall = Diff(f[i].end, f[i].start);
+        const double cpu = Diff(f[i].finish.cpu, f[i].begin.cpu);
+        fetch.push_back(wall);
+        fetch_cpu.push_back(cpu);
+        faults.push_back(Diff(f[i].finish.faults, f[i].begin.faults));
+        // Busy per batch: the fetch, plus the CPU it spent handing the
+        // previous batch over (between the two fetches).
+        if (i > 0) {
+          const double between = Diff(f[i].begin.cpu, f[i - 1].finish.cpu);
+          busy.push_back(wall + between);
+        }
+      }
+    }
+    workers_seen += any;
+  }
+  p.workers = in.loader.hooked ? in.loader.num_workers : workers_seen;
+  if (p.workers > 0 && !fetch.empty()) {
+    p.timed_by_hook = true;
+    p.batches = fetch.size();
+    p.fetch_ns = MedianOf(fetch);
+    p.fetch_cpu_ns = MedianOf(fetch_cpu);
+    p.fetch_faults = MedianOf(faults);
+    p.cycle_ns = busy.empty() ? p.fetch_ns : MedianOf(busy);
+  } else if (p.workers > 0) {
+    // Without the hook: a worker's life over the batches it made (its
+    // segments), from the thread samples' CPU when they exist.
+    p.fetch_ns = in.main.step_ns * p.workers;
+    p.cycle_ns = p.fetch_ns;
+  }
+  if (!in.loader.hooked && p.workers > 0) in.loader.present = true;
+
+  // The pin thread: PIN spans on another thread of the root.
+  model::PinThread& pt = in.pin_thread;
+  for (auto& [t, thread] : root.threads) {
+    if (t == tid || thread.pin.size() < 3) continue;
+    std::vector<double> wall, cpu, flt, cycle_cpu, cycle;
+    const std::vector<Span>& s = thread.pin;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (!inside(s[i].start)) continue;
+      wall.push_back(Diff(s[i].end, s[i].start));
+      cpu.push_back(Diff(s[i].finish.cpu, s[i].begin.cpu));
+      flt.push_back(Diff(s[i].finish.faults, s[i].begin.faults));
+      if (i > 0) {
+        cycle_cpu.push_back(Diff(s[i].begin.cpu, s[i - 1].begin.cpu));
+        cycle.push_back(Diff(s[i].start, s[i - 1].start));
+      }
+    }
+    if (wall.size() < 2) continue;
+    pt.present = true;
+    pt.batches = wall.size();
+    pt.pin_ns = MedianOf(wall);
+    pt.pin_cpu_ns = MedianOf(cpu);
+    pt.pin_faults = MedianOf(flt);
+    pt.cycle_cpu_ns = MedianOf(cycle_cpu);
+    pt.cycle_ns = MedianOf(cycle);
+    break;
+  }
+
+  // The GPU over the window.
+  if (device_) {
+    model::Gpu& g = in.gpu;
+    const device::DeviceBusy* best = nullptr;
+    for (const device::DeviceBusy& b : device_result.devices)
+      if (b.measured() && (!best || b.busy_ns > best->busy_ns)) best = &b;
+    if (best) {
+      g.measured = true;
+      g.covered = best->covered_fraction();
+      g.busy_ns = best->busy_fraction * m.step_ns;
+    }
+  }
+
+  // The root's other threads' CPU per step (thread samples in the window).
+  for (auto& [t, v] : root.samples) {
+    if (t == tid) continue;
+    if (pt.present && root.threads.count(t) && root.threads[t].pin.size() >= 3) continue;
+    uint64_t a = 0, b = 0, ta = 0, tb = 0;
+    for (auto [time, cpu] : v) {
+      if (time < window_.start_ns) a = cpu, ta = time;
+      if (time <= window_.end_ns) b = cpu, tb = time;
+    }
+    if (tb > ta && b > a) in.host.other_cpu_ns += Diff(b, a) / (static_cast<double>(tb - ta) / m.step_ns);
+  }
+}
+
+}  // namespace pinscope

@@ -1,0 +1,108 @@
+// What the pipeline model (analyzer/model/pipeline_model.h) needs, measured
+// from a replay: the training loop's steps (DataLoader.__next__ spans from
+// pinscope's Python hook, else the recurring batch copies of the root's main
+// thread), the steady window over them, and per step in that window the
+// main thread's waits and own work (CPU time and page faults at each
+// recorded event), the workers' and the pin thread's service times, the
+// GPU's busy time, and pinscope's own pinning work.
+//
+// Memory: the spans and the step thread's calls are kept (capped at
+// kMaxKept each) until Finish, which needs the whole run to choose its
+// steady window; device records stream through one device analysis of the
+// root process.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "analyzer/analyses/device_activity.h"
+#include "analyzer/model/pipeline_model.h"
+#include "analyzer/replay/replay.h"
+
+namespace pinscope {
+
+class PipelineAnalysis : public Analysis {
+ public:
+  PipelineAnalysis();
+  ~PipelineAnalysis() override;
+
+  void OnProcess(const ProcessState& process) override;
+  void OnCopy(const CopyContext& copy) override;
+  void OnSync(const Event& event, const trace::SyncEvent& sync) override;
+  void OnAlloc(const Event& event, const LiveAlloc& alloc) override;
+  void OnPin(const Event& event, const trace::PinEvent& pin) override;
+  void OnDevice(const Event& event, const trace::DeviceActivity& activity) override;
+  void OnCorrelation(const Event& event, const trace::ExternalCorrelation& correlation) override;
+  void OnRecording(const Event& event, const trace::DeviceRecording& recording) override;
+  void OnNotice(const Event& event, const trace::Notice& notice) override;
+  void OnThreadSample(const Event& event, const trace::ThreadSample& sample) override;
+  void OnLoader(const Event& event, const trace::LoaderEvent& loader) override;
+  void Finish(const RunInfo& run) override;
+
+  // The model's inputs; valid after Finish (host facts and pinning
+  // budget are the report's to fill in).
+  const model::Inputs& inputs() const { return inputs_; }
+  // The steady window the figures are over, and the thread it follows.
+  uint64_t window_start_ns() const { return window_.start_ns; }
+  uint64_t window_end_ns() const { return window_.end_ns; }
+  uint32_t step_tid() const { return step_tid_; }
+  // True when the steps are DataLoader.__next__ calls (the hook ran).
+  bool hooked() const { return inputs_.main.timed_by_hook; }
+
+  static constexpr size_t kMaxKept = 1 << 20;
+
+ private:
+  struct Usage {
+    uint64_t cpu = 0, sys = 0, faults = 0;
+  };
+  struct Span {
+    uint64_t start = 0, end = 0;
+    Usage begin, finish;
+    uint64_t loader_id = 0, index = 0;
+    uint32_t tid = 0;
+    int32_t worker_id = -1;
+  };
+  struct Call {  // a copy or sync of a root thread
+    uint64_t start = 0, end = 0;
+    Usage begin, finish;
+    uint64_t bytes = 0, call_id = 0;
+    bool h2d = false, copy = false, pinned_by_program = false, pinned_by_pinscope = false;
+    bool shm = false, fresh = false, skipped_budget = false;
+  };
+  struct Thread {
+    std::vector<Span> next, fetch, pin;
+    std::vector<Call> calls;
+    // (time, duration) of pinscope's unregistrations and registrations on the thread.
+    std::vector<std::pair<uint64_t, uint64_t>> unregister, registers;
+  };
+  struct Process {
+    bool root = false, worker = false;
+    std::map<uint32_t, Thread> threads;
+    // ThreadSample: per tid, (time, cpu ns) in order.
+    std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> samples;
+    uint64_t start = 0, end = 0;
+  };
+
+  Process& Of(const ProcessState& process);
+  // The root's device analysis, made at its first use (it keeps the joined
+  // copies, for the batch copies' stream waits).
+  device::ProcessDeviceAnalysis& Device();
+  static Usage UsageOf(const trace::ThreadUsage& u);
+  void BuildInputs(const RunInfo& run);
+
+  std::unordered_map<int, Process> processes_;
+  int root_index_ = -1;
+  // Allocation ids of the step thread's fresh large blocks, by address.
+  std::unordered_map<uint64_t, uint64_t> alloc_time_;
+  std::vector<trace::LoaderEvent> iters_;  // the root's LOADER_ITER events
+  std::unique_ptr<device::ProcessDeviceAnalysis> device_;
+  uint64_t last_advance_ns_ = 0;
+  device::Interval window_;
+  uint32_t step_tid_ = 0;
+  model::Inputs inputs_;
+};
+
+}  // namespace pinscope
