@@ -805,6 +805,15 @@ TEST_F(Fake, DestroyedStreamDrainsAndHostFunc) {
 // ---- fork() and no device -----------------------------------------------------------
 
 TEST_F(Fake, ForkedChildCanCopyWithoutDeadlock) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The child allocates (new workers, their ops) while the parent's workers
+  // may have been inside malloc at fork: glibc's allocator is fork-safe, the
+  // ASan runtime of GCC 12 is not (it takes no allocator lock around fork;
+  // compiler-rt added that in llvm-project PR 75290, December 2023), and the
+  // child then deadlocks in ASan's allocator. Outside the project: the normal
+  // build runs this test.
+  GTEST_SKIP() << "sanitizer build: ASan's allocator is not fork-safe here";
+#endif
   cudaStream_t s;
   ASSERT_CUDA(cudaStreamCreate(&s));
   void* d = nullptr;

@@ -18,6 +18,15 @@
 
 namespace pinscope::shim::testing {
 
+// glibc's allocator serves malloc in this process; in a sanitizer build
+// (PINSCOPE_SANITIZE) ASan's does, and the cores forward to it as to any
+// allocator other than glibc's (shim/memory/real_alloc.cc).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kGlibcServesMalloc = false;
+#else
+inline constexpr bool kGlibcServesMalloc = true;
+#endif
+
 inline const std::string& TraceDir() {
   static std::string dir = [] {
     char tmpl[] = "/tmp/pinscope-core-XXXXXX";
