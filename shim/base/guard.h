@@ -1,6 +1,10 @@
 // Per-thread re-entrancy guard and thread id cache for the hooks.
 // Must not allocate: the TLS uses the initial-exec model (the library is
 // loaded at start-up through LD_PRELOAD), so touching it never calls malloc.
+// It is constant-initialized (constinit), so other files read an extern one
+// directly, not through C++'s TLS wrapper and its test for a dynamic
+// initializer (after which GCC 12's -fsanitize=null check read stale flags:
+// a false "load of null pointer" in the sanitizer build).
 #pragma once
 
 #include <sys/syscall.h>
@@ -9,7 +13,7 @@
 #include <cerrno>
 #include <cstdint>
 
-#define PINSCOPE_TLS __attribute__((tls_model("initial-exec"))) thread_local
+#define PINSCOPE_TLS __attribute__((tls_model("initial-exec"))) constinit thread_local
 
 namespace pinscope::shim {
 

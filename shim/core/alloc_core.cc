@@ -146,7 +146,14 @@ void InitAlloc() {
 
 void SetThresholdForTest(size_t min) {
   ResolveRealAlloc();
-  g_free_min.store(min, std::memory_order_release);
+  // Free's filter as InitAlloc picks it: glibc's chunk header only when
+  // glibc's own allocator serves the blocks (in a sanitizer build ASan's
+  // does, and there is no header to read below its blocks).
+  if (GlibcItself()) {
+    g_free_min.store(min, std::memory_order_release);
+  } else {
+    g_free_min_usable.store(min, std::memory_order_release);
+  }
   g_trace_min.store(min, std::memory_order_release);
 }
 

@@ -1,5 +1,5 @@
 // Field numbers of proto/trace.proto for the shim's hand-written encoder.
-// Must match the schema; tests/shim_core round-trips every field through the
+// Must match the schema; tests/shim/record round-trips every field through the
 // generated parser, so a mismatch fails CI.
 #pragma once
 

@@ -1,0 +1,53 @@
+"""A PyTorch DataLoader job on the CPU, run under libpinscope.so by
+dataloader_test (tests/e2e/python). Synthetic samples: a float32 tensor of
+--shape filled with the sample index; --batches batches of --batch samples
+through --workers worker processes; each batch is checked and, with
+--clone, copied once in the main process (a posix_memalign of the batch's
+size there); with --hold, every batch is kept alive (its shm segment stays
+mapped in the main process) until the loop ends. Prints "batches N" and exits 0 on success."""
+import argparse
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Synthetic(Dataset):
+    def __init__(self, n, shape):
+        self.n = n
+        self.shape = shape
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return torch.full(self.shape, float(i), dtype=torch.float32)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workers", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--batches", type=int, default=8)
+    ap.add_argument("--shape", default="3,64,64")
+    ap.add_argument("--clone", action="store_true")
+    ap.add_argument("--hold", action="store_true")
+    args = ap.parse_args()
+    shape = tuple(int(x) for x in args.shape.split(","))
+    loader = DataLoader(Synthetic(args.batch * args.batches, shape), batch_size=args.batch,
+                        num_workers=args.workers)
+    n = 0
+    keep = []
+    for batch in loader:
+        assert tuple(batch.shape) == (args.batch,) + shape, batch.shape
+        assert float(batch[0].flatten()[0]) == n * args.batch
+        if args.clone:
+            keep.append(batch.clone())
+        elif args.hold:
+            keep.append(batch)
+        n += 1
+    assert n == args.batches, n
+    print("batches", n, flush=True)
+
+
+if __name__ == "__main__":
+    main()

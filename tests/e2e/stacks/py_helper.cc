@@ -1,0 +1,30 @@
+// Shared library for the Python test of tests/e2e/stacks: py_stacks.py calls
+// stacks_py_copy through ctypes; it makes one recorded event (a cudaMemcpy of
+// n KiB through the fake CUDA runtime) two native frames down.
+#include <cuda_runtime_api.h>
+
+namespace pyhelper {
+
+char g_host[4096];
+
+__attribute__((noinline)) int Inner(int n) {
+  static void* device = nullptr;
+  if (!device && cudaMalloc(&device, sizeof g_host) != cudaSuccess) return -1;
+  int rc = cudaMemcpy(device, g_host, 1024 * n, cudaMemcpyHostToDevice);
+  asm volatile("" ::: "memory");
+  return rc;
+}
+
+__attribute__((noinline)) int Outer(int n) {
+  int rc = Inner(n);
+  asm volatile("" ::: "memory");
+  return rc;
+}
+
+}  // namespace pyhelper
+
+extern "C" __attribute__((visibility("default"))) int stacks_py_copy(int n) {
+  int rc = pyhelper::Outer(n);
+  asm volatile("" ::: "memory");
+  return rc;
+}

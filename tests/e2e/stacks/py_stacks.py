@@ -1,0 +1,49 @@
+# Python test script for tests/e2e/stacks (stacks_e2e_test runs it under
+# LD_PRELOAD=libpinscope.so): two copies of known size from known lines.
+# ctypes.PyDLL keeps the GIL during the foreign call; ctypes.CDLL releases
+# it (as PyTorch does around its operators).
+#   python3 py_stacks.py LIBPY_HELPER [extra]
+import ctypes
+import sys
+
+LIB = sys.argv[1]
+
+
+def copy_with_gil():
+    return ctypes.PyDLL(LIB).stacks_py_copy(1)  # @py-with-gil
+
+
+def copy_without_gil():
+    return ctypes.CDLL(LIB).stacks_py_copy(2)  # @py-without-gil
+
+
+def main():
+    if copy_with_gil() != 0:  # @py-main-gil
+        sys.exit(1)
+    if copy_without_gil() != 0:  # @py-main-nogil
+        sys.exit(1)
+
+
+# "extra": a copy from a generator (4 KiB) and one under 40 levels of Python
+# recursion (3 KiB), for the depth limit.
+def gen_copy():
+    yield ctypes.PyDLL(LIB).stacks_py_copy(4)  # @py-gen
+
+
+def recurse(n):
+    if n == 0:
+        return ctypes.PyDLL(LIB).stacks_py_copy(3)  # @py-recurse-leaf
+    return recurse(n - 1)  # @py-recurse
+
+
+def extra():
+    if next(gen_copy()) != 0:  # @py-extra-gen
+        sys.exit(1)
+    if recurse(40) != 0:
+        sys.exit(1)
+
+
+if len(sys.argv) > 2 and sys.argv[2] == "extra":
+    extra()  # @py-extra-module
+else:
+    main()  # @py-module

@@ -1,0 +1,227 @@
+// The copy path (shim/core/copy_path.h) driven directly, without
+// LD_PRELOAD: the test process links the layers and the CUDA runtime test
+// double (tests/doubles/fake_cudart), hands each real call to TracedCopy /
+// TracedSync / TracedBatch as the exported hooks do, and reads its own
+// trace back. Exact fields, counts and results.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core_test_env.h"
+#include "fake_cudart.h"
+#include "shim/base/guard.h"
+#include "shim/core/copy_path.h"
+#include "shim/cuda/real_runtime.h"
+#include "shim/record/trace_fields.h"
+
+namespace pinscope::shim {
+namespace {
+
+namespace f = fields;
+using testing::ReadOwnTrace;
+using testing::TraceDir;
+
+// This process's CopyEvents / SyncEvents with call ids above `after`.
+std::vector<trace::CopyEvent> CopiesAfter(uint64_t after) {
+  std::vector<trace::CopyEvent> out;
+  for (const auto& p : ReadOwnTrace().packets)
+    if (p.has_copy() && p.copy().call_id() > after) out.push_back(p.copy());
+  return out;
+}
+std::vector<trace::SyncEvent> SyncsAfter(uint64_t after) {
+  std::vector<trace::SyncEvent> out;
+  for (const auto& p : ReadOwnTrace().packets)
+    if (p.has_sync() && p.sync().call_id() > after) out.push_back(p.sync());
+  return out;
+}
+
+class CopyPathTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TraceDir();  // starts the recorder once per process
+    ASSERT_TRUE(Recording());
+    first_id_ = NextCallId();  // everything this test records comes after it
+    ASSERT_EQ(cudaMalloc(&dev_, kBytes), cudaSuccess);
+  }
+  // As the cudaFree hook does: the address may come back as host memory.
+  void TearDown() override {
+    cudaFree(dev_);
+    BumpPointerGeneration();
+  }
+
+  static constexpr size_t kBytes = 1 << 20;
+  void* dev_ = nullptr;
+  uint64_t first_id_ = 0;
+};
+
+TEST_F(CopyPathTest, PageableHostToDeviceIsRecordedAndMovesTheData) {
+  std::vector<uint8_t> host(kBytes), back(kBytes);
+  for (size_t i = 0; i < kBytes; ++i) host[i] = static_cast<uint8_t>(i * 7);
+  CopyCall r = MakeCopyCall(f::kMemcpyAsync, false, cudaMemcpyHostToDevice, kBytes, 0);
+  int rc = TracedCopy(r, {dev_, false}, {host.data(), false},
+                      [&] { return cudaMemcpyAsync(dev_, host.data(), kBytes, cudaMemcpyHostToDevice, 0); });
+  ASSERT_EQ(rc, cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(back.data(), dev_, kBytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, host);
+
+  auto copies = CopiesAfter(first_id_);
+  ASSERT_EQ(copies.size(), 1u);  // the plain cudaMemcpy above is not hooked here
+  const trace::CopyEvent& c = copies[0];
+  EXPECT_EQ(c.api(), trace::MEMCPY_ASYNC);
+  EXPECT_EQ(c.direction(), trace::H2D);
+  EXPECT_EQ(c.src_kind(), trace::PAGEABLE);
+  EXPECT_EQ(c.dst_kind(), trace::DEVICE);
+  EXPECT_EQ(c.bytes(), kBytes);
+  EXPECT_EQ(c.src_address(), reinterpret_cast<uintptr_t>(host.data()));
+  EXPECT_EQ(c.dst_address(), reinterpret_cast<uintptr_t>(dev_));
+  EXPECT_EQ(c.src_device(), -1);
+  EXPECT_EQ(c.dst_device(), 0);
+  EXPECT_EQ(c.stream(), 0u);
+  EXPECT_EQ(c.result(), 0);
+  EXPECT_EQ(c.pin(), trace::PIN_NONE);
+  EXPECT_EQ(c.call_id(), first_id_ + 1);
+}
+
+TEST_F(CopyPathTest, DefaultKindTakesTheDirectionFromThePointers) {
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&pinned, kBytes, cudaHostAllocDefault), cudaSuccess);
+  CopyCall r = MakeCopyCall(f::kMemcpy, false, cudaMemcpyDefault, kBytes, 0);
+  ASSERT_EQ(TracedCopy(r, {pinned, false}, {dev_, false},
+                       [&] { return cudaMemcpy(pinned, dev_, kBytes, cudaMemcpyDefault); }),
+            cudaSuccess);
+  auto copies = CopiesAfter(first_id_);
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].direction(), trace::D2H);
+  EXPECT_EQ(copies[0].src_kind(), trace::DEVICE);
+  EXPECT_EQ(copies[0].dst_kind(), trace::PINNED);
+  EXPECT_EQ(copies[0].requested_kind(), cudaMemcpyDefault);
+  cudaFreeHost(pinned);
+  BumpPointerGeneration();
+}
+
+TEST_F(CopyPathTest, FailedCopyReturnsAndRecordsTheRealError) {
+  std::vector<uint8_t> host(64);
+  // Device to device from a host pointer: the double refuses it.
+  CopyCall r = MakeCopyCall(f::kMemcpy, false, cudaMemcpyDeviceToDevice, 64, 0);
+  const int rc = TracedCopy(r, {dev_, false}, {host.data(), false},
+                            [&] { return cudaMemcpy(dev_, host.data(), 64, cudaMemcpyDeviceToDevice); });
+  EXPECT_NE(rc, cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), rc);  // the program's error state as the real call left it
+  auto copies = CopiesAfter(first_id_);
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].result(), rc);
+  EXPECT_EQ(copies[0].direction(), trace::D2D);
+}
+
+TEST_F(CopyPathTest, PerThreadDefaultStreamIsRecordedAsStreamTwo) {
+  std::vector<uint8_t> host(4096);
+  CopyCall r = MakeCopyCall(f::kMemcpyAsync, true, cudaMemcpyHostToDevice, 4096, 0);
+  ASSERT_EQ(TracedCopy(r, {dev_, false}, {host.data(), false},
+                       [&] {
+                         return cudaMemcpyAsync(dev_, host.data(), 4096, cudaMemcpyHostToDevice,
+                                                cudaStreamPerThread);
+                       }),
+            cudaSuccess);
+  auto copies = CopiesAfter(first_id_);
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_TRUE(copies[0].per_thread());
+  EXPECT_EQ(copies[0].stream(), kPerThreadStreamValue);
+}
+
+TEST_F(CopyPathTest, SymbolSideIsRecordedAsSymbol) {
+  static uint8_t symbol[256];
+  ASSERT_EQ(fakecuda_register_symbol(symbol, sizeof symbol), cudaSuccess);
+  std::vector<uint8_t> host(sizeof symbol, 3);
+  CopyCall r = MakeCopyCall(f::kMemcpyToSymbol, false, cudaMemcpyHostToDevice, sizeof symbol, 0);
+  ASSERT_EQ(TracedCopy(r, {symbol, true}, {host.data(), false},
+                       [&] {
+                         return cudaMemcpyToSymbol(symbol, host.data(), sizeof symbol, 0,
+                                                   cudaMemcpyHostToDevice);
+                       }),
+            cudaSuccess);
+  fakecuda_unregister_symbol(symbol);
+  auto copies = CopiesAfter(first_id_);
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].dst_kind(), trace::SYMBOL);
+  EXPECT_EQ(copies[0].dst_device(), -1);
+  EXPECT_EQ(copies[0].direction(), trace::H2D);
+}
+
+TEST_F(CopyPathTest, SyncIsRecordedWithItsStreamAndTimes) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ASSERT_EQ(fakecuda_sleep_on_stream(s, 20), cudaSuccess);
+  ASSERT_EQ(TracedSync(f::kStreamSynchronize, reinterpret_cast<uintptr_t>(s),
+                       [&] { return cudaStreamSynchronize(s); }),
+            cudaSuccess);
+  auto syncs = SyncsAfter(first_id_);
+  ASSERT_EQ(syncs.size(), 1u);
+  EXPECT_EQ(syncs[0].api(), trace::STREAM_SYNCHRONIZE);
+  EXPECT_EQ(syncs[0].stream(), reinterpret_cast<uintptr_t>(s));
+  EXPECT_EQ(syncs[0].result(), 0);
+  cudaStreamDestroy(s);
+}
+
+TEST_F(CopyPathTest, BatchRecordsEveryElementUnderOneCall) {
+  constexpr size_t kN = 3;
+  std::vector<std::vector<uint8_t>> hosts(kN, std::vector<uint8_t>(4096, 1));
+  void* dsts[kN];
+  const void* srcs[kN];
+  size_t sizes[kN];
+  for (size_t i = 0; i < kN; ++i) {
+    dsts[i] = static_cast<uint8_t*>(dev_) + i * 8192;
+    srcs[i] = hosts[i].data();
+    sizes[i] = 1024 * (i + 1);
+  }
+  int calls = 0;
+  ASSERT_EQ(TracedBatch(false, dsts, srcs, sizes, kN, 0,
+                        [&] {
+                          ++calls;
+                          for (size_t i = 0; i < kN; ++i)
+                            if (cudaMemcpy(dsts[i], srcs[i], sizes[i], cudaMemcpyHostToDevice))
+                              return 1;
+                          return 0;
+                        }),
+            0);
+  EXPECT_EQ(calls, 1);  // the real call runs exactly once
+  auto copies = CopiesAfter(first_id_);
+  ASSERT_EQ(copies.size(), kN);
+  for (size_t i = 0; i < kN; ++i) {
+    EXPECT_EQ(copies[i].api(), trace::MEMCPY_BATCH_ASYNC);
+    EXPECT_EQ(copies[i].batch_index(), i);
+    EXPECT_EQ(copies[i].bytes(), sizes[i]);
+    EXPECT_EQ(copies[i].call_id(), copies[0].call_id());
+    EXPECT_EQ(copies[i].direction(), trace::H2D);
+    EXPECT_EQ(copies[i].src_kind(), trace::PAGEABLE);
+  }
+}
+
+TEST_F(CopyPathTest, InsideTheShimTheCallPassesThroughUnrecorded) {
+  std::vector<uint8_t> host(4096);
+  int calls = 0;
+  {
+    HookScope scope;  // as when pinscope itself copies
+    CopyCall r = MakeCopyCall(f::kMemcpy, false, cudaMemcpyHostToDevice, 4096, 0);
+    TracedCopy(r, {dev_, false}, {host.data(), false}, [&] {
+      ++calls;
+      return cudaMemcpy(dev_, host.data(), 4096, cudaMemcpyHostToDevice);
+    });
+  }
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(CopiesAfter(first_id_).empty());
+}
+
+TEST(CopyPathDirection, EveryKindAndTheDefaultCases) {
+  EXPECT_EQ(DirectionFor(cudaMemcpyHostToHost, 0, 0), f::kH2H);
+  EXPECT_EQ(DirectionFor(cudaMemcpyDeviceToDevice, f::kPageable, f::kPageable), f::kD2D);
+  EXPECT_EQ(DirectionFor(cudaMemcpyDefault, f::kPinned, f::kManaged), f::kH2D);
+  EXPECT_EQ(DirectionFor(cudaMemcpyDefault, f::kSymbol, f::kPageable), f::kD2H);
+  EXPECT_EQ(DirectionFor(cudaMemcpyDefault, f::kDevice, f::kDevice), f::kD2D);
+  EXPECT_EQ(DirectionFor(cudaMemcpyDefault, f::kPageable, f::kPinned), f::kH2H);
+  EXPECT_EQ(DirectionFor(cudaMemcpyDefault, f::kMemUnknown, f::kDevice), f::kDirUnknown);
+}
+
+}  // namespace
+}  // namespace pinscope::shim
