@@ -130,8 +130,10 @@ void PipelineAnalysis::OnDevice(const Event& event, const trace::DeviceActivity&
   r.stream_id = a.stream_id();
   r.correlation_id = a.correlation_id();
   device_->OnDevice(r);
+  if (r.kind == device::kActKernel || r.kind == device::kActMemset) compute_.OnDevice(r);
   if (event.time_ns > last_advance_ns_ + device::kSec) {
     device_->Advance(event.time_ns);
+    compute_.Advance(event.time_ns);
     last_advance_ns_ = event.time_ns;
   }
 }
@@ -151,6 +153,7 @@ void PipelineAnalysis::OnRecording(const Event& event, const trace::DeviceRecord
   s.kernel_rate = r.kernel_rate();
   s.planned_ns = r.planned_ns();
   device_->OnRecording(s);
+  compute_.OnRecording(s);
 }
 
 void PipelineAnalysis::OnNotice(const Event& event, const trace::Notice& notice) {
@@ -308,7 +311,8 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> device_times;  // call id -> start, end
   device::ProcessDeviceResult device_result;
   if (device_) {
-    device_result = device_->Finish(window_);
+    device_->Finish(window_);
+    device_result = compute_.Finish(window_);
     for (const device::Joined& j : device_->TakeJoinedCopies()) {
       if (!j.host) continue;
       auto& slot = device_times[j.host->call_id];
@@ -320,6 +324,7 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   uint64_t batch_copies = 0, pinned = 0, pinscope = 0, shm = 0, fresh = 0, skipped = 0;
   for (const Call& c : main.calls) {
     if (!inside(c.start)) continue;
+    if (c.begin.cpu > 0) m.usage_recorded = true;
     const double wall = Diff(c.end, c.start);
     if (!c.copy) {
       m.sync_ns += wall;

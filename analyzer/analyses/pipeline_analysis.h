@@ -99,6 +99,9 @@ class PipelineAnalysis : public Analysis {
   std::unordered_map<uint64_t, uint64_t> alloc_time_;
   std::vector<trace::LoaderEvent> iters_;  // the root's LOADER_ITER events
   std::unique_ptr<device::ProcessDeviceAnalysis> device_;
+  // The GPU's own work, kernels and memsets: copies are the copy stage's
+  // (a pageable copy's slow DMA is not the GPU being busy).
+  device::ProcessDeviceAnalysis compute_;
   uint64_t last_advance_ns_ = 0;
   device::Interval window_;
   uint32_t step_tid_ = 0;

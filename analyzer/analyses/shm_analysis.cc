@@ -70,6 +70,10 @@ void ShmAnalysis::OnShm(const ShmContext& context) {
   }
   if (shm.error() != 0) {
     ++failed_calls_;
+    const bool sizing = shm.op() == trace::SHM_TRUNCATE || shm.op() == trace::SHM_FALLOCATE ||
+                        shm.op() == trace::SHM_MAP;
+    if (sizing && (shm.error() == 28 /* ENOSPC */ || shm.error() == 12 /* ENOMEM */))
+      ++space_failures_;
     return;
   }
   const ShmSegment* segment = context.segment;

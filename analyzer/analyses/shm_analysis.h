@@ -59,6 +59,10 @@ class ShmAnalysis : public Analysis {
   uint64_t memfd_bytes() const { return memfd_bytes_; }
   // shm calls that failed (ENOSPC from fallocate and friends).
   uint64_t failed_calls() const { return failed_calls_; }
+  // Of those, the ones that found /dev/shm full (ENOSPC, ENOMEM from a
+  // truncate, fallocate or map of a segment): the job could not get the
+  // shared memory it asked for.
+  uint64_t space_failures() const { return space_failures_; }
   // Peak passes half the capacity.
   bool warning() const { return capacity_bytes_ > 0 && peak_bytes_ * 2 > capacity_bytes_; }
   // peak x 2 rounded up to a power-of-two MiB, at least 64 MiB.
@@ -133,6 +137,7 @@ class ShmAnalysis : public Analysis {
   uint64_t memfd_segments_ = 0;
   uint64_t memfd_bytes_ = 0;
   uint64_t failed_calls_ = 0;
+  uint64_t space_failures_ = 0;
 };
 
 }  // namespace pinscope

@@ -96,7 +96,8 @@ struct Derived {
   double producers = 0;   // the workers' service time per batch, all together
   double worker_each = 0; // one worker's service time per batch
   double pin = 0;         // the pin thread's service time per batch
-  double gpu = 0;         // GPU busy per step
+  double gpu = 0;         // GPU busy per step (kernels and memsets)
+  double copy_device = 0; // the batch copies' device time per step
   double cpu_demand = 0;  // CPU per step of all the pipeline's threads
 };
 
@@ -116,9 +117,10 @@ Derived Derive(const Inputs& in) {
     d.next_own = std::max(0.0, m.next_ns - m.make_ns);
   }
   d.rest = std::max(0.0, d.s - m.next_ns - m.copy_ns - m.other_copy_ns - m.sync_ns);
-  // The previous batch is released when the loop takes the next: with
-  // workers and no pin thread that frees a shm segment here.
-  if (m.batch_shm && !m.batch_pinned) {
+  // The previous batch is released when the loop takes the next: a worker's
+  // shm segment (with no pin thread) or a fresh buffer the main thread made
+  // is freed here, page by page.
+  if ((m.batch_shm && !m.batch_pinned) || (m.batch_fresh_alloc && d.workers == 0)) {
     d.release = std::min(d.rest, m.release_ns);
     d.rest -= d.release;
   }
@@ -133,6 +135,7 @@ Derived Derive(const Inputs& in) {
   }
   if (d.pin_thread) d.pin = std::max(in.pin_thread.pin_ns, in.pin_thread.cycle_cpu_ns);
   d.gpu = in.gpu.measured ? in.gpu.busy_ns : 0;
+  d.copy_device = m.copy_device_ns;
   // CPU the step needs: the main thread's own (not its spinning waits), a
   // batch's making, the pin thread's, the root's other threads'.
   const double main_cpu = std::max(0.0, m.cpu_ns - m.sync_ns - m.other_copy_ns - m.copy_wait_ns);
@@ -145,8 +148,11 @@ Derived Derive(const Inputs& in) {
 // The pipeline's step for given stage times.
 struct Timing {
   double producers = 0, pin = 0, loop = 0, gpu = 0, cpu_floor = 0, extra = 0;
+  double copy_engine = 0;  // the batch's DMA: no step is shorter
   const char* extra_name = "";
-  double Step() const { return std::max({producers, pin, loop, gpu, cpu_floor, extra}); }
+  double Step() const {
+    return std::max({producers, pin, loop, gpu, cpu_floor, extra, copy_engine});
+  }
   std::string Limit() const {
     const double s = Step();
     if (s <= 0) return "";
@@ -155,12 +161,14 @@ struct Timing {
     if (pin >= s) return "the pin thread";
     if (gpu >= s) return "the GPU";
     if (cpu_floor >= s) return "the CPU cores";
+    if (copy_engine >= s) return "the host-to-device copy (PCIe)";
     return extra_name;
   }
 };
 
 Timing Today(const Derived& d) {
   Timing t;
+  t.copy_engine = d.copy_device;
   t.producers = d.producers;
   t.pin = d.pin;
   t.loop = d.loop;
@@ -172,15 +180,16 @@ double CoresFloor(const Inputs& in, double cpu_demand) {
   return in.host.cores > 0 ? cpu_demand / in.host.cores : 0;
 }
 
-// The page-fault cost of the main thread's fresh batch buffers, bounded by
-// the batch making's CPU time.
+// The page-fault cost of the main thread's fresh batch buffers: the faults
+// its batch making took, at the calibrated cost of one (first touch of fresh
+// anonymous memory, per 4 KiB page), bounded by the making's CPU time.
+// Fresh pages show as faults: a buffer glibc hands out again from its heap
+// is new to the program but not to the kernel, and costs none.
 double FreshFaultCost(const Inputs& in, const Costs& c) {
   const MainStep& m = in.main;
-  // Fresh pages show as faults: a buffer glibc hands out again from its heap
-  // is new to the program but not to the kernel.
   const double pages = static_cast<double>(m.batch_bytes) / 4096;
   if (!m.batch_fresh_alloc || m.make_cpu_ns <= 0 || m.make_faults < 0.05 * pages) return 0;
-  return std::min(m.make_cpu_ns * 0.9, c.FirstTouch(m.batch_bytes));
+  return std::min(m.make_cpu_ns * 0.9, m.make_faults * c.FirstTouch(4096));
 }
 
 Prediction Finish(const Inputs& in, const Derived& d, Change change, const Timing& t,
@@ -247,6 +256,7 @@ Prediction Pin(const Inputs& in, const Calibration& cal, const Change& change) {
   const double pinned = c.Pinned(b);
   const double saved_copy = std::max(0.0, d.copy_xfer - pinned);
   double loop = d.loop - saved_copy;
+  t.copy_engine = pinned;
   basis = "the batch copy from " + Ms(d.copy_xfer) + " to " + Ms(pinned) + " at the pinned rate";
   if (change.id == "PINSCOPE_PIN_BUDGET" && in.main.pin_register_ns > 0) {
     // Registrations the copies made themselves (the budget was full, so
@@ -260,7 +270,11 @@ Prediction Pin(const Inputs& in, const Calibration& cal, const Change& change) {
     const double faults = FreshFaultCost(in, c);
     loop -= faults;
     if (faults > 0) {
-      basis += "; the reused buffer saves the batch's page faults, " + Ms(faults);
+      // Kept registered and handed out again, the buffer is neither faulted
+      // in nor freed each step.
+      loop -= d.release;
+      basis += "; the reused buffer saves the batch's page faults (" + Ms(faults) +
+               ") and its free (" + Ms(d.release) + ")";
       uncertain = true;  // the fault cost is the calibrated first touch
     }
   } else {
@@ -336,10 +350,13 @@ Prediction PinMemoryOn(const Inputs& in, const Calibration& cal, const Change& c
 }
 
 Prediction NoSync(const Inputs& in, const Calibration& cal, const Change& change) {
+  (void)cal;
   const Derived d = Derive(in);
   Timing t = Today(d);
-  // Without a per-step wait for the GPU the main thread runs ahead: its own
-  // work and the GPU's overlap.
+  // Without a per-step wait for the GPU the main thread runs ahead, its own
+  // work overlapping the GPU's: the GPU keeps running the queued step while
+  // the main thread takes the next batch (a pageable copy then waits behind
+  // the queue, and the GPU stays busy).
   const double own = std::max(0.0, d.loop - d.gpu_wait);
   t.loop = own;
   const std::string basis = "the main thread's own " + Ms(own) + " and the GPU's " + Ms(d.gpu) +
@@ -474,6 +491,11 @@ Result Build(const Inputs& in, const Calibration& cal) {
     r.why_not = "no step loop: fewer than 3 steps (DataLoader batches or batch copies) were seen";
     return r;
   }
+  if (!in.main.usage_recorded) {
+    r.why_not = "the trace has no CPU time per event (recorded by a shim before 0.2): the model "
+                "cannot tell the main thread's work from its waits";
+    return r;
+  }
   r.valid = true;
   r.floor_ns = std::max(0.5 * kMs, 0.02 * d.s);
   Costs c{cal};
@@ -494,7 +516,7 @@ Result Build(const Inputs& in, const Calibration& cal) {
   part("next", "taking the batch (DataLoader __next__)", d.next_own);
   part("copy", "copying the batch to the GPU", d.copy_xfer);
   part("gpu_wait", "waiting for the GPU (synchronize, copies behind the stream)", d.gpu_wait);
-  part("release", "releasing the previous batch (freeing its shm segment)", d.release);
+  part("release", "releasing the previous batch (freeing its pages)", d.release);
   part("host", "Python and kernel launches", d.rest);
 
   // The pieces of the main thread's own work a change could remove.
@@ -584,7 +606,9 @@ Result Build(const Inputs& in, const Calibration& cal) {
                                  "stop waiting for the GPU every step (read values back every N "
                                  "steps or after the loop; accumulate on the GPU)"));
   }
-  if (gpu_share < 0.5 && input_share < 0.15) {
+  // A larger batch spreads the main thread's fixed per-step work (Python,
+  // launches, waits) over more samples: worth it when that work dominates.
+  if (gpu_share < 0.5 && input_share < 0.15 && d.rest + d.next_own + d.gpu_wait >= 0.5 * d.s) {
     changes.push_back(CodeChange("batch_size_x2", "a batch twice as large (batch_size x2)"));
   }
   for (const Change& ch : changes) r.predictions.push_back(Predict(in, cal, ch));

@@ -61,6 +61,10 @@ struct MainStep {
   // freed batch mappings, waiting for a registration (PinEvents).
   double pin_unregister_ns = 0, pin_register_ns = 0;
   bool timed_by_hook = false;  // steps are DataLoader.__next__ calls, not inferred from copies
+  // The trace has the threads' CPU time at its events (ThreadUsage): a
+  // trace from an older shim does not, and then the model cannot tell work
+  // from waiting.
+  bool usage_recorded = false;
 };
 
 // DataLoader workers making batches.

@@ -216,6 +216,27 @@ class ShmCapacityRule : public BottleneckRule {
       findings->push_back(std::move(finding));
       return;
     }
+    if (shm.space_failures() > 0) {
+      // No SIGBUS, but the shared memory the job asked for was refused: the
+      // job's own error ("unable to allocate shared memory") follows.
+      Finding finding;
+      finding.id = "shm_full";
+      finding.title = "/dev/shm exhausted";
+      finding.kind = Finding::Kind::kFailure;
+      finding.severity = Severity::kError;
+      finding.verdict = "/dev/shm ran out: " + FormatCount(shm.space_failures()) +
+                        " shared-memory calls found no space (the job's batches need " +
+                        FormatBytes(shm.peak_bytes()) + " at the peak, /dev/shm holds " +
+                        FormatBytes(shm.capacity_bytes()) + "); start the container with " +
+                        size_flag + " or more";
+      finding.evidence = FormatCount(shm.space_failures()) + " truncate/fallocate/map calls on " +
+                         "segments failed with ENOSPC or ENOMEM; " +
+                         FormatCount(shm.peak_segments()) + " segments were alive at the peak.";
+      finding.action = "Give the container more /dev/shm (docker run " + size_flag +
+                       "), or lower num_workers / prefetch_factor / the batch size.";
+      findings->push_back(std::move(finding));
+      return;
+    }
     if (!shm.warning()) return;
     Finding finding;
     finding.id = id();

@@ -118,7 +118,7 @@ void Report::BuildModel() {
   in.pin_mode = root_header_.config().pin_mode();
   in.pin_budget = root_header_.config().pin_budget_bytes();
   in.pin_budget_full = input_->pins().budget_full;
-  in.shm_failed = !shm_->sigbus().empty();
+  in.shm_failed = !shm_->sigbus().empty() || shm_->space_failures() > 0;
   in.shm_capacity = shm_->capacity_bytes();
   in.shm_peak = shm_->peak_bytes();
   model_inputs_ = in;
