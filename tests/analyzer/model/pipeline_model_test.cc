@@ -1,0 +1,270 @@
+// The pipeline model's arithmetic on synthetic pipelines with known answers
+// (analyzer/model/pipeline_model.h): which stage the step waits on, which
+// class that is, and each change's re-timed step, computed by hand below
+// from a flat calibration (every rate the same at every size).
+#include "analyzer/model/pipeline_model.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace pinscope::model {
+namespace {
+
+constexpr double kMs = 1e6;
+
+// Rates in GB/s (= bytes per ns): pageable 6, pinned 50, host copy 8,
+// register 20, first touch 2 (a 4 KiB fault: 2048 ns), shm map 20,
+// shm release 6.
+Calibration Flat() {
+  Calibration c;
+  c.source = "test";
+  for (uint64_t bytes : {1ull << 20, 1ull << 30}) {
+    BandwidthPoint p;
+    p.bytes = bytes;
+    p.h2d_pageable_gbps = 6;
+    p.h2d_pinned_gbps = 50;
+    p.d2h_pageable_gbps = 6;
+    p.d2h_pinned_gbps = 50;
+    p.host_copy_gbps = 8;
+    p.register_gbps = 20;
+    p.first_touch_gbps = 2;
+    p.map_touch_gbps = 20;
+    p.shm_release_gbps = 6;
+    c.points.push_back(p);
+  }
+  return c;
+}
+
+Inputs Base(double step_ns) {
+  Inputs in;
+  in.main.steps = 100;
+  in.main.step_ns = step_ns;
+  in.main.timed_by_hook = true;
+  in.main.usage_recorded = true;
+  in.loader.present = in.loader.hooked = true;
+  in.host.cores = 16;
+  return in;
+}
+
+const Prediction* Find(const Result& r, const std::string& id) {
+  for (const Prediction& p : r.all_predictions)
+    if (p.change.id == id) return &p;
+  return nullptr;
+}
+
+TEST(PipelineModel, StarvedWorkersAreTheVerdictAndScaleWithTheirCount) {
+  Inputs in = Base(34 * kMs);
+  in.loader.num_workers = in.producers.workers = 2;
+  in.main.next_ns = 31 * kMs;
+  in.main.next_cpu_ns = 1 * kMs;
+  in.main.copy_ns = 0.5 * kMs;
+  in.main.sync_ns = 0.5 * kMs;
+  in.main.cpu_ns = 3 * kMs;
+  in.producers.fetch_ns = in.producers.cycle_ns = 67 * kMs;
+  in.producers.fetch_cpu_ns = 66 * kMs;
+  in.gpu.measured = true;
+  in.gpu.busy_ns = 1.2 * kMs;
+  const Result r = Build(in, Flat());
+  ASSERT_TRUE(r.valid);
+  EXPECT_EQ(r.verdict, Class::kInputStarvation);
+  EXPECT_EQ(r.critical, "producers");
+  EXPECT_NEAR(r.critical_share, 33.5 / 34, 1e-9);
+  // 8 workers: one batch every 67/8 ms, above the main thread's 4 ms loop
+  // (34 - 30 of waiting) and the cores' floor ((2.5 + 66) / 16 ms).
+  const Prediction* p8 = Find(r, "num_workers=8");
+  ASSERT_NE(p8, nullptr);
+  EXPECT_DOUBLE_EQ(p8->step_ns, 67 * kMs / 8);
+  EXPECT_DOUBLE_EQ(p8->speedup, 34.0 / (67.0 / 8));
+  EXPECT_EQ(p8->limit_next, "the workers");
+  // No count leaves the workers 20% under the next stage: the one with the
+  // most gain (15 = 16 cores less the main process).
+  ASSERT_FALSE(r.predictions.empty());
+  EXPECT_EQ(r.predictions[0].change.id, "num_workers=15");
+  EXPECT_DOUBLE_EQ(r.predictions[0].step_ns, 67 * kMs / 15);
+  EXPECT_EQ(r.predictions[0].change.env.at(0).first, "PINSCOPE_SET_NUM_WORKERS");
+  EXPECT_EQ(r.predictions[0].change.env.at(0).second, "15");
+}
+
+TEST(PipelineModel, ABusyGpuIsTheVerdictAndBoundsEveryChange) {
+  Inputs in = Base(70 * kMs);
+  in.loader.num_workers = in.producers.workers = 2;
+  in.main.next_ns = 1.5 * kMs;
+  in.main.next_cpu_ns = 1.0 * kMs;
+  in.main.copy_ns = 4 * kMs;
+  in.main.sync_ns = 59 * kMs;
+  in.main.batch_bytes = 19ull << 20;
+  in.producers.fetch_ns = in.producers.cycle_ns = 14 * kMs;
+  in.gpu.measured = true;
+  in.gpu.busy_ns = 62 * kMs;
+  const Result r = Build(in, Flat());
+  EXPECT_EQ(r.verdict, Class::kGpuBound);
+  EXPECT_EQ(r.critical, "gpu");
+  for (const Prediction& p : r.all_predictions) EXPECT_GE(p.step_ns, 62 * kMs) << p.change.id;
+}
+
+TEST(PipelineModel, ASaturatedPinThreadIsTheVerdictAndPinMemoryOffRetimesTheMainThread) {
+  Inputs in = Base(51 * kMs);
+  in.loader.num_workers = in.producers.workers = 12;
+  in.loader.pin_memory = true;
+  in.main.next_ns = 47.2 * kMs;
+  in.main.next_cpu_ns = 0.3 * kMs;
+  in.main.copy_ns = 0.06 * kMs;
+  in.main.sync_ns = 2.7 * kMs;
+  in.main.batch_bytes = 154000000;
+  in.main.batch_pinned = true;
+  in.producers.fetch_ns = in.producers.cycle_ns = 105 * kMs;
+  in.pin_thread.present = true;
+  in.pin_thread.pin_ns = 34.5 * kMs;
+  in.pin_thread.pin_cpu_ns = 34.3 * kMs;
+  in.pin_thread.cycle_cpu_ns = 53.3 * kMs;
+  const Result r = Build(in, Flat());
+  EXPECT_EQ(r.verdict, Class::kPinThread);
+  EXPECT_EQ(r.critical, "pin_thread");
+  // pin_memory=False: the main thread's loop (51 - 46.9 of waiting) loses
+  // its 0.06 ms copy and gains what the pin thread did outside pin_memory
+  // (53.3 - 34.3 ms), a pageable copy (154 MB / 6 GB/s) and the faults of
+  // reading the mapping in (154 MB / 20 GB/s).
+  const Prediction* off = Find(r, "pin_memory=False");
+  ASSERT_NE(off, nullptr);
+  const double loop = 51 * kMs - 46.9 * kMs;
+  const double expect = loop - 0.06 * kMs + 19 * kMs + 154000000 / 6.0 + 154000000 / 20.0;
+  EXPECT_NEAR(off->step_ns, expect, 1);
+  // Under PINSCOPE_PIN=1 the copy is a pinned one, plus registering each
+  // batch (154 MB at 20 GB/s, its faults at 20 GB/s) and unregistering it
+  // (48 GB/s), which the driver serializes with the main thread's free.
+  const Prediction* pinned = Find(r, "pin_memory=False+PINSCOPE_PIN=1");
+  ASSERT_NE(pinned, nullptr);
+  const double reg = 154000000 / 20.0 + 154000000 / 20.0;
+  EXPECT_NEAR(pinned->step_ns, loop - 0.06 * kMs + 19 * kMs + 154000000 / 50.0 + reg + 154000000 / 48.0,
+              1);
+}
+
+TEST(PipelineModel, BatchesMadeByTheMainThreadMoveToWorkers) {
+  Inputs in = Base(18 * kMs);
+  in.loader.num_workers = 0;
+  in.main.next_ns = 16.7 * kMs;
+  in.main.make_ns = in.main.make_cpu_ns = 16.5 * kMs;
+  in.main.copy_ns = 0.25 * kMs;
+  in.main.sync_ns = 0.45 * kMs;
+  in.main.batch_bytes = 1500000;
+  in.gpu.measured = true;
+  in.gpu.busy_ns = 0.8 * kMs;
+  const Result r = Build(in, Flat());
+  EXPECT_EQ(r.verdict, Class::kMainProcess);
+  // A worker makes a batch in the main thread's 16.5 ms plus the faults of
+  // its fresh shm segment (1.5 MB at 2 GB/s); the main thread's loop drops
+  // by its making and gains taking each batch from shared memory (0.5 ms,
+  // 1.5 MB of faults at 20 GB/s, its release at 6 GB/s).
+  const Prediction* p8 = Find(r, "num_workers=8");
+  ASSERT_NE(p8, nullptr);
+  const double producers = (16.5 * kMs + 1500000 / 2.0) / 8;
+  const double loop = 18 * kMs - 16.5 * kMs + 0.5 * kMs + 1500000 / 20.0 + 1500000 / 6.0;
+  EXPECT_NEAR(p8->step_ns, std::max(producers, loop), 1);
+  EXPECT_TRUE(p8->uncertain);  // a worker's hand-over is not measured without workers
+}
+
+TEST(PipelineModel, FreshBufferFaultsAndTheirReleaseGoUnderTheRecycleList) {
+  Inputs in = Base(27.5 * kMs);
+  in.main.next_ns = 13.6 * kMs;
+  in.main.make_ns = in.main.make_cpu_ns = 13.4 * kMs;
+  in.main.make_faults = 3585;
+  in.main.copy_ns = 9.5 * kMs;
+  in.main.sync_ns = 0.2 * kMs;
+  in.main.release_ns = 3.77 * kMs;
+  in.main.batch_bytes = 77070336;
+  in.main.batch_fresh_alloc = true;
+  const Result r = Build(in, Flat());
+  EXPECT_EQ(r.verdict, Class::kFreshFaults);
+  const Prediction* pin = Find(r, "PINSCOPE_PIN=1");
+  ASSERT_NE(pin, nullptr);
+  // The copy at 50 GB/s instead of 9.5 ms, 3585 faults of 2048 ns and the
+  // 3.77 ms free no longer paid.
+  const double pinned = 77070336 / 50.0;
+  EXPECT_NEAR(pin->step_ns, 27.5 * kMs - (9.5 * kMs - pinned) - 3585 * 2048.0 - 3.77 * kMs, 1);
+}
+
+TEST(PipelineModel, AReusedPageableBufferIsPageableStaging) {
+  Inputs in = Base(12.6 * kMs);
+  in.main.next_ns = 0.2 * kMs;
+  in.main.make_ns = 0.03 * kMs;
+  in.main.copy_ns = 11.3 * kMs;
+  in.main.sync_ns = 0.2 * kMs;
+  in.main.batch_bytes = 77070336;
+  const Result r = Build(in, Flat());
+  EXPECT_EQ(r.verdict, Class::kPageableStaging);
+  ASSERT_FALSE(r.predictions.empty());
+  EXPECT_EQ(r.predictions[0].change.id, "PINSCOPE_PIN=1");
+  EXPECT_NEAR(r.predictions[0].step_ns, 12.6 * kMs - (11.3 * kMs - 77070336 / 50.0), 1);
+}
+
+TEST(PipelineModel, PerStepWaitsForAnIdleGpuAreSynchronousCopies) {
+  Inputs in = Base(7.3 * kMs);
+  in.loader.num_workers = in.producers.workers = 2;
+  in.main.next_ns = 0.84 * kMs;
+  in.main.next_cpu_ns = 0.58 * kMs;
+  in.main.copy_ns = 0.05 * kMs;
+  in.main.sync_ns = 3.76 * kMs;
+  in.producers.fetch_ns = in.producers.cycle_ns = 1.3 * kMs;
+  in.gpu.measured = true;
+  in.gpu.busy_ns = 4.5 * kMs;
+  const Result r = Build(in, Flat());
+  EXPECT_EQ(r.verdict, Class::kSyncCopies);
+  const Prediction* p = Find(r, "no_per_step_sync");
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(p->change.code_change);
+  // The main thread's own 7.3 - 0.26 - 3.76 ms overlaps the GPU's 4.5 ms.
+  EXPECT_NEAR(p->step_ns, 4.5 * kMs, 1);
+  EXPECT_EQ(p->limit_next, "the GPU");
+}
+
+TEST(PipelineModel, CopiesLeftPageableByAFullBudgetAreOveruse) {
+  Inputs in = Base(11 * kMs);
+  in.pin_mode = 1;
+  in.skipped_budget = 40;
+  in.pin_budget_full = 3;
+  in.main.copy_ns = 9.5 * kMs;
+  in.main.batch_bytes = 77070336;
+  const Result r = Build(in, Flat());
+  EXPECT_EQ(r.verdict, Class::kPinnedOveruse);
+  ASSERT_NE(Find(r, "PINSCOPE_PIN_BUDGET"), nullptr);
+  EXPECT_EQ(Find(r, "PINSCOPE_PIN=1"), nullptr);  // already on
+}
+
+TEST(PipelineModel, NoDataLoaderNoDataLoaderAdvice) {
+  Inputs in = Base(12 * kMs);
+  in.loader = LoaderFacts{};  // no hook, no workers
+  in.main.timed_by_hook = false;
+  in.main.copy_ns = 10 * kMs;
+  in.main.batch_bytes = 64ull << 20;
+  const Result r = Build(in, Flat());
+  ASSERT_TRUE(r.valid);
+  for (const Prediction& p : r.all_predictions) {
+    EXPECT_NE(p.change.id.rfind("num_workers=", 0), 0u) << p.change.id;
+    EXPECT_NE(p.change.id.rfind("pin_memory", 0), 0u) << p.change.id;
+  }
+}
+
+TEST(PipelineModel, WhatTheDataCannotTellIsSaid) {
+  Inputs old = Base(20 * kMs);
+  old.main.usage_recorded = false;
+  const Result r = Build(old, Flat());
+  EXPECT_FALSE(r.valid);
+  EXPECT_NE(r.why_not.find("CPU time"), std::string::npos);
+
+  Inputs few = Base(20 * kMs);
+  few.main.steps = 2;
+  EXPECT_FALSE(Build(few, Flat()).valid);
+
+  Inputs shm = Base(20 * kMs);
+  shm.shm_failed = true;
+  EXPECT_EQ(Build(shm, Flat()).verdict, Class::kShmFailure);
+}
+
+TEST(PipelineModel, TheFloorIsHalfAMillisecondOrTwoPercent) {
+  EXPECT_DOUBLE_EQ(Build(Base(10 * kMs), Flat()).floor_ns, 0.5 * kMs);
+  EXPECT_DOUBLE_EQ(Build(Base(100 * kMs), Flat()).floor_ns, 2 * kMs);
+}
+
+}  // namespace
+}  // namespace pinscope::model
