@@ -206,8 +206,84 @@ void MainLoopAnalysis::Finish(const RunInfo& run) {
 // ---------------------------------------------------------------------------
 // Comparison
 
+// What RUN_B changed relative to RUN_A, as a change of A's pipeline model
+// ("num_workers=8", "PINSCOPE_PIN=1", ...), when the two ran the same
+// command with one setting different; empty when none is recognized.
+struct AppliedChange {
+  std::string id;          // the change id of A's prediction, "" if none matches
+  std::string what;        // "num_workers 2 -> 8"
+  const model::Prediction* predicted = nullptr;
+  double measured_step_ns = 0;   // B's step, per A-sized batch
+  double measured_speedup = 0;   // A's step / that
+};
+
+AppliedChange FindAppliedChange(const Report& a, const Report& b) {
+  AppliedChange out;
+  const model::Result& ma = a.model();
+  const model::Result& mb = b.model();
+  if (!ma.valid || !mb.valid) return out;
+  // The same job: the same program and script (arguments may differ, as a
+  // --workers flag of the user's would).
+  const auto& ca = a.root_header().cmdline();
+  const auto& cb = b.root_header().cmdline();
+  for (int i = 0; i < 2; ++i) {
+    const std::string xa = i < ca.size() ? ca[i] : "", xb = i < cb.size() ? cb[i] : "";
+    if (xa != xb) {
+      out.what = "nothing A timed: the runs ran different programs (" + xa + " vs " + xb + ")";
+      return out;
+    }
+  }
+  const model::Inputs& ia = a.model_inputs();
+  const model::Inputs& ib = b.model_inputs();
+  std::vector<std::string> ids, whats;
+  if (ia.loader.num_workers != ib.loader.num_workers || ia.producers.workers != ib.producers.workers) {
+    ids.push_back("num_workers=" + std::to_string(ib.producers.workers));
+    whats.push_back("num_workers " + std::to_string(ia.producers.workers) + " -> " +
+                    std::to_string(ib.producers.workers));
+  }
+  const bool pin_a = ia.pin_mode != 0, pin_b = ib.pin_mode != 0;
+  if (ia.loader.pin_memory != ib.loader.pin_memory) {
+    ids.push_back(std::string("pin_memory=") + (ib.loader.pin_memory ? "True" : "False") +
+                  (pin_b && !pin_a ? "+PINSCOPE_PIN=1" : ""));
+    whats.push_back(std::string("pin_memory ") + (ia.loader.pin_memory ? "True" : "False") +
+                    " -> " + (ib.loader.pin_memory ? "True" : "False") +
+                    (pin_b && !pin_a ? ", PINSCOPE_PIN 0 -> 1" : ""));
+  } else if (pin_b && !pin_a) {
+    ids.push_back("PINSCOPE_PIN=1");
+    whats.push_back("PINSCOPE_PIN 0 -> 1");
+  } else if (pin_a && pin_b && ib.pin_budget > ia.pin_budget) {
+    ids.push_back("PINSCOPE_PIN_BUDGET");
+    whats.push_back("PINSCOPE_PIN_BUDGET " + FormatBytes(ia.pin_budget) + " -> " +
+                    FormatBytes(ib.pin_budget));
+  }
+  double per_step = 1;
+  if (ia.loader.batch_size != ib.loader.batch_size) {
+    // Only doubling is a change A's model times.
+    const bool doubled = ia.loader.batch_size > 0 && ib.loader.batch_size == 2 * ia.loader.batch_size;
+    ids.push_back(doubled ? "batch_size_x2" : "");
+    whats.push_back("batch_size " + std::to_string(ia.loader.batch_size) + " -> " +
+                    std::to_string(ib.loader.batch_size));
+    per_step = doubled ? 2 : 1;
+  }
+  if (ids.size() != 1 || ids[0].empty()) {
+    if (!whats.empty()) {
+      for (const std::string& w : whats) out.what += (out.what.empty() ? "" : "; ") + w;
+    }
+    return out;
+  }
+  out.id = ids[0];
+  out.what = whats[0];
+  for (const model::Prediction& p : ma.all_predictions)
+    if (p.change.id == out.id) out.predicted = &p;
+  out.measured_step_ns = ib.main.step_ns / per_step;
+  out.measured_speedup = out.measured_step_ns > 0 ? ia.main.step_ns / out.measured_step_ns : 0;
+  return out;
+}
+
 std::string VerdictTitle(const Report& report) {
   const Verdict& verdict = report.verdict();
+  if (report.model().valid && verdict.id == model::ClassId(report.model().verdict))
+    return model::ClassName(report.model().verdict);
   for (const Finding& finding : report.findings()) {
     if (finding.id == verdict.id) return finding.title;
   }
@@ -226,6 +302,7 @@ class DiffTextWriter {
   void Write() {
     Header();
     VerdictSection();
+    PredictionSection();
     MainLoopSection();
     ClassSection();
     CopySection();
@@ -260,6 +337,34 @@ class DiffTextWriter {
          << (moved ? "  (moved)" : "  (unchanged)") << '\n';
     out_ << Wrap("  A  ", ra_.verdict().text, "     ") << '\n';
     out_ << Wrap("  B  ", rb_.verdict().text, "     ") << '\n';
+  }
+
+  // Predicted against measured, when B applied one change A's model timed.
+  void PredictionSection() {
+    const AppliedChange c = FindAppliedChange(ra_, rb_);
+    if (c.id.empty() && c.what.empty()) return;
+    Title("A's prediction against B");
+    if (c.id.empty()) {
+      if (c.what.rfind("nothing A timed", 0) == 0) {
+        out_ << "  " << c.what << "\n";
+      } else {
+        out_ << "  B changes " << c.what << ": more than one setting, not a change A's model timed\n";
+      }
+      return;
+    }
+    if (c.predicted == nullptr) {
+      out_ << "  B changes " << c.what << "; A's report did not time that change\n";
+      return;
+    }
+    const double step_a = ra_.model_inputs().main.step_ns;
+    const double err = (c.predicted->speedup - c.measured_speedup) / c.measured_speedup;
+    out_ << "  B changes " << c.what << ".\n";
+    out_ << StringPrintf("  predicted: step %s -> %s (%.2fx); measured: %s (%.2fx): %+.0f%%\n",
+                         FormatDuration(static_cast<uint64_t>(step_a)).c_str(),
+                         FormatDuration(static_cast<uint64_t>(c.predicted->step_ns)).c_str(),
+                         c.predicted->speedup,
+                         FormatDuration(static_cast<uint64_t>(c.measured_step_ns)).c_str(),
+                         c.measured_speedup, 100 * err);
   }
 
   void MainLoopSection() {
@@ -417,6 +522,22 @@ json JsonDiff(const DiffSide& a, const DiffSide& b) {
   j["b"] = RunJson(rb);
   j["verdict"] = {{"moved", ra.verdict().id != rb.verdict().id},
                   {"text", "verdict: " + VerdictTitle(ra) + " -> " + VerdictTitle(rb)}};
+  // A's prediction for the one change B applied, and what B measured.
+  const AppliedChange applied = FindAppliedChange(ra, rb);
+  if (applied.id.empty() && applied.what.empty()) {
+    j["prediction"] = nullptr;
+  } else {
+    j["prediction"] = {{"change", applied.id.empty() ? json(nullptr) : json(applied.id)},
+                       {"what", applied.what}};
+    if (applied.predicted != nullptr) {
+      j["prediction"]["predicted_step_ns"] = applied.predicted->step_ns;
+      j["prediction"]["predicted_speedup"] = applied.predicted->speedup;
+      j["prediction"]["measured_step_ns"] = applied.measured_step_ns;
+      j["prediction"]["measured_speedup"] = applied.measured_speedup;
+      j["prediction"]["error"] =
+          (applied.predicted->speedup - applied.measured_speedup) / applied.measured_speedup;
+    }
+  }
   const double pa = a.main_loop.PerSecond();
   const double pb = b.main_loop.PerSecond();
   j["main_loop"] = {

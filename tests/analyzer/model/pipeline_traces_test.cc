@@ -6,11 +6,13 @@
 // and the speedups measured when each change was applied (docs/validation.md).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
+#include "analyzer/diff/diff_command.h"
 #include "analyzer/report/report_command.h"
 
 namespace pinscope {
@@ -97,6 +99,56 @@ TEST(PipelineTracesGuards, TheStepDecomposesIntoItsParts) {
     // The main thread's parts cover its step (waits included) within 5%.
     EXPECT_NEAR(sum, step, 0.05 * step) << run;
   }
+}
+
+}  // namespace
+}  // namespace pinscope
+
+namespace pinscope {
+namespace {
+
+nlohmann::json Diff(const std::string& a, const std::string& b) {
+  DiffOptions options;
+  options.run_a = kData + "/h200/pipeline/" + a;
+  options.run_b = kData + "/h200/pipeline/" + b;
+  options.json = true;
+  options.calibration_path = options.run_a + "/calibration.json";
+  std::ostringstream out, err;
+  EXPECT_EQ(RunDiff(options, out, err), 0) << err.str();
+  return nlohmann::json::parse(out.str());
+}
+
+// `pinscope diff` sets A's prediction against B when B applied one change:
+// the runs recorded on the H200 with the top recommendation applied.
+TEST(PipelineDiff, PredictedAgainstMeasuredWhenBAppliedTheChange) {
+  const nlohmann::json workers = Diff("input_starvation", "input_starvation_w15");
+  ASSERT_FALSE(workers["prediction"].is_null());
+  EXPECT_EQ(workers["prediction"]["change"], "num_workers=15");
+  EXPECT_EQ(workers["prediction"]["what"], "num_workers 2 -> 15");
+  const double predicted = workers["prediction"]["predicted_speedup"];
+  const double measured = workers["prediction"]["measured_speedup"];
+  // B's own step against A's: the traced pair (the suite's medians are in
+  // expected/pipeline_verdicts.json).
+  EXPECT_NEAR(predicted, 7.56, 0.1);
+  EXPECT_NEAR(measured, 6.70, 0.1);
+
+  const nlohmann::json pin = Diff("pin_thread", "pin_thread_pm0pin");
+  EXPECT_EQ(pin["prediction"]["change"], "pin_memory=False+PINSCOPE_PIN=1");
+  EXPECT_EQ(pin["prediction"]["what"], "pin_memory True -> False, PINSCOPE_PIN 0 -> 1");
+  EXPECT_GT(pin["prediction"]["measured_speedup"].get<double>(), 0.9);
+  EXPECT_LT(std::abs(pin["prediction"]["error"].get<double>()), 0.2);
+}
+
+TEST(PipelineDiff, TwoRunsOfDifferentJobsAreNotAPrediction) {
+  // Both are pipeline_job.py, but different scenarios: their settings differ
+  // in more than one way (workers, batch), so no single change is checked.
+  const nlohmann::json j = Diff("input_starvation", "pageable_staging");
+  ASSERT_FALSE(j["prediction"].is_null());
+  EXPECT_TRUE(j["prediction"]["change"].is_null());
+  // Different programs altogether.
+  const nlohmann::json k = Diff("input_starvation", "hf");
+  EXPECT_TRUE(k["prediction"]["change"].is_null());
+  EXPECT_NE(k["prediction"]["what"].get<std::string>().find("different programs"), std::string::npos);
 }
 
 }  // namespace
