@@ -1,5 +1,5 @@
 // `pinscope calibrate`: measures pageable and pinned host<->device bandwidth
-// on this machine's GPU and saves it (analyzer/calibration.h) for the report.
+// on this machine's GPU and saves it (analyzer/read/calibration.h) for the report.
 // Exit status: 0 measured and saved; 1 a measurement or the save failed;
 // 2 bad usage, or no CUDA runtime / GPU found.
 #include <getopt.h>

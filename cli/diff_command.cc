@@ -1,5 +1,5 @@
 // `pinscope diff [options] RUN_A RUN_B`: parses the options and calls the
-// analyzer's RunDiff (analyzer/commands.h).
+// analyzer's RunDiff (analyzer/diff/diff_command.h).
 #include <getopt.h>
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // `pinscope export --perfetto FILE RUN`: parses the options and calls the
-// analyzer's RunExport (analyzer/commands.h).
+// analyzer's RunExport (analyzer/export/export_command.h).
 #include <getopt.h>
 
 #include <cstdio>

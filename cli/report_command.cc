@@ -1,5 +1,5 @@
 // `pinscope report [options] RUN`: parses the options and calls the
-// analyzer's RunReport (analyzer/commands.h), which owns the report itself.
+// analyzer's RunReport (analyzer/report/report_command.h), which owns the report itself.
 #include <getopt.h>
 #include <unistd.h>
 

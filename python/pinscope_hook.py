@@ -10,7 +10,12 @@ When libpinscope.so is preloaded, it wraps, as torch.utils.data is imported:
 - the map-style and iterable fetchers' fetch: one batch being made
   (dataset __getitem__ + collate), in a worker or in the main process,
 - torch.utils.data._utils.pin_memory.pin_memory: the pin thread's copy of a
-  batch into pinned memory (pin_memory=True).
+  batch into pinned memory (pin_memory=True),
+- the unpickling of what the workers' result queue delivers, on the thread
+  that takes batches from it (the training loop's, or the pin thread's):
+  receiving a made batch, which with the file_descriptor strategy asks the
+  worker's process for its memory (multiprocessing.queues' pickler, replaced
+  by a subclass that times loads on those threads only).
 
 Each span is timed by the shim, which also reads the thread's CPU time and
 page faults at both ends (LoaderEvent in proto/trace.proto). The wrappers
@@ -42,7 +47,7 @@ import threading
 import weakref
 
 # fields::LoaderKind (shim/record/trace_fields.h)
-_ITER, _NEXT, _FETCH, _PIN, _END = 1, 2, 3, 4, 5
+_ITER, _NEXT, _FETCH, _PIN, _END, _RECV = 1, 2, 3, 4, 5, 6
 _ABI = 1
 
 _lib = None
@@ -268,6 +273,8 @@ def _wrap_next(original):
     def __next__(self):
         lid = _iter_ids.get(self, 0)
         index = _int(getattr(self, "_num_yielded", 0))
+        outer = getattr(_state, "receiving", None)
+        _state.receiving = (lid, index)
         _lib.pinscope_loader_begin()
         try:
             data = original(self)
@@ -278,6 +285,8 @@ def _wrap_next(original):
         except BaseException:
             _lib.pinscope_loader_end(_NEXT, lid, index, -1, 0)
             raise
+        finally:
+            _state.receiving = outer
         _lib.pinscope_loader_end(_NEXT, lid, index, -1, 0)
         if threading.current_thread() is threading.main_thread():
             _loop.took(_batch_sizes.get(self, 0))
@@ -333,12 +342,54 @@ def _wrap_pin(original):
     return pin_memory
 
 
+def _wrap_pin_loop(original):
+    # The pin thread's body: what it unpickles from the workers' result
+    # queue is a batch it receives.
+    @functools.wraps(original)
+    def _pin_memory_loop(*args, **kwargs):
+        _state.receiving = (0, 0)
+        return original(*args, **kwargs)
+
+    return _pin_memory_loop
+
+
+def _timed_queue_pickler():
+    """multiprocessing.queues' pickler with loads timed as LOADER_RECV on a
+    thread that takes batches (inside DataLoader.__next__, or the pin
+    thread); everywhere else, and for dumps, it is the original."""
+    import multiprocessing.queues as queues
+
+    base = queues._ForkingPickler
+    if getattr(base, "_pinscope_timed", False):
+        return
+    base_loads = base.loads
+
+    class ForkingPickler(base):
+        _pinscope_timed = True
+
+        @staticmethod
+        def loads(data, *args, **kwargs):
+            receiving = getattr(_state, "receiving", None)
+            if receiving is None:
+                return base_loads(data, *args, **kwargs)
+            _lib.pinscope_loader_begin()
+            try:
+                return base_loads(data, *args, **kwargs)
+            finally:
+                _lib.pinscope_loader_end(_RECV, receiving[0], receiving[1], -1, 0)
+
+    ForkingPickler.__module__ = base.__module__
+    ForkingPickler.__qualname__ = base.__qualname__
+    queues._ForkingPickler = ForkingPickler
+
+
 def _patch(module_name, module):
     if module_name == "torch.utils.data.dataloader":
         loader_cls = module.DataLoader
         loader_cls.__init__ = _wrap_init(loader_cls.__init__)
         loader_cls.__iter__ = _wrap_iter(loader_cls.__iter__)
         module._BaseDataLoaderIter.__next__ = _wrap_next(module._BaseDataLoaderIter.__next__)
+        _timed_queue_pickler()
     elif module_name == "torch.utils.data._utils.fetch":
         for name in ("_MapDatasetFetcher", "_IterableDatasetFetcher"):
             cls = getattr(module, name, None)
@@ -347,6 +398,8 @@ def _patch(module_name, module):
     elif module_name == "torch.utils.data._utils.pin_memory":
         if hasattr(module, "pin_memory"):
             module.pin_memory = _wrap_pin(module.pin_memory)
+        if hasattr(module, "_pin_memory_loop"):
+            module._pin_memory_loop = _wrap_pin_loop(module._pin_memory_loop)
 
 
 _TARGETS = ("torch.utils.data.dataloader", "torch.utils.data._utils.fetch",

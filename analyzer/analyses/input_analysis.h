@@ -2,7 +2,7 @@
 // the main loop's batch copies (the recurring largest H2D copies of the root's
 // main thread, and the intervals between them), pinscope's pinning activity
 // (PinEvents and the copies that ran pinned thanks to it), and device
-// activity (CUPTI) through analyzer/device_activity.h. Memory: the root main
+// activity (CUPTI) through analyzer/analyses/device_activity.h. Memory: the root main
 // thread's large H2D copies (capped) and one device tracker per process.
 #pragma once
 

@@ -19,6 +19,19 @@ double MedianOf(std::vector<T> v) {
                : (static_cast<double>(v[n / 2 - 1]) + static_cast<double>(v[n / 2])) / 2;
 }
 
+template <typename T>
+double MeanOf(const std::vector<T>& v) {
+  if (v.empty()) return 0;
+  double sum = 0;
+  for (const T& x : v) sum += static_cast<double>(x);
+  return sum / static_cast<double>(v.size());
+}
+
+// Off-CPU time inside one __next__ that means the loop found no batch
+// queued: far above the scheduler's noise (tens of microseconds) and an
+// unpickling's page-cache reads.
+constexpr double kQueueEmptyWaitNs = 1e6;
+
 double Diff(uint64_t a, uint64_t b) { return a > b ? static_cast<double>(a - b) : 0.0; }
 
 }  // namespace
@@ -178,10 +191,20 @@ void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l)
   std::vector<Span>* list = nullptr;
   Thread& t = p.threads[event.packet.tid()];
   switch (l.kind()) {
-    case trace::LOADER_NEXT: list = &t.next; break;
-    case trace::LOADER_FETCH: list = &t.fetch; break;
-    case trace::LOADER_PIN: list = &t.pin; break;
-    default: return;
+    case trace::LOADER_NEXT:
+      list = &t.next;
+      break;
+    case trace::LOADER_FETCH:
+      list = &t.fetch;
+      break;
+    case trace::LOADER_PIN:
+      list = &t.pin;
+      break;
+    case trace::LOADER_RECV:
+      list = &t.recv;
+      break;
+    default:
+      return;
   }
   if (list->size() >= kMaxKept) return;
   Span s;
@@ -226,10 +249,24 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
       if (n > most) most = n, tid = t, loader = id;
   }
   std::vector<uint64_t> starts;  // step starts on the step thread
+  std::vector<uint64_t> waits;   // starts of the steps whose __next__ waited
   if (most >= 3) {
     in.main.timed_by_hook = true;
-    for (const Span& s : root.threads[tid].next)
-      if (s.loader_id == loader) starts.push_back(s.start);
+    std::vector<Span>& recv = root.threads[tid].recv;
+    std::sort(recv.begin(), recv.end(),
+              [](const Span& a, const Span& b) { return a.start < b.start; });
+    for (const Span& s : root.threads[tid].next) {
+      if (s.loader_id != loader) continue;
+      starts.push_back(s.start);
+      // Off the CPU inside __next__ and outside receiving a batch: the
+      // queue was empty, the thread slept.
+      double off = Diff(s.end, s.start) - Diff(s.finish.cpu, s.begin.cpu);
+      auto r = std::lower_bound(recv.begin(), recv.end(), s.start,
+                                [](const Span& x, uint64_t t) { return x.start < t; });
+      for (; r != recv.end() && r->start < s.end; ++r)
+        off -= Diff(r->end, r->start) - Diff(r->finish.cpu, r->begin.cpu);
+      if (off >= kQueueEmptyWaitNs) waits.push_back(s.start);
+    }
   } else {
     // No hook: the steps are the recurring large H2D copies of the root's
     // main thread (at least half the largest).
@@ -262,9 +299,25 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   std::sort(starts.begin(), starts.end());
   // The steady window: without the first steps (workers starting, caches
   // warming, prefetched batches queued) and the last (the end of the loop).
-  const size_t skip = std::max<size_t>(2, starts.size() / 8);
-  const size_t last = starts.size() - 1;
+  size_t skip = std::max<size_t>(2, starts.size() / 8);
+  size_t last = starts.size() - 1;
   if (last <= skip + 1) return;
+  // Where the loop waits for batches, the window runs from one step that
+  // found the queue empty to another: the same state at both ends, so the
+  // steps counted are the batches made in between. From an arbitrary step
+  // instead, a backlog queued before it (prefetched batches, a burst of
+  // workers) drains inside the window and the step looks shorter than the
+  // supply can sustain.
+  std::sort(waits.begin(), waits.end());
+  {
+    const auto first = std::lower_bound(waits.begin(), waits.end(), starts[skip]);
+    const auto end = std::upper_bound(waits.begin(), waits.end(), starts[last]);
+    if (first != end) {
+      const size_t a = std::lower_bound(starts.begin(), starts.end(), *first) - starts.begin();
+      const size_t b = std::lower_bound(starts.begin(), starts.end(), *(end - 1)) - starts.begin();
+      if (b >= a + 3 && 2 * (b - a) >= last - skip) skip = a, last = b;
+    }
+  }
   window_ = {starts[skip], starts[last]};
   const uint64_t steps = last - skip;
   const double n = static_cast<double>(steps);
@@ -281,10 +334,18 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     if (s.loader_id != loader || !inside(s.start)) continue;
     m.next_ns += Diff(s.end, s.start);
     m.next_cpu_ns += Diff(s.finish.cpu, s.begin.cpu);
+    if (s.finish.cpu > 0) m.usage_recorded = true;  // spans carry the thread's usage
     if (!first) first = &s;
   }
   for (const Span& s : main.next)
     if (s.loader_id == loader && s.start == window_.end_ns) final = &s;
+  // Receiving batches from the workers (unpickling) inside __next__.
+  for (const Span& s : main.recv) {
+    if (!inside(s.start)) continue;
+    m.recv_ns += Diff(s.end, s.start);
+    m.recv_cpu_ns += Diff(s.finish.cpu, s.begin.cpu);
+    m.recv_seen = true;
+  }
   for (const Span& s : main.fetch) {
     if (!inside(s.start)) continue;
     m.make_ns += Diff(s.end, s.start);
@@ -308,7 +369,8 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   uint64_t largest = 0;
   for (const Call& c : main.calls)
     if (c.copy && c.h2d && inside(c.start)) largest = std::max(largest, c.bytes);
-  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> device_times;  // call id -> start, end
+  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>>
+      device_times;  // call id -> start, end
   device::ProcessDeviceResult device_result;
   if (device_) {
     device_->Finish(window_);
@@ -363,10 +425,11 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   for (auto [t, d] : main.registers)
     if (inside(t)) m.pin_register_ns += static_cast<double>(d);
   // Per step.
-  for (double* v : {&m.next_ns, &m.next_cpu_ns, &m.make_ns, &m.make_cpu_ns, &m.make_sys_ns,
-                    &m.make_faults, &m.copy_ns, &m.copy_cpu_ns, &m.copy_faults, &m.copy_wait_ns,
-                    &m.copy_device_ns, &m.other_copy_ns, &m.sync_ns, &m.cpu_ns,
-                    &m.pin_unregister_ns, &m.pin_register_ns, &m.release_ns})
+  for (double* v :
+       {&m.next_ns, &m.next_cpu_ns, &m.make_ns, &m.make_cpu_ns, &m.make_sys_ns, &m.make_faults,
+        &m.copy_ns, &m.copy_cpu_ns, &m.copy_faults, &m.copy_wait_ns, &m.copy_device_ns,
+        &m.other_copy_ns, &m.sync_ns, &m.cpu_ns, &m.pin_unregister_ns, &m.pin_register_ns,
+        &m.release_ns, &m.recv_ns, &m.recv_cpu_ns})
     *v /= n;
   if (!in.main.timed_by_hook) {
     // Without __next__ spans the thread's CPU per step is what its calls saw.
@@ -377,7 +440,8 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
       if (!a) a = &c;
       b = &c;
     }
-    if (a && b && b != a) m.cpu_ns = Diff(b->begin.cpu, a->begin.cpu) / n * n / std::max(1.0, n - 1);
+    if (a && b && b != a)
+      m.cpu_ns = Diff(b->begin.cpu, a->begin.cpu) / n * n / std::max(1.0, n - 1);
     // The main thread waited for the next batch where it neither ran nor
     // waited in a call: the off-CPU rest of the step.
     const double calls = m.copy_ns + m.other_copy_ns + m.sync_ns;
@@ -446,13 +510,18 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
       }
     }
     if (wall.size() < 2) continue;
+    // Its receiving of the workers' batches: off-CPU time per batch.
+    double recv_wait = 0;
+    for (const Span& r : thread.recv)
+      if (inside(r.start)) recv_wait += Diff(r.end, r.start) - Diff(r.finish.cpu, r.begin.cpu);
+    pt.recv_wait_ns = std::max(0.0, recv_wait) / static_cast<double>(wall.size());
     pt.present = true;
     pt.batches = wall.size();
-    pt.pin_ns = MedianOf(wall);
-    pt.pin_cpu_ns = MedianOf(cpu);
-    pt.pin_faults = MedianOf(flt);
-    pt.cycle_cpu_ns = MedianOf(cycle_cpu);
-    pt.cycle_ns = MedianOf(cycle);
+    pt.pin_ns = MeanOf(wall);
+    pt.pin_cpu_ns = MeanOf(cpu);
+    pt.pin_faults = MeanOf(flt);
+    pt.cycle_cpu_ns = MeanOf(cycle_cpu);
+    pt.cycle_ns = MeanOf(cycle);
     break;
   }
 
@@ -478,7 +547,8 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
       if (time < window_.start_ns) a = cpu, ta = time;
       if (time <= window_.end_ns) b = cpu, tb = time;
     }
-    if (tb > ta && b > a) in.host.other_cpu_ns += Diff(b, a) / (static_cast<double>(tb - ta) / m.step_ns);
+    if (tb > ta && b > a)
+      in.host.other_cpu_ns += Diff(b, a) / (static_cast<double>(tb - ta) / m.step_ns);
   }
 }
 

@@ -73,7 +73,7 @@ class PipelineAnalysis : public Analysis {
     bool shm = false, fresh = false, skipped_budget = false;
   };
   struct Thread {
-    std::vector<Span> next, fetch, pin;
+    std::vector<Span> next, fetch, pin, recv;
     std::vector<Call> calls;
     // (time, duration) of pinscope's unregistrations and registrations on the thread.
     std::vector<std::pair<uint64_t, uint64_t>> unregister, registers;

@@ -4,10 +4,14 @@
 #include "analyzer/common/format.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <ostream>
+#include <sstream>
+#include <vector>
 
 namespace pinscope {
 
@@ -79,6 +83,47 @@ size_t DisplayWidth(const std::string& text) {
     if ((c & 0xC0) != 0x80) ++width;
   }
   return width;
+}
+
+namespace {
+
+// A unit the report prints after a number, with the punctuation that may
+// follow it ("ms,", "GB/s)").
+bool IsUnit(std::string word) {
+  while (!word.empty() && std::strchr(",.;:)", word.back()) != nullptr) word.pop_back();
+  static constexpr const char* kUnits[] = {"ns",  "us",  "ms",  "s",    "B",     "KiB",
+                                           "MiB", "GiB", "TiB", "GB/s", "cores", "%"};
+  for (const char* unit : kUnits)
+    if (word == unit) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string WrapWords(const std::string& text, size_t first_width, size_t width,
+                      const std::string& indent) {
+  // Words, with a unit glued to the number before it.
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string word; in >> word;) {
+    if (!words.empty() && IsUnit(word) && !words.back().empty() &&
+        std::isdigit(static_cast<unsigned char>(words.back().back()))) {
+      words.back() += " " + word;
+    } else {
+      words.push_back(word);
+    }
+  }
+  std::string result, line;
+  size_t limit = first_width;
+  for (const std::string& word : words) {
+    if (!line.empty() && DisplayWidth(line) + 1 + DisplayWidth(word) > limit) {
+      result += line + "\n" + indent;
+      line.clear();
+      limit = width;
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  return result + line;
 }
 
 std::string Truncate(const std::string& text, size_t width) {

@@ -31,6 +31,12 @@ std::string StringPrintf(const char* format, ...) __attribute__((format(printf, 
 // Display width of UTF-8 text (code points; the report prints no wide
 // characters of its own).
 size_t DisplayWidth(const std::string& text);
+// Greedy word wrap: the first line holds at most `first_width` columns, the
+// others `width` after `indent`, which the result puts at their start (the
+// first line's prefix is the caller's). A number and the unit after it
+// ("11.34 s", "3.0 MiB", "4.2 GB/s") stay on one line.
+std::string WrapWords(const std::string& text, size_t first_width, size_t width,
+                      const std::string& indent);
 // Cuts `text` to `width` columns, ending in "..." when cut.
 std::string Truncate(const std::string& text, size_t width);
 

@@ -52,32 +52,11 @@ std::string Change(double a, double b) {
   return (change >= 0 ? "+" : "") + FormatPercent(change);
 }
 
-// Greedy word wrap at kReportWidth; lines after the first get `indent`.
+// Word wrap at kReportWidth after `first_prefix`; lines after the first get `indent`.
 std::string Wrap(const std::string& first_prefix, const std::string& text,
                  const std::string& indent) {
-  std::string result = first_prefix;
-  size_t column = DisplayWidth(first_prefix);
-  bool line_empty = true;
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t space = text.find(' ', at);
-    const std::string word = text.substr(at, space == std::string::npos ? space : space - at);
-    at = space == std::string::npos ? text.size() : space + 1;
-    if (word.empty()) continue;
-    if (!line_empty && column + 1 + DisplayWidth(word) > kReportWidth) {
-      result += "\n" + indent;
-      column = DisplayWidth(indent);
-      line_empty = true;
-    }
-    if (!line_empty) {
-      result += ' ';
-      ++column;
-    }
-    result += word;
-    column += DisplayWidth(word);
-    line_empty = false;
-  }
-  return result;
+  return first_prefix + WrapWords(text, kReportWidth - DisplayWidth(first_prefix),
+                                  kReportWidth - DisplayWidth(indent), indent);
 }
 
 // Copy rows keyed by (direction, memory kind), in the report's row order.
@@ -210,11 +189,11 @@ void MainLoopAnalysis::Finish(const RunInfo& run) {
 // ("num_workers=8", "PINSCOPE_PIN=1", ...), when the two ran the same
 // command with one setting different; empty when none is recognized.
 struct AppliedChange {
-  std::string id;          // the change id of A's prediction, "" if none matches
-  std::string what;        // "num_workers 2 -> 8"
+  std::string id;    // the change id of A's prediction, "" if none matches
+  std::string what;  // "num_workers 2 -> 8"
   const model::Prediction* predicted = nullptr;
-  double measured_step_ns = 0;   // B's step, per A-sized batch
-  double measured_speedup = 0;   // A's step / that
+  double measured_step_ns = 0;  // B's step, per A-sized batch
+  double measured_speedup = 0;  // A's step / that
 };
 
 AppliedChange FindAppliedChange(const Report& a, const Report& b) {
@@ -236,7 +215,8 @@ AppliedChange FindAppliedChange(const Report& a, const Report& b) {
   const model::Inputs& ia = a.model_inputs();
   const model::Inputs& ib = b.model_inputs();
   std::vector<std::string> ids, whats;
-  if (ia.loader.num_workers != ib.loader.num_workers || ia.producers.workers != ib.producers.workers) {
+  if (ia.loader.num_workers != ib.loader.num_workers ||
+      ia.producers.workers != ib.producers.workers) {
     ids.push_back("num_workers=" + std::to_string(ib.producers.workers));
     whats.push_back("num_workers " + std::to_string(ia.producers.workers) + " -> " +
                     std::to_string(ib.producers.workers));
@@ -259,7 +239,8 @@ AppliedChange FindAppliedChange(const Report& a, const Report& b) {
   double per_step = 1;
   if (ia.loader.batch_size != ib.loader.batch_size) {
     // Only doubling is a change A's model times.
-    const bool doubled = ia.loader.batch_size > 0 && ib.loader.batch_size == 2 * ia.loader.batch_size;
+    const bool doubled =
+        ia.loader.batch_size > 0 && ib.loader.batch_size == 2 * ia.loader.batch_size;
     ids.push_back(doubled ? "batch_size_x2" : "");
     whats.push_back("batch_size " + std::to_string(ia.loader.batch_size) + " -> " +
                     std::to_string(ib.loader.batch_size));
@@ -348,7 +329,8 @@ class DiffTextWriter {
       if (c.what.rfind("nothing A timed", 0) == 0) {
         out_ << "  " << c.what << "\n";
       } else {
-        out_ << "  B changes " << c.what << ": more than one setting, not a change A's model timed\n";
+        out_ << "  B changes " << c.what
+             << ": more than one setting, not a change A's model timed\n";
       }
       return;
     }

@@ -1,6 +1,6 @@
 // `pinscope export --perfetto`: a replay consumer that streams the run out as
 // a Perfetto trace (a TracePacket stream; schema subset in
-// analyzer/perfetto/perfetto_subset.proto) while the replay runs. Memory: one
+// analyzer/export/perfetto/perfetto_subset.proto) while the replay runs. Memory: one
 // entry per live thread and per device stream, plus, as in the report, a few
 // bytes per shm segment for the /dev/shm counter. docs/report.md "Perfetto export".
 #pragma once

@@ -41,9 +41,7 @@ std::string Pct(double share) {
 }
 
 // ns to move `bytes` at `gbps` (1e9 bytes/s); 0 when the rate is unknown.
-double At(uint64_t bytes, double gbps) {
-  return gbps > 0 ? static_cast<double>(bytes) / gbps : 0;
-}
+double At(uint64_t bytes, double gbps) { return gbps > 0 ? static_cast<double>(bytes) / gbps : 0; }
 
 // Calibrated costs with the built-in table as the fallback for a field the
 // run's calibration lacks (older calibrations).
@@ -82,23 +80,24 @@ struct Costs {
 
 // What the measured step is made of, derived once.
 struct Derived {
-  double s = 0;           // step
+  double s = 0;  // step
   int workers = 0;
   bool pin_thread = false;
-  double wait_input = 0;  // the main thread waiting for the next batch
-  double gpu_wait = 0;    // the main thread waiting for the GPU (syncs, stream waits)
-  double copy_xfer = 0;   // the batch copy's own time on the main thread
-  double make = 0;        // batch making on the main thread (num_workers=0)
-  double next_own = 0;    // the main's own work inside __next__ (besides making)
-  double release = 0;     // releasing each worker batch's shm segment on the main thread
-  double rest = 0;        // everything else on the main thread: Python and launches
-  double loop = 0;        // the main loop's time if input were instant: s - wait_input
-  double producers = 0;   // the workers' service time per batch, all together
-  double worker_each = 0; // one worker's service time per batch
-  double pin = 0;         // the pin thread's service time per batch
-  double gpu = 0;         // GPU busy per step (kernels and memsets)
-  double copy_device = 0; // the batch copies' device time per step
-  double cpu_demand = 0;  // CPU per step of all the pipeline's threads
+  double wait_input = 0;   // the main thread waiting for the next batch (an empty queue)
+  double handover = 0;     // the main thread waiting for a worker to hand a made batch over
+  double gpu_wait = 0;     // the main thread waiting for the GPU (syncs, stream waits)
+  double copy_xfer = 0;    // the batch copy's own time on the main thread
+  double make = 0;         // batch making on the main thread (num_workers=0)
+  double next_own = 0;     // the main's own work inside __next__ (besides making)
+  double release = 0;      // releasing each worker batch's shm segment on the main thread
+  double rest = 0;         // everything else on the main thread: Python and launches
+  double loop = 0;         // the main loop's time if input were instant: s - wait_input
+  double producers = 0;    // the workers' service time per batch, all together
+  double worker_each = 0;  // one worker's service time per batch
+  double pin = 0;          // the pin thread's service time per batch
+  double gpu = 0;          // GPU busy per step (kernels and memsets)
+  double copy_device = 0;  // the batch copies' device time per step
+  double cpu_demand = 0;   // CPU per step of all the pipeline's threads
 };
 
 Derived Derive(const Inputs& in) {
@@ -112,6 +111,13 @@ Derived Derive(const Inputs& in) {
   if (d.workers > 0 || d.pin_thread) {
     d.wait_input = std::max(0.0, m.next_ns - m.next_cpu_ns);
     d.next_own = std::min(m.next_ns, m.next_cpu_ns);
+    // Off-CPU while unpickling a batch the queue already held: the worker's
+    // process answering for its descriptors. Part of the main thread's own
+    // loop, whatever the number of workers.
+    if (!d.pin_thread) {
+      d.handover = std::min(d.wait_input, std::max(0.0, m.recv_ns - m.recv_cpu_ns));
+      d.wait_input -= d.handover;
+    }
   } else {
     d.make = m.make_ns;
     d.next_own = std::max(0.0, m.next_ns - m.make_ns);
@@ -133,15 +139,17 @@ Derived Derive(const Inputs& in) {
     d.worker_each = std::max(p.fetch_ns, p.cycle_ns > 0 ? p.cycle_ns : p.fetch_ns);
     d.producers = d.worker_each / d.workers;
   }
-  if (d.pin_thread) d.pin = std::max(in.pin_thread.pin_ns, in.pin_thread.cycle_cpu_ns);
+  if (d.pin_thread) {
+    d.pin = std::max(in.pin_thread.pin_ns, in.pin_thread.cycle_cpu_ns + in.pin_thread.recv_wait_ns);
+  }
   d.gpu = in.gpu.measured ? in.gpu.busy_ns : 0;
   d.copy_device = m.copy_device_ns;
   // CPU the step needs: the main thread's own (not its spinning waits), a
   // batch's making, the pin thread's, the root's other threads'.
   const double main_cpu = std::max(0.0, m.cpu_ns - m.sync_ns - m.other_copy_ns - m.copy_wait_ns);
   const double make_cpu = d.workers > 0 ? in.producers.fetch_cpu_ns : 0;
-  d.cpu_demand = main_cpu + make_cpu + (d.pin_thread ? in.pin_thread.cycle_cpu_ns : 0) +
-                 in.host.other_cpu_ns;
+  d.cpu_demand =
+      main_cpu + make_cpu + (d.pin_thread ? in.pin_thread.cycle_cpu_ns : 0) + in.host.other_cpu_ns;
   return d;
 }
 
@@ -192,10 +200,27 @@ double FreshFaultCost(const Inputs& in, const Costs& c) {
   return std::min(m.make_cpu_ns * 0.9, m.make_faults * c.FirstTouch(4096));
 }
 
-Prediction Finish(const Inputs& in, const Derived& d, Change change, const Timing& t,
-                  std::string basis, bool uncertain) {
+Prediction Finish(const Inputs& in, const Derived& d, Change change, Timing t, std::string basis,
+                  bool uncertain) {
   Prediction p;
   p.change = std::move(change);
+  // The measured step is the limiting stage's effective service time: its
+  // own time and what the model's times do not hold (their variance: the
+  // queue after it drains and refills). That stage keeps the ratio of the
+  // two after the change; the other stages' effective times are their own.
+  // A change that leaves the limiting stage alone then predicts today's
+  // step, never a gain from the model's gap; one that makes another stage
+  // the limit predicts that stage's time.
+  const Timing now = Today(d);
+  const double today = now.Step();
+  if (today > 0) {
+    const double f = d.s / today;
+    for (auto [was, after] : {std::pair{now.producers, &t.producers}, std::pair{now.pin, &t.pin},
+                              std::pair{now.loop, &t.loop}, std::pair{now.gpu, &t.gpu},
+                              std::pair{now.copy_engine, &t.copy_engine}}) {
+      if (was >= today) *after *= f;
+    }
+  }
   p.step_ns = std::max(t.Step(), 1.0);
   p.speedup = d.s / p.step_ns;
   p.limit_next = t.Limit();
@@ -217,6 +242,31 @@ Prediction Workers(const Inputs& in, const Calibration& cal, int k, const Change
     t.producers = d.worker_each / k;
     basis = "one worker makes a batch in " + Ms(d.worker_each) + ": " + std::to_string(k) +
             " workers supply one every " + Ms(t.producers);
+    if (d.handover > 0) {
+      // A worker hands a batch over late when its Python is busy making the
+      // next one: the wait scales with how busy the workers are, which
+      // depends on the step it sets. The step is the fixed point of
+      //   x = max(supply, own + handover * busy(x) / busy today),
+      //   busy(x) = min(1, worker_each / (k x)),
+      // whose right side falls as x grows: bisection.
+      const double own = std::max(0.0, d.loop - d.handover);
+      const double busy_today = std::max(0.05, std::min(1.0, d.worker_each / (d.workers * d.s)));
+      const auto busy = [&](double x) { return std::min(1.0, d.worker_each / (k * x)); };
+      const auto rhs = [&](double x) {
+        return std::max(t.producers, own + d.handover * busy(x) / busy_today);
+      };
+      double lo = std::max(t.producers, own), hi = own + d.handover / busy_today + t.producers;
+      for (int i = 0; i < 60; ++i) {
+        const double mid = (lo + hi) / 2;
+        (rhs(mid) > mid ? lo : hi) = mid;
+      }
+      const double handover = d.handover * busy(hi) / busy_today;
+      t.loop = own + handover;
+      uncertain = true;  // the wait's share of busy workers is a model, not a measurement
+      basis += "; the main thread's wait for a worker to hand a batch over goes from " +
+               Ms(d.handover) + " to " + Ms(handover) + " (workers busy " + Pct(busy_today) +
+               " of the time today, " + Pct(busy(hi)) + " then)";
+    }
   } else {
     // The main thread stops making batches; a worker makes each in what the
     // main thread took, writing it into a fresh shared-memory segment, and
@@ -262,7 +312,8 @@ Prediction Pin(const Inputs& in, const Calibration& cal, const Change& change) {
     // Registrations the copies made themselves (the budget was full, so
     // pin-ahead could not) leave the main thread.
     loop -= in.main.pin_register_ns;
-    basis += "; " + Ms(in.main.pin_register_ns) + " of registrations per step leave the main thread";
+    basis +=
+        "; " + Ms(in.main.pin_register_ns) + " of registrations per step leave the main thread";
   }
   if (d.workers == 0) {
     // The recycle list keeps the freed batch buffer registered: the next
@@ -339,9 +390,10 @@ Prediction PinMemoryOn(const Inputs& in, const Calibration& cal, const Change& c
   // now outside its copy: releasing it), copies it into pinned memory (one
   // thread's memcpy, and the faults of reading the worker's mapping in),
   // and the main thread's copy becomes a pinned one.
+  // The hand-over wait moves with the receiving.
   const double release = d.release > 0 ? d.release : c.Release(b);
-  t.pin = c.Receive() + release + c.HostCopy(b) + c.MapTouch(b);
-  t.loop = std::max(0.0, d.loop - d.copy_xfer - d.release + c.Pinned(b) * 0.05);
+  t.pin = c.Receive() + d.handover + release + c.HostCopy(b) + c.MapTouch(b);
+  t.loop = std::max(0.0, d.loop - d.copy_xfer - d.release - d.handover + c.Pinned(b) * 0.05);
   std::string basis = "a pin thread takes each batch in " + Ms(t.pin) + " (receiving it, " +
                       Ms(c.HostCopy(b)) + " to copy it into pinned memory at the calibrated " +
                       "host copy rate, faults reading it in); the main thread's copy becomes " +
@@ -379,11 +431,13 @@ Prediction Batch(const Inputs& in, const Calibration& cal, int k, const Change& 
   t.pin = d.pin * k;
   t.gpu = d.gpu * k;
   t.cpu_floor = CoresFloor(in, d.cpu_demand * k);
-  Prediction p = Finish(in, d, change, t,
-                        "per step the main thread's " + Ms(fixed) + " of Python and launches "
-                        "stays, the batch's handling (" + Ms(prop) + ") and the GPU's " +
-                        Ms(d.gpu) + " grow " + std::to_string(k) + "x",
-                        true);
+  Prediction p =
+      Finish(in, d, change, t,
+             "per step the main thread's " + Ms(fixed) +
+                 " of Python and launches "
+                 "stays, the batch's handling (" +
+                 Ms(prop) + ") and the GPU's " + Ms(d.gpu) + " grow " + std::to_string(k) + "x",
+             true);
   // Compared per sample: k times the samples per step.
   p.speedup = k * d.s / p.step_ns;
   return p;
@@ -424,34 +478,60 @@ std::vector<int> WorkerCounts(const Inputs& in) {
 
 const char* ClassId(Class c) {
   switch (c) {
-    case Class::kNone: return "none";
-    case Class::kGpuBound: return "gpu_bound";
-    case Class::kHostBound: return "host_bound";
-    case Class::kInputStarvation: return "input_starvation";
-    case Class::kMainProcess: return "main_process_bound";
-    case Class::kPinThread: return "pin_thread_bound";
-    case Class::kPageableStaging: return "pageable_staging";
-    case Class::kFreshFaults: return "fresh_buffer_faults";
-    case Class::kSyncCopies: return "sync_copies";
-    case Class::kShmFailure: return "shm_failure";
-    case Class::kPinnedOveruse: return "pinned_overuse";
+    case Class::kNone:
+      return "none";
+    case Class::kGpuBound:
+      return "gpu_bound";
+    case Class::kHostBound:
+      return "host_bound";
+    case Class::kInputStarvation:
+      return "input_starvation";
+    case Class::kMainProcess:
+      return "main_process_bound";
+    case Class::kPinThread:
+      return "pin_thread_bound";
+    case Class::kPageableStaging:
+      return "pageable_staging";
+    case Class::kFreshFaults:
+      return "fresh_buffer_faults";
+    case Class::kSyncCopies:
+      return "sync_copies";
+    case Class::kShmFailure:
+      return "shm_failure";
+    case Class::kPinnedOveruse:
+      return "pinned_overuse";
+    case Class::kHandover:
+      return "batch_handover";
   }
   return "none";
 }
 
 const char* ClassName(Class c) {
   switch (c) {
-    case Class::kNone: return "no step loop";
-    case Class::kGpuBound: return "GPU-bound";
-    case Class::kHostBound: return "host-bound (Python and kernel launches)";
-    case Class::kInputStarvation: return "input starvation (the workers)";
-    case Class::kMainProcess: return "main-process-bound (the main thread makes the batches)";
-    case Class::kPinThread: return "pin-thread-bound";
-    case Class::kPageableStaging: return "pageable staging";
-    case Class::kFreshFaults: return "fresh-buffer page faults";
-    case Class::kSyncCopies: return "synchronous copies";
-    case Class::kShmFailure: return "/dev/shm failure";
-    case Class::kPinnedOveruse: return "pinned memory over-use";
+    case Class::kNone:
+      return "no step loop";
+    case Class::kGpuBound:
+      return "GPU-bound";
+    case Class::kHostBound:
+      return "host-bound (Python and kernel launches)";
+    case Class::kInputStarvation:
+      return "input starvation (the workers)";
+    case Class::kMainProcess:
+      return "main-process-bound (the main thread makes the batches)";
+    case Class::kPinThread:
+      return "pin-thread-bound";
+    case Class::kPageableStaging:
+      return "pageable staging";
+    case Class::kFreshFaults:
+      return "fresh-buffer page faults";
+    case Class::kSyncCopies:
+      return "synchronous copies";
+    case Class::kShmFailure:
+      return "/dev/shm failure";
+    case Class::kPinnedOveruse:
+      return "pinned memory over-use";
+    case Class::kHandover:
+      return "batch hand-over";
   }
   return "";
 }
@@ -485,6 +565,11 @@ Result Build(const Inputs& in, const Calibration& cal) {
     r.verdict = Class::kShmFailure;
     r.critical = "shm";
     r.verdict_text = "/dev/shm failure: the job's shared memory ran out";
+    if (!r.valid) {
+      r.why_not =
+          "/dev/shm ran out before the loop took a step: there is no step to model, and "
+          "the failure is the verdict";
+    }
     return r;
   }
   if (in.main.steps < 3 || d.s <= 0) {
@@ -492,8 +577,9 @@ Result Build(const Inputs& in, const Calibration& cal) {
     return r;
   }
   if (!in.main.usage_recorded) {
-    r.why_not = "the trace has no CPU time per event (recorded by a shim before 0.2): the model "
-                "cannot tell the main thread's work from its waits";
+    r.why_not =
+        "the trace has no CPU time per event (recorded by a shim before 0.2): the model "
+        "cannot tell the main thread's work from its waits";
     return r;
   }
   r.valid = true;
@@ -502,29 +588,32 @@ Result Build(const Inputs& in, const Calibration& cal) {
 
   // Stages and the main thread's parts.
   if (d.workers > 0) {
-    r.stages.push_back({"producers", std::to_string(d.workers) + " DataLoader workers", d.producers,
-                        d.producers / d.s});
+    r.stages.push_back({"producers",
+                        d.workers == 1 ? std::string("1 DataLoader worker")
+                                       : std::to_string(d.workers) + " DataLoader workers",
+                        d.producers, d.producers / d.s});
   }
   if (d.pin_thread) r.stages.push_back({"pin_thread", "the pin-memory thread", d.pin, d.pin / d.s});
-  r.stages.push_back({"main", "the main thread (its loop, GPU waits included)", d.loop, d.loop / d.s});
+  r.stages.push_back(
+      {"main", "the main thread (its loop, GPU waits included)", d.loop, d.loop / d.s});
   if (in.gpu.measured) r.stages.push_back({"gpu", "the GPU", d.gpu, d.gpu / d.s});
   const auto part = [&](const char* id, const char* name, double ns) {
     if (ns > 0) r.parts.push_back({id, name, ns});
   };
   part("wait_input", "waiting for the next batch", d.wait_input);
   part("make", "making the batch (num_workers=0)", d.make);
+  part("handover", "waiting for a worker to hand the made batch over", d.handover);
   part("next", "taking the batch (DataLoader __next__)", d.next_own);
   part("copy", "copying the batch to the GPU", d.copy_xfer);
-  part("gpu_wait", "waiting for the GPU (synchronize, copies behind the stream)", d.gpu_wait);
+  part("gpu_wait", "waiting for the GPU (syncs, copies queued behind it)", d.gpu_wait);
   part("release", "releasing the previous batch (freeing its pages)", d.release);
   part("host", "Python and kernel launches", d.rest);
 
   // The pieces of the main thread's own work a change could remove.
-  const double pinned = in.main.batch_pinned || in.main.batch_pinscope ? d.copy_xfer
-                                                                        : c.Pinned(in.main.batch_bytes);
-  const double staging = in.main.batch_pinned || in.main.batch_pinscope
-                             ? 0
-                             : std::max(0.0, d.copy_xfer - pinned);
+  const double pinned =
+      in.main.batch_pinned || in.main.batch_pinscope ? d.copy_xfer : c.Pinned(in.main.batch_bytes);
+  const double staging =
+      in.main.batch_pinned || in.main.batch_pinscope ? 0 : std::max(0.0, d.copy_xfer - pinned);
   const double faults = FreshFaultCost(in, c);
 
   // The verdict: what the main thread waits on, else its own biggest part.
@@ -561,6 +650,7 @@ Result Build(const Inputs& in, const Calibration& cal) {
         {over ? Class::kPinnedOveruse : Class::kFreshFaults, pin_own},
         {Class::kSyncCopies, d.gpu_wait},
         {Class::kHostBound, d.rest + d.next_own},
+        {Class::kHandover, d.handover},
     };
     // Parts of one class add up.
     for (size_t i = 0; i < parts.size(); ++i)
@@ -593,7 +683,8 @@ Result Build(const Inputs& in, const Calibration& cal) {
   }
   if (!in.main.batch_pinned && in.main.batch_bytes > 0) {
     if (in.pin_mode == 0) {
-      changes.push_back(SetChange("PINSCOPE_PIN=1", "run under PINSCOPE_PIN=1 (transparent pinning)",
+      changes.push_back(SetChange("PINSCOPE_PIN=1",
+                                  "run under PINSCOPE_PIN=1 (transparent pinning)",
                                   {{"PINSCOPE_PIN", "1"}}));
     } else if (in.skipped_budget > 0) {
       changes.push_back(SetChange("PINSCOPE_PIN_BUDGET",
@@ -632,15 +723,27 @@ Result Build(const Inputs& in, const Calibration& cal) {
     const int k = std::atoi(p.change.id.c_str() + 12);
     const double supply = d.workers > 0 ? d.worker_each / k : (d.make + 0.0) / k;
     const double other = p.step_ns;  // the step with k workers, their own time included
-    const bool room = supply <= 0.8 * other;
+    // Workers the cores cannot run add no supply: no room then.
+    const bool room = supply <= 0.8 * other && p.limit_next != "the CPU cores";
     if (room && (!pick || k < std::atoi(pick->change.id.c_str() + 12))) pick = &p;
   }
   if (!pick) {
-    for (const Prediction& p : r.predictions)
-      if (p.change.id.rfind("num_workers=", 0) == 0 && (!pick || p.speedup > pick->speedup)) pick = &p;
+    // The most gain; of counts within 1% of it, the fewest workers.
+    for (const Prediction& p : r.predictions) {
+      if (p.change.id.rfind("num_workers=", 0) != 0) continue;
+      const int k = std::atoi(p.change.id.c_str() + 12);
+      if (!pick || p.speedup > pick->speedup * 1.01 ||
+          (p.speedup >= pick->speedup / 1.01 && k < std::atoi(pick->change.id.c_str() + 12)))
+        pick = &p;
+    }
   }
-  for (const Prediction& p : r.predictions)
-    if (p.change.id.rfind("num_workers=", 0) != 0 || &p == pick) kept.push_back(p);
+  // Recommended: what gains at least the floor per step (per sample's share
+  // of a step, for a larger batch); a change whose gain is smaller is only
+  // in all_predictions.
+  for (const Prediction& p : r.predictions) {
+    const bool gains = p.speedup > 0 && d.s * (1 - 1 / p.speedup) >= r.floor_ns;
+    if (gains && (p.change.id.rfind("num_workers=", 0) != 0 || &p == pick)) kept.push_back(p);
+  }
   r.predictions = std::move(kept);
   std::stable_sort(r.predictions.begin(), r.predictions.end(),
                    [](const Prediction& a, const Prediction& b) {
@@ -654,8 +757,10 @@ Result Build(const Inputs& in, const Calibration& cal) {
   switch (r.verdict) {
     case Class::kInputStarvation:
       text += "the main thread waits " + share(d.wait_input) + " of each " + Ms(d.s) +
-              " step for the next batch; its " + std::to_string(d.workers) +
-              " workers supply one every " + Ms(d.producers) + " (" + Ms(d.worker_each) + " each)";
+              " step for the next batch; " +
+              (d.workers == 1 ? std::string("its one worker makes one every ")
+                              : "its " + std::to_string(d.workers) + " workers supply one every ") +
+              Ms(d.producers) + (d.workers == 1 ? "" : " (" + Ms(d.worker_each) + " each)");
       break;
     case Class::kPinThread:
       text += "the main thread waits " + share(d.wait_input) + " of each " + Ms(d.s) +
@@ -675,7 +780,8 @@ Result Build(const Inputs& in, const Calibration& cal) {
       if (d.release > faults) {
         text += "every " + std::to_string(in.main.batch_bytes >> 20) +
                 " MiB batch arrives in a fresh shm segment that the main thread faults in and "
-                "frees: " + Ms(d.release) + " of each " + Ms(d.s) + " step freeing it";
+                "frees: " +
+                Ms(d.release) + " of each " + Ms(d.s) + " step freeing it";
       } else {
         text += "the main thread fills a fresh " + std::to_string(in.main.batch_bytes >> 20) +
                 " MiB buffer every step; its page faults cost about " + Ms(faults) + " of each " +
@@ -695,6 +801,12 @@ Result Build(const Inputs& in, const Calibration& cal) {
     case Class::kHostBound:
       text += "the main thread's own Python and launches take " + Ms(d.rest + d.next_own) +
               " of each " + Ms(d.s) + " step while the GPU is busy " + share(d.gpu);
+      break;
+    case Class::kHandover:
+      text += "the main thread waits " + Ms(d.handover) + " of each " + Ms(d.s) +
+              " step for a worker to hand over a batch it has already made (unpickling asks "
+              "the worker's process for the batch's memory, which answers when its Python, busy "
+              "making the next batch, lets go of the GIL)";
       break;
     default:
       break;

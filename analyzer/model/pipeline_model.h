@@ -21,34 +21,41 @@ namespace pinscope::model {
 
 // The DataLoader as the Python hook saw it (LOADER_ITER), else inferred.
 struct LoaderFacts {
-  bool hooked = false;        // settings read from the job (LOADER_ITER)
-  bool present = false;       // a DataLoader feeds the loop (hooked or inferred from workers' shm)
+  bool hooked = false;   // settings read from the job (LOADER_ITER)
+  bool present = false;  // a DataLoader feeds the loop (hooked or inferred from workers' shm)
   int num_workers = 0;
   bool pin_memory = false;
   int prefetch_factor = 0;
   bool persistent_workers = false;
-  int batch_size = 0;         // 0 unknown
-  uint64_t epochs = 0;        // LOADER_ITER events of the loader
-  std::string site;           // "train.py:42"
+  int batch_size = 0;   // 0 unknown
+  uint64_t epochs = 0;  // LOADER_ITER events of the loader
+  std::string site;     // "train.py:42"
 };
 
 // The main thread's step, means over the steady window.
 struct MainStep {
-  uint64_t steps = 0;          // steps in the window
-  double step_ns = 0;          // window / steps
+  uint64_t steps = 0;  // steps in the window
+  double step_ns = 0;  // window / steps
   // In DataLoader.__next__ (hook): its wall and CPU time. With workers the
   // off-CPU part is the wait for the next batch; with num_workers=0 the
   // batch is made inside it (make_*).
   double next_ns = 0, next_cpu_ns = 0;
+  // Inside __next__, receiving batches from the workers' result queue
+  // (LOADER_RECV: unpickling, which maps the batch's shared memory and asks
+  // the worker's process for its descriptors): wall and CPU. Its off-CPU
+  // part is a hand-over wait on a batch already made, not an empty queue.
+  double recv_ns = 0, recv_cpu_ns = 0;
+  bool recv_seen = false;  // the hook timed receiving (a hook from before it did not)
   double make_ns = 0, make_cpu_ns = 0, make_sys_ns = 0, make_faults = 0;
   // The batch's H2D copies: blocked time, of which waiting for the stream
   // (device start - host entry, joined copies), and their device time.
   double copy_ns = 0, copy_cpu_ns = 0, copy_faults = 0, copy_wait_ns = 0, copy_device_ns = 0;
-  uint64_t batch_bytes = 0;    // per step
-  bool batch_pinned = false;   // from memory the program pinned (pin_memory=True)
-  bool batch_pinscope = false; // pinned by pinscope (PINSCOPE_PIN=1)
-  bool batch_shm = false;      // read from a worker's shm mapping
-  bool batch_fresh_alloc = false;  // from a buffer allocated anew each step (malloc >= mmap threshold)
+  uint64_t batch_bytes = 0;     // per step
+  bool batch_pinned = false;    // from memory the program pinned (pin_memory=True)
+  bool batch_pinscope = false;  // pinned by pinscope (PINSCOPE_PIN=1)
+  bool batch_shm = false;       // read from a worker's shm mapping
+  bool batch_fresh_alloc =
+      false;  // from a buffer allocated anew each step (malloc >= mmap threshold)
   // Other copies (D2H results, small H2D) and synchronize calls: waits for the GPU.
   double other_copy_ns = 0, sync_ns = 0;
   // The thread's CPU time per step, all of it (spinning waits included).
@@ -69,9 +76,9 @@ struct MainStep {
 
 // DataLoader workers making batches.
 struct Producers {
-  int workers = 0;             // concurrent worker processes
-  uint64_t batches = 0;        // FETCH spans in the window
-  double fetch_ns = 0;         // wall per batch, one worker (dataset + collate)
+  int workers = 0;       // concurrent worker processes
+  uint64_t batches = 0;  // FETCH spans in the window
+  double fetch_ns = 0;   // wall per batch, one worker (dataset + collate)
   double fetch_cpu_ns = 0;
   double fetch_faults = 0;
   // A worker's whole cycle per batch when it is busy (fetch + handing the
@@ -85,20 +92,21 @@ struct PinThread {
   bool present = false;
   uint64_t batches = 0;
   double pin_ns = 0, pin_cpu_ns = 0, pin_faults = 0;  // inside pin_memory()
-  double cycle_cpu_ns = 0;     // the thread's CPU per batch, all of its work
-  double cycle_ns = 0;         // median interval between its batches
+  double cycle_cpu_ns = 0;                            // the thread's CPU per batch, all of its work
+  double recv_wait_ns = 0;  // per batch, off-CPU receiving it from a worker (LOADER_RECV)
+  double cycle_ns = 0;      // median interval between its batches
 };
 
 struct Gpu {
-  bool measured = false;       // kernels recorded in part of the window
-  double busy_ns = 0;          // per step, over the recorded part of the window
-  double covered = 1;          // share of the window with kernels recorded
+  bool measured = false;  // kernels recorded in part of the window
+  double busy_ns = 0;     // per step, over the recorded part of the window
+  double covered = 1;     // share of the window with kernels recorded
 };
 
 struct Host {
-  uint32_t cores = 0;          // min(affinity, cgroup quota), 0 unknown
-  double other_cpu_ns = 0;     // CPU per step of the root's other threads (not main, not pin)
-  double runqueue_share = 0;   // time runnable but waiting for a CPU, over the workers' time
+  uint32_t cores = 0;         // min(affinity, cgroup quota), 0 unknown
+  double other_cpu_ns = 0;    // CPU per step of the root's other threads (not main, not pin)
+  double runqueue_share = 0;  // time runnable but waiting for a CPU, over the workers' time
 };
 
 struct Inputs {
@@ -108,50 +116,52 @@ struct Inputs {
   PinThread pin_thread;
   Gpu gpu;
   Host host;
-  uint32_t pin_mode = 0;       // PINSCOPE_PIN of the run (0 off)
+  uint32_t pin_mode = 0;  // PINSCOPE_PIN of the run (0 off)
   uint64_t pin_budget = 0;
-  uint64_t pin_budget_full = 0;   // BUDGET_FULL events
-  uint64_t skipped_budget = 0;    // copies that went pageable for the budget
-  bool shm_failed = false;        // SIGBUS / ENOSPC in /dev/shm
+  uint64_t pin_budget_full = 0;  // BUDGET_FULL events
+  uint64_t skipped_budget = 0;   // copies that went pageable for the budget
+  bool shm_failed = false;       // SIGBUS / ENOSPC in /dev/shm
   uint64_t shm_capacity = 0, shm_peak = 0;
 };
 
 // One stage with its service time per step and its share of the step.
 struct Stage {
-  std::string id;      // "producers", "pin_thread", "main", "gpu"
-  std::string name;    // for a person
+  std::string id;    // "producers", "pin_thread", "main", "gpu"
+  std::string name;  // for a person
   double service_ns = 0;
   double utilization = 0;  // service / step
 };
 
 // What the main thread's step is made of, for the report's drawing.
 struct Part {
-  std::string id;      // "wait_input", "make", "copy", "copy_wait", "sync", "host"
+  std::string
+      id;  // "wait_input", "handover", "make", "next", "copy", "gpu_wait", "release", "host"
   std::string name;
   double ns = 0;
 };
 
 // The classes the verdict tells apart.
 enum class Class {
-  kNone,            // nothing to say (no step loop)
+  kNone,  // nothing to say (no step loop)
   kGpuBound,
-  kHostBound,       // main-thread Python/launch work while the GPU idles
-  kInputStarvation, // workers
-  kMainProcess,     // num_workers=0: the main thread makes the batches
+  kHostBound,        // main-thread Python/launch work while the GPU idles
+  kInputStarvation,  // workers
+  kMainProcess,      // num_workers=0: the main thread makes the batches
   kPinThread,
   kPageableStaging,
   kFreshFaults,
   kSyncCopies,
   kShmFailure,
   kPinnedOveruse,
+  kHandover,  // the main thread waits for workers to hand made batches over
 };
 const char* ClassId(Class c);    // "gpu_bound", "host_bound", ...
 const char* ClassName(Class c);  // "GPU-bound", ...
 
 // One change, applied to the model.
 struct Change {
-  std::string id;       // "num_workers=8", "pin_memory=False+PINSCOPE_PIN=1", ...
-  std::string what;     // the knob for a person: "num_workers=8 in the DataLoader"
+  std::string id;    // "num_workers=8", "pin_memory=False+PINSCOPE_PIN=1", ...
+  std::string what;  // the knob for a person: "num_workers=8 in the DataLoader"
   // Machine-applicable where it is a loader setting or pinscope's own
   // (pinscope tune, tools/validate_predictions.py): PINSCOPE_SET_* / env.
   std::vector<std::pair<std::string, std::string>> env;
@@ -168,14 +178,14 @@ struct Prediction {
 };
 
 struct Result {
-  bool valid = false;      // a step loop was found
-  std::string why_not;     // when not valid
+  bool valid = false;   // a step loop was found
+  std::string why_not;  // when not valid
   Class verdict = Class::kNone;
-  std::string critical;    // stage id the step waits on
-  double critical_share = 0;   // that stage's share of the step
+  std::string critical;       // stage id the step waits on
+  double critical_share = 0;  // that stage's share of the step
   std::string verdict_text;
   std::vector<Stage> stages;
-  std::vector<Part> parts;     // the main thread's step
+  std::vector<Part> parts;              // the main thread's step
   std::vector<Prediction> predictions;  // most gain first, one worker count
   // Every change re-timed, each worker count too (pinscope tune, checks).
   std::vector<Prediction> all_predictions;

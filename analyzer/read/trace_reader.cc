@@ -23,30 +23,6 @@ constexpr size_t kMaxVarintBytes = 10;
 
 }  // namespace
 
-const char* SeverityName(Severity severity) {
-  switch (severity) {
-    case Severity::kInfo:
-      return "info";
-    case Severity::kWarning:
-      return "warning";
-    case Severity::kError:
-      return "error";
-  }
-  return "error";
-}
-
-Severity Status::severity() const {
-  switch (code) {
-    case Code::kOk:
-      return Severity::kInfo;
-    case Code::kTruncated:
-    case Code::kEmpty:
-      return Severity::kWarning;
-    default:
-      return Severity::kError;
-  }
-}
-
 int DecodeVarint(const uint8_t* data, size_t size, uint64_t* value) {
   uint64_t result = 0;
   for (size_t i = 0; i < kMaxVarintBytes; ++i) {

@@ -117,31 +117,53 @@ json PipelineJson(const Report& report) {
                  {"end_ns", report.pipeline().window_end_ns()},
                  {"tid", report.pipeline().step_tid()}};
   const model::LoaderFacts& l = in.loader;
-  j["loader"] = {{"present", l.present},   {"hooked", l.hooked},
-                 {"num_workers", l.num_workers}, {"pin_memory", l.pin_memory},
-                 {"prefetch_factor", l.prefetch_factor}, {"persistent_workers", l.persistent_workers},
-                 {"batch_size", l.batch_size}, {"epochs", l.epochs}, {"site", l.site}};
+  j["loader"] = {{"present", l.present},
+                 {"hooked", l.hooked},
+                 {"num_workers", l.num_workers},
+                 {"pin_memory", l.pin_memory},
+                 {"prefetch_factor", l.prefetch_factor},
+                 {"persistent_workers", l.persistent_workers},
+                 {"batch_size", l.batch_size},
+                 {"epochs", l.epochs},
+                 {"site", l.site}};
   const model::MainStep& s = in.main;
-  j["main"] = {{"next_ns", s.next_ns},           {"next_cpu_ns", s.next_cpu_ns},
-               {"make_ns", s.make_ns},           {"make_cpu_ns", s.make_cpu_ns},
-               {"make_faults", s.make_faults},   {"copy_ns", s.copy_ns},
-               {"copy_cpu_ns", s.copy_cpu_ns},   {"copy_faults", s.copy_faults},
-               {"copy_wait_ns", s.copy_wait_ns}, {"copy_device_ns", s.copy_device_ns},
-               {"batch_bytes", s.batch_bytes},   {"batch_pinned", s.batch_pinned},
-               {"batch_pinscope", s.batch_pinscope}, {"batch_shm", s.batch_shm},
-               {"batch_fresh_alloc", s.batch_fresh_alloc}, {"other_copy_ns", s.other_copy_ns},
-               {"sync_ns", s.sync_ns},           {"cpu_ns", s.cpu_ns},
+  j["main"] = {{"next_ns", s.next_ns},
+               {"next_cpu_ns", s.next_cpu_ns},
+               {"recv_ns", s.recv_ns},
+               {"recv_cpu_ns", s.recv_cpu_ns},
+               {"make_ns", s.make_ns},
+               {"make_cpu_ns", s.make_cpu_ns},
+               {"make_faults", s.make_faults},
+               {"copy_ns", s.copy_ns},
+               {"copy_cpu_ns", s.copy_cpu_ns},
+               {"copy_faults", s.copy_faults},
+               {"copy_wait_ns", s.copy_wait_ns},
+               {"copy_device_ns", s.copy_device_ns},
+               {"batch_bytes", s.batch_bytes},
+               {"batch_pinned", s.batch_pinned},
+               {"batch_pinscope", s.batch_pinscope},
+               {"batch_shm", s.batch_shm},
+               {"batch_fresh_alloc", s.batch_fresh_alloc},
+               {"other_copy_ns", s.other_copy_ns},
+               {"sync_ns", s.sync_ns},
+               {"cpu_ns", s.cpu_ns},
                {"pin_unregister_ns", s.pin_unregister_ns}};
-  j["producers"] = {{"workers", in.producers.workers},   {"batches", in.producers.batches},
-                    {"fetch_ns", in.producers.fetch_ns}, {"fetch_cpu_ns", in.producers.fetch_cpu_ns},
+  j["producers"] = {{"workers", in.producers.workers},
+                    {"batches", in.producers.batches},
+                    {"fetch_ns", in.producers.fetch_ns},
+                    {"fetch_cpu_ns", in.producers.fetch_cpu_ns},
                     {"busy_ns", in.producers.cycle_ns}};
   j["pin_thread"] = {{"present", in.pin_thread.present},
                      {"pin_ns", in.pin_thread.pin_ns},
-                     {"cycle_cpu_ns", in.pin_thread.cycle_cpu_ns}};
-  j["gpu"] = {{"measured", in.gpu.measured}, {"busy_ns", in.gpu.busy_ns}, {"covered", in.gpu.covered}};
+                     {"cycle_cpu_ns", in.pin_thread.cycle_cpu_ns},
+                     {"recv_wait_ns", in.pin_thread.recv_wait_ns}};
+  j["gpu"] = {
+      {"measured", in.gpu.measured}, {"busy_ns", in.gpu.busy_ns}, {"covered", in.gpu.covered}};
   j["stages"] = json::array();
   for (const model::Stage& st : m.stages) {
-    j["stages"].push_back({{"id", st.id}, {"name", st.name}, {"service_ns", st.service_ns},
+    j["stages"].push_back({{"id", st.id},
+                           {"name", st.name},
+                           {"service_ns", st.service_ns},
                            {"utilization", st.utilization}});
   }
   j["parts"] = json::array();
@@ -150,28 +172,21 @@ json PipelineJson(const Report& report) {
   const auto prediction_json = [](const model::Prediction& p) {
     json env = json::object();
     for (const auto& [k, v] : p.change.env) env[k] = v;
-    return json{{"change", p.change.id},     {"what", p.change.what},
-                {"env", env},                {"code_change", p.change.code_change},
-                {"step_ns", p.step_ns},      {"speedup", p.speedup},
-                {"limit_next", p.limit_next}, {"basis", p.basis},
+    return json{{"change", p.change.id},
+                {"what", p.change.what},
+                {"env", env},
+                {"code_change", p.change.code_change},
+                {"step_ns", p.step_ns},
+                {"speedup", p.speedup},
+                {"limit_next", p.limit_next},
+                {"basis", p.basis},
                 {"uncertain", p.uncertain}};
   };
   j["all_predictions"] = json::array();
-  for (const model::Prediction& p : m.all_predictions) j["all_predictions"].push_back(prediction_json(p));
+  for (const model::Prediction& p : m.all_predictions)
+    j["all_predictions"].push_back(prediction_json(p));
   j["predictions"] = json::array();
-  for (const model::Prediction& p : m.predictions) {
-    json env = json::object();
-    for (const auto& [k, v] : p.change.env) env[k] = v;
-    j["predictions"].push_back({{"change", p.change.id},
-                                {"what", p.change.what},
-                                {"env", env},
-                                {"code_change", p.change.code_change},
-                                {"step_ns", p.step_ns},
-                                {"speedup", p.speedup},
-                                {"limit_next", p.limit_next},
-                                {"basis", p.basis},
-                                {"uncertain", p.uncertain}});
-  }
+  for (const model::Prediction& p : m.predictions) j["predictions"].push_back(prediction_json(p));
   return j;
 }
 
@@ -294,27 +309,26 @@ nlohmann::ordered_json JsonReport(const Report& report) {
   json call_sites = json::array();
   for (const CallSite& site : report.call_sites().sites()) {
     const BufferSite& buffer = site.buffer;
-    call_sites.push_back(
-        {{"python", site.python.empty() ? json(nullptr) : json(site.python)},
-         {"native", site.native.empty() ? json(nullptr) : json(site.native)},
-         {"frames", site.frames},
-         {"pids", site.pids},
-         {"copies", site.copies},
-         {"h2d", site.h2d},
-         {"d2h", site.d2h},
-         {"bytes", site.bytes},
-         {"blocked_ns", site.blocked_ns},
-         {"pinned_estimate_ns", site.pinned_estimate_ns},
-         {"loss_ns", site.loss_ns},
-         {"buffer",
-          {{"kind", buffer.kind == HostBuffer::Kind::kAlloc ? "alloc"
-                    : buffer.kind == HostBuffer::Kind::kShm ? "shm"
-                                                            : "unknown"},
-           {"site", buffer.site.empty() ? json(nullptr) : json(buffer.site)},
-           {"copies", buffer.copies},
-           {"pids", buffer.pids},
-           {"in_workers", buffer.in_workers}}},
-         {"buffer_sites", site.buffer_sites}});
+    call_sites.push_back({{"python", site.python.empty() ? json(nullptr) : json(site.python)},
+                          {"native", site.native.empty() ? json(nullptr) : json(site.native)},
+                          {"frames", site.frames},
+                          {"pids", site.pids},
+                          {"copies", site.copies},
+                          {"h2d", site.h2d},
+                          {"d2h", site.d2h},
+                          {"bytes", site.bytes},
+                          {"blocked_ns", site.blocked_ns},
+                          {"pinned_estimate_ns", site.pinned_estimate_ns},
+                          {"loss_ns", site.loss_ns},
+                          {"buffer",
+                           {{"kind", buffer.kind == HostBuffer::Kind::kAlloc ? "alloc"
+                                     : buffer.kind == HostBuffer::Kind::kShm ? "shm"
+                                                                             : "unknown"},
+                            {"site", buffer.site.empty() ? json(nullptr) : json(buffer.site)},
+                            {"copies", buffer.copies},
+                            {"pids", buffer.pids},
+                            {"in_workers", buffer.in_workers}}},
+                          {"buffer_sites", site.buffer_sites}});
   }
   j["call_sites"] = call_sites;
 
@@ -480,21 +494,33 @@ nlohmann::ordered_json JsonReport(const Report& report) {
     for (const SyncThread& t : input.sync_waits().threads) {
       nlohmann::ordered_json sites = nlohmann::ordered_json::array();
       for (const SyncSite& site : t.sites) {
-        sites.push_back({{"site", site.site}, {"via_copy", site.via_copy}, {"calls", site.calls},
-                         {"syncs", site.syncs}, {"copies", site.copies}, {"h2d", site.h2d},
-                         {"d2h", site.d2h}, {"copy_bytes", site.copy_bytes},
-                         {"wait_ns", site.wait_ns}, {"saving_ns", site.saving_ns},
+        sites.push_back({{"site", site.site},
+                         {"via_copy", site.via_copy},
+                         {"calls", site.calls},
+                         {"syncs", site.syncs},
+                         {"copies", site.copies},
+                         {"h2d", site.h2d},
+                         {"d2h", site.d2h},
+                         {"copy_bytes", site.copy_bytes},
+                         {"wait_ns", site.wait_ns},
+                         {"saving_ns", site.saving_ns},
                          {"apis", site.apis}});
       }
-      threads.push_back({{"pid", t.pid}, {"tid", t.tid}, {"span_ns", t.span_ns},
-                         {"calls", t.calls}, {"waiting_calls", t.waiting_calls},
-                         {"wait_ns", t.wait_ns}, {"sync_wait_ns", t.sync_wait_ns},
-                         {"copy_wait_ns", t.copy_wait_ns}, {"host_ns", t.host_ns},
-                         {"saving_ns", t.saving_ns}, {"copies_joined", t.copies_joined},
-                         {"copies_calibrated", t.copies_calibrated}, {"sites", sites}});
+      threads.push_back({{"pid", t.pid},
+                         {"tid", t.tid},
+                         {"span_ns", t.span_ns},
+                         {"calls", t.calls},
+                         {"waiting_calls", t.waiting_calls},
+                         {"wait_ns", t.wait_ns},
+                         {"sync_wait_ns", t.sync_wait_ns},
+                         {"copy_wait_ns", t.copy_wait_ns},
+                         {"host_ns", t.host_ns},
+                         {"saving_ns", t.saving_ns},
+                         {"copies_joined", t.copies_joined},
+                         {"copies_calibrated", t.copies_calibrated},
+                         {"sites", sites}});
     }
-    j["sync_waits"] = {{"threads", threads},
-                       {"dropped_calls", input.sync_waits().dropped_calls}};
+    j["sync_waits"] = {{"threads", threads}, {"dropped_calls", input.sync_waits().dropped_calls}};
   }
   if (input.has_pins()) {
     const PinStats& p = input.pins();

@@ -16,24 +16,9 @@ namespace pinscope {
 
 namespace {
 
-// Greedy word wrap of `text` at `width` columns; continuation lines get
-// `indent` (the first line's prefix is the caller's).
 std::string Wrap(const std::string& text, size_t first_width, size_t width,
                  const std::string& indent) {
-  std::istringstream words(text);
-  std::string word;
-  std::string result;
-  std::string line;
-  size_t limit = first_width;
-  while (words >> word) {
-    if (!line.empty() && DisplayWidth(line) + 1 + DisplayWidth(word) > limit) {
-      result += line + "\n" + indent;
-      line.clear();
-      limit = width;
-    }
-    line += (line.empty() ? "" : " ") + word;
-  }
-  return result + line;
+  return WrapWords(text, first_width, width, indent);
 }
 
 std::string Offset(uint64_t time_ns, uint64_t start_ns) {
@@ -239,29 +224,34 @@ void TextWriter::ModelChanges() {
                        StringPrintf(" (%.2fx", p.speedup);
     if (batch > 0) head += StringPrintf(", %.0f samples/s", p.speedup * batch * 1e9 / step);
     head += ")";
-    out_ << "  " << Severe(n == 1 ? Severity::kWarning : Severity::kInfo, head) << '\n';
-    Para("How: " + p.basis + "." + (p.limit_next.empty() ? "" : " Then " + p.limit_next + " limits.") +
+    out_ << "  "
+         << Severe(n == 1 ? Severity::kWarning : Severity::kInfo,
+                   Wrap(head, kReportWidth - 2, kReportWidth - 5, "     "))
+         << '\n';
+    Para("How: " + p.basis + "." +
+             (p.limit_next.empty() ? "" : " Then the limit is " + p.limit_next + ".") +
              (p.uncertain ? " Part of this is calibrated, not measured in this run: check it with "
-                            "`pinscope diff`." : ""),
+                            "`pinscope diff`."
+                          : ""),
          "     ");
     if (n == 5) break;
   }
   if (n == 0) {
-    out_ << "  "
-         << (m.verdict == model::Class::kGpuBound
-                 ? std::string("Nothing in the input pipeline: the GPU sets the pace. Faster "
-                               "kernels (bf16/TF32, fused ops, torch.compile) are what would help.")
-                 : "No change pinscope can time saves more than " +
-                       FormatDuration(static_cast<uint64_t>(m.floor_ns)) + " a step.")
-         << '\n';
+    Para(m.verdict == model::Class::kGpuBound
+             ? std::string("Nothing in the input pipeline: the GPU sets the pace. Faster "
+                           "kernels (bf16/TF32, fused ops, torch.compile) are what would help.")
+             : "No change pinscope can time saves more than " +
+                   FormatDuration(static_cast<uint64_t>(m.floor_ns)) + " a step.",
+         "  ");
   }
   for (const Finding& finding : report_.findings()) {
     if (finding.kind == Finding::Kind::kTime) continue;
     ++n;
-    out_ << "  " << Severe(finding.severity, std::to_string(n) + ". " + finding.title +
-                                                (finding.kind == Finding::Kind::kRisk
-                                                     ? ": risk of failure"
-                                                     : ": the job failed"))
+    out_ << "  "
+         << Severe(finding.severity,
+                   std::to_string(n) + ". " + finding.title +
+                       (finding.kind == Finding::Kind::kRisk ? ": risk of failure"
+                                                             : ": the job failed"))
          << '\n';
     Para(finding.action, "     ");
     Para("Evidence: " + finding.evidence, "     ");
@@ -280,15 +270,15 @@ void TextWriter::PipelineSection() {
        << FormatDuration(static_cast<uint64_t>(in.main.step_ns)) << " step:\n";
   for (const model::Stage& st : m.stages) {
     const bool critical = st.id == m.critical;
-    std::string line = StringPrintf("    %-48s %10s  %4.0f%%", st.name.c_str(),
+    std::string line = StringPrintf("    %-52s %10s  %4.0f%%", st.name.c_str(),
                                     FormatDuration(static_cast<uint64_t>(st.service_ns)).c_str(),
                                     100 * st.utilization);
-    if (critical) line += "  <- the step waits on this";
+    if (critical) line += "  <- limits the step";
     out_ << (critical ? style_.Warn(line) : line) << '\n';
   }
   out_ << "  The main thread's step:\n";
   for (const model::Part& part : m.parts) {
-    out_ << StringPrintf("    %-48s %10s  %4.0f%%\n", part.name.c_str(),
+    out_ << StringPrintf("    %-52s %10s  %4.0f%%\n", part.name.c_str(),
                          FormatDuration(static_cast<uint64_t>(part.ns)).c_str(),
                          100 * part.ns / in.main.step_ns);
   }
@@ -472,10 +462,12 @@ void TextWriter::CallSiteSection() {
     out_ << "  None: no pageable H2D or D2H copies.\n";
     return;
   }
-  Para("Site: the innermost Python frame of the copy's stack, then its innermost native frame "
-       "(module+offset). " + FormatCount(calls.total_sites()) + " sites; " +
-       FormatCount(calls.copies_with_stack()) + " pageable copies with a recorded stack, " +
-       FormatCount(calls.copies_without_stack()) + " without.");
+  Para(
+      "Site: the innermost Python frame of the copy's stack, then its innermost native frame "
+      "(module+offset). " +
+      FormatCount(calls.total_sites()) + " sites; " + FormatCount(calls.copies_with_stack()) +
+      " pageable copies with a recorded stack, " + FormatCount(calls.copies_without_stack()) +
+      " without.");
   TextTable table({{"#", TextTable::Align::kRight},
                    {"Copies", TextTable::Align::kRight},
                    {"Bytes", TextTable::Align::kRight},
@@ -505,7 +497,8 @@ void TextWriter::CallSiteSection() {
       out_ << "       " << (i == 0 ? "at   " : "from ") << CutLeft(site.frames[i], width) << '\n';
     }
     if (!site.native.empty() && !site.python.empty()) {
-      out_ << "       " << "in   " << CutLeft(site.native, width) << '\n';
+      out_ << "       "
+           << "in   " << CutLeft(site.native, width) << '\n';
     }
     const BufferSite& buffer = site.buffer;
     std::string fed;
@@ -513,7 +506,7 @@ void TextWriter::CallSiteSection() {
       fed = "not a recorded buffer";
     } else {
       fed = std::string(buffer.kind == HostBuffer::Kind::kShm ? "shm segment created at "
-                                                               : "allocated at ") +
+                                                              : "allocated at ") +
             (buffer.site.empty() ? std::string("(no stack recorded)") : CutLeft(buffer.site, 60));
       if (!buffer.pids.empty()) {
         fed += buffer.in_workers ? " in workers (pid " : " (pid ";
@@ -525,9 +518,8 @@ void TextWriter::CallSiteSection() {
       fed += "; " + FormatCount(site.buffer_sites - 1) + " other buffer site" +
              (site.buffer_sites == 2 ? "" : "s");
     }
-    out_ << "       buffers " << Wrap(fed, kReportWidth - 15, kReportWidth - 15,
-                                     std::string(15, ' '))
-         << '\n';
+    out_ << "       buffers "
+         << Wrap(fed, kReportWidth - 15, kReportWidth - 15, std::string(15, ' ')) << '\n';
   }
 }
 
@@ -611,9 +603,9 @@ void TextWriter::ProcessSection() {
        FormatDuration(analysis.stack_capture_ns()) + " of the job's thread time (" +
        share(analysis.stack_capture_ns(), report_.duration_ns()) + " of the run's " +
        FormatDuration(report_.duration_ns()) + " wall time)");
-  const auto taking = std::count_if(processes.begin(), processes.end(), [](const ProcessSummary& p) {
-    return p.stacks_captured > 0 || p.stack_capture_ns > 0;
-  });
+  const auto taking = std::count_if(
+      processes.begin(), processes.end(),
+      [](const ProcessSummary& p) { return p.stacks_captured > 0 || p.stack_capture_ns > 0; });
   if (taking < 2) return;
   for (const ProcessSummary& p : processes) {
     if (p.stacks_captured == 0 && p.stack_capture_ns == 0) continue;
@@ -693,17 +685,17 @@ void TextWriter::ShmSection() {
   }
 }
 
-
 // Only when PinEvents exist (PINSCOPE_PIN=1): what pinscope pinned, what it
 // cost and what it saved against the calibrated pageable bandwidth.
 void TextWriter::PinningSection() {
   const PinStats& pins = report_.input().pins();
   if (!report_.input().has_pins()) return;
   Title("Pinning (PINSCOPE_PIN)");
-  Para("Registered " + FormatCount(pins.registers) + " buffers (" + FormatBytes(pins.register_bytes) +
-       "): " + FormatCount(pins.shm_registers) + " shm (" + FormatBytes(pins.shm_bytes) + "), " +
-       FormatCount(pins.alloc_registers) + " malloc (" + FormatBytes(pins.alloc_bytes) + "), " +
-       FormatCount(pins.other_registers) + " other (" + FormatBytes(pins.other_bytes) + ").");
+  Para("Registered " + FormatCount(pins.registers) + " buffers (" +
+       FormatBytes(pins.register_bytes) + "): " + FormatCount(pins.shm_registers) + " shm (" +
+       FormatBytes(pins.shm_bytes) + "), " + FormatCount(pins.alloc_registers) + " malloc (" +
+       FormatBytes(pins.alloc_bytes) + "), " + FormatCount(pins.other_registers) + " other (" +
+       FormatBytes(pins.other_bytes) + ").");
   const double gib = static_cast<double>(pins.register_bytes) / (1024.0 * 1024 * 1024);
   Para("Registration time " + FormatDuration(pins.register_ns) +
        (gib > 0 ? " (" + FormatDuration(static_cast<uint64_t>(pins.register_ns / gib)) + " per GiB)"
@@ -729,12 +721,14 @@ void TextWriter::PinningSection() {
     Para("Unpinned " + FormatCount(pins.unregisters) + ": " + reasons + ".");
   }
   if (pins.pinned_copies > 0) {
-    const double achieved = pins.pinned_copy_blocked_ns == 0
-                                ? 0
-                                : static_cast<double>(pins.pinned_copy_bytes) / pins.pinned_copy_blocked_ns;
-    const double calibrated = pins.pinned_copy_at_pinned_ns == 0
-                                  ? 0
-                                  : static_cast<double>(pins.pinned_copy_bytes) / pins.pinned_copy_at_pinned_ns;
+    const double achieved =
+        pins.pinned_copy_blocked_ns == 0
+            ? 0
+            : static_cast<double>(pins.pinned_copy_bytes) / pins.pinned_copy_blocked_ns;
+    const double calibrated =
+        pins.pinned_copy_at_pinned_ns == 0
+            ? 0
+            : static_cast<double>(pins.pinned_copy_bytes) / pins.pinned_copy_at_pinned_ns;
     const int64_t saved = static_cast<int64_t>(pins.pinned_copy_at_pageable_ns) -
                           static_cast<int64_t>(pins.pinned_copy_blocked_ns) -
                           static_cast<int64_t>(pins.register_ns - pins.ahead_register_ns);
@@ -756,14 +750,16 @@ void TextWriter::DeviceSection() {
   Title("Device activity (CUPTI)");
   for (const ProcessDevice& p : devices) {
     for (const device::CopyClassStats& c : p.result.copy_classes) {
-      Para("pid " + std::to_string(p.pid) + " " + DirectionName(static_cast<trace::Direction>(c.key.direction)) +
-           " " + MemoryKindName(static_cast<trace::MemoryKind>(c.key.host_kind)) + ": " +
+      Para("pid " + std::to_string(p.pid) + " " +
+           DirectionName(static_cast<trace::Direction>(c.key.direction)) + " " +
+           MemoryKindName(static_cast<trace::MemoryKind>(c.key.host_kind)) + ": " +
            FormatCount(c.count) + " copies, " + FormatBytes(c.bytes) + ", device " +
            FormatDuration(c.device_ns) + " (" + FormatGbps(c.device_gbps()) + "), host blocked " +
            FormatDuration(c.host_blocked_ns) + " (" + FormatCount(c.joined) + " joined)");
     }
     for (const device::DeviceBusy& busy : p.result.devices) {
-      const std::string gpu = "pid " + std::to_string(p.pid) + " GPU " + std::to_string(busy.device_id);
+      const std::string gpu =
+          "pid " + std::to_string(p.pid) + " GPU " + std::to_string(busy.device_id);
       if (!busy.measured() && busy.kernels_sampled()) {
         // Kernels off for the whole window: copies and memsets alone say
         // nothing about how busy the GPU was.

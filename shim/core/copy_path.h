@@ -1,7 +1,8 @@
 // The copy path: what every CUDA copy and host-wait hook does between the
-// guard and the real call - classify both sides, take the call stack, let
-// pinning decide (and keep pageable semantics), push the call id to CUPTI,
-// time the call and record it. The exported hooks (interpose/cuda_*.cc)
+// guard and the real call - classify both sides, take the call stack (copies
+// only: the report names a host wait by the copy before it), let pinning
+// decide (and keep pageable semantics), push the call id to CUPTI, time the
+// call and record it. The exported hooks (interpose/interpose_cuda.cc)
 // only build a CopyCall from their arguments and hand the real call here as
 // a callable; tests drive these functions directly with the CUDA runtime
 // test double, without LD_PRELOAD (tests/shim/copy).

@@ -1,4 +1,4 @@
-// Real CUDA runtime lookup and pointer classification; see cuda_runtime.h.
+// Real CUDA runtime lookup and pointer classification; see real_runtime.h.
 #include "shim/cuda/real_runtime.h"
 
 #include <cuda_runtime_api.h>

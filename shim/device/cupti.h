@@ -17,7 +17,8 @@
 
 namespace pinscope::shim {
 
-// Called once per process by NoteCudaUse (first CUDA hook, guard set): finds
+// Called once per process by NoteCuda (shim/core/copy_path.cc, at the first
+// CUDA hook, guard set): finds
 // and loads libcupti, registers pinscope's buffer callbacks and enables the
 // activity kinds. On failure says "cupti_unavailable" once (stderr + Notice).
 void CuptiStart();
@@ -43,7 +44,7 @@ inline void CuptiPopCall() {
   if (cupti_internal::t_pushed) cupti_internal::PopSlow();
 }
 
-// From the recorder's flusher thread, every flush period: asks CUPTI for the
+// From the flusher thread (shim/process), every flush period: asks CUPTI for the
 // completed buffers (cuptiActivityFlushAll(0)) so a crash loses at most one
 // period of device records.
 void CuptiFlushPeriodic();

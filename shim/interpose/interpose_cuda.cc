@@ -1,7 +1,10 @@
 // Exported CUDA runtime hooks: each resolves the real function, builds a
 // CopyCall from its arguments and hands the real call to the copy path
-// (shim/core/copy_path.h), where everything else happens. Nothing else
-// lives here (heaptrack_preload.cpp style).
+// (shim/core/copy_path.h), where everything else happens
+// (heaptrack_preload.cpp style). The runtime's host-memory calls
+// (cudaHostAlloc and friends, cudaHostRegister/Unregister, cudaMallocManaged,
+// cudaFree) are short enough to do their own recording and tell pinning
+// here, under the same guard.
 // Each hook is defined under a C++ name with an asm label giving the CUDA
 // symbol, so our definitions never clash with the header's prototypes (the
 // _ptds/_ptsz variants and cudaMemcpyBatchAsync differ between CUDA 12 and 13).

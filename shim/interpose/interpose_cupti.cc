@@ -1,6 +1,6 @@
 // Exported hooks on the program's own CUPTI calls, so that pinscope steps
 // aside before torch.profiler (Kineto) or another profiler takes CUPTI's one
-// set of activity-buffer callbacks. Each hook lets cupti.cc react, then
+// set of activity-buffer callbacks. Each hook lets device/cupti_program.cc react, then
 // forwards to the real function unchanged. docs/device-activity.md.
 // pinscope's own CUPTI calls go through its dlopen handle, never through
 // these symbols; calls made while the hook guard is set (CUPTI calling its

@@ -100,7 +100,7 @@ struct KeptTake {
 };
 bool PinTakeKept(size_t n, size_t alignment, KeptTake* out);
 void PinNoteReuse(const KeptTake& k);
-// Periodic work (the recorder's flusher thread, never a signal handler):
+// Periodic work (the flusher thread of shim/process, never a signal handler):
 // releases kept blocks idle for more than kKeepIdleNs.
 void PinPeriodic();
 
@@ -120,7 +120,7 @@ uint64_t PinBudget();
 // unpins private blocks (the kernel would copy their pages eagerly, facts
 // section 5), releases every kept block (unregister + free) and refuses new
 // registrations until PinAfterForkParent (in the parent) or PinForkChild.
-// The pthread_atfork handlers (PinForkPrepare from the recorder's prepare,
+// The pthread_atfork handlers (PinForkPrepare from shim/process's prepare,
 // PinForkChild from its child handler) make no CUDA call: the child forgets
 // every block and the recycle list (they belong to the parent's CUDA
 // context) and never pins if the parent had used CUDA.

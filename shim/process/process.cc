@@ -238,7 +238,8 @@ void InitProcess() {
 }
 
 void ForkPrepare() {
-  // Before taking the writer lock: unpinning records PinEvents.
+  // Before the recorder takes its writer lock: pinning notes whether this
+  // process used CUDA, for the child.
   PinForkPrepare();
   RecorderForkPrepare();
 }

@@ -2,8 +2,9 @@
 // (configuration, run folder, the recorder's header callback), fork (the
 // pinning, recorder and stacks handlers in the order they need), exit and
 // exec (last device records, counters, the exit packet), and the flusher
-// thread that writes buffered packets every PINSCOPE_FLUSH_MS. It is the
-// only layer that calls into every other one; nothing below calls it.
+// thread that writes buffered packets every PINSCOPE_FLUSH_MS. It ties the
+// record, stacks, pin and device layers' process-wide handling together;
+// nothing below calls it.
 //
 // Contract: InitProcess runs from the library constructor, before any hook
 // records; the fork handlers are pthread_atfork handlers (no CUDA call in

@@ -154,7 +154,7 @@ enum PinOp : uint32_t {
 };
 enum LoaderKind : uint32_t {
   kLoaderUnknown = 0, kLoaderIter = 1, kLoaderNext = 2, kLoaderFetch = 3, kLoaderPin = 4,
-  kLoaderEnd = 5
+  kLoaderEnd = 5, kLoaderRecv = 6
 };
 enum ActivityKind : uint32_t { kActUnknown = 0, kActMemcpy = 1, kActMemset = 2, kActKernel = 3,
                                kActSync = 4 };

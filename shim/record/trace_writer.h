@@ -1,5 +1,5 @@
 // One process's trace file: a fixed buffer over a raw fd, flushed when full,
-// periodically (by the recorder's flusher thread) and at exit. Never uses
+// periodically (by the flusher thread of shim/process) and at exit. Never uses
 // the hooked allocator or stdio (heaptrack util/linewriter.h does the same).
 // Thread-safe: Append/Flush serialize on one mutex that is never held while
 // calling anything that allocates.

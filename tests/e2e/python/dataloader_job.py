@@ -4,22 +4,30 @@ dataloader_test (tests/e2e/python). Synthetic samples: a float32 tensor of
 through --workers worker processes; each batch is checked and, with
 --clone, copied once in the main process (a posix_memalign of the batch's
 size there); with --hold, every batch is kept alive (its shm segment stays
-mapped in the main process) until the loop ends. Prints "batches N" and exits 0 on success."""
+mapped in the main process) until the loop ends; with --spin-ms, each sample
+costs that much Python in the worker (holding its GIL). Prints "batches N"
+and exits 0 on success."""
 import argparse
+import time
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 
 class Synthetic(Dataset):
-    def __init__(self, n, shape):
+    def __init__(self, n, shape, spin_ms=0.0):
         self.n = n
         self.shape = shape
+        self.spin_ms = spin_ms
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
+        if self.spin_ms > 0:
+            end = time.perf_counter() + self.spin_ms / 1000.0
+            while time.perf_counter() < end:
+                pass
         return torch.full(self.shape, float(i), dtype=torch.float32)
 
 
@@ -31,9 +39,10 @@ def main():
     ap.add_argument("--shape", default="3,64,64")
     ap.add_argument("--clone", action="store_true")
     ap.add_argument("--hold", action="store_true")
+    ap.add_argument("--spin-ms", type=float, default=0.0)
     args = ap.parse_args()
     shape = tuple(int(x) for x in args.shape.split(","))
-    loader = DataLoader(Synthetic(args.batch * args.batches, shape), batch_size=args.batch,
+    loader = DataLoader(Synthetic(args.batch * args.batches, shape, args.spin_ms), batch_size=args.batch,
                         num_workers=args.workers)
     n = 0
     keep = []

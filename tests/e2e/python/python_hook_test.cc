@@ -3,7 +3,8 @@
 // libpinscope.so preloaded and the hook's folder on PYTHONPATH, as
 // `pinscope run` starts it, and the trace must hold the loader's settings
 // (LOADER_ITER), one NEXT span per __next__ on the main thread, one FETCH
-// span per batch in the process that made it, and the END mark; the job's
+// span per batch in the process that made it, one RECV per batch received
+// from the workers, and the END mark; the job's
 // output is unchanged, a job's own sitecustomize still runs, and the hook
 // does nothing without the shim or with PINSCOPE_PYTHON_HOOK=0.
 #include <gtest/gtest.h>
@@ -19,7 +20,7 @@ namespace {
 constexpr int kBatches = 8;
 constexpr int kBatch = 16;
 // dataloader_job.py builds its DataLoader on this line.
-constexpr int kLoaderLine = 36;
+constexpr int kLoaderLine = 45;
 
 class PythonHook : public ::testing::Test {
  protected:
@@ -51,8 +52,10 @@ class PythonHook : public ::testing::Test {
     EXPECT_EQ(error, "");
     return run;
   }
-  static std::vector<const trace::TracePacket*> Loader(const ProcessTrace& t, trace::LoaderEventKind k) {
-    return t.Select([k](const trace::TracePacket& p) { return p.has_loader() && p.loader().kind() == k; });
+  static std::vector<const trace::TracePacket*> Loader(const ProcessTrace& t,
+                                                       trace::LoaderEventKind k) {
+    return t.Select(
+        [k](const trace::TracePacket& p) { return p.has_loader() && p.loader().kind() == k; });
   }
 
   static bool torch_;
@@ -114,6 +117,26 @@ TEST_F(PythonHook, WorkersFetchAndTheMainThreadWaits) {
   }
   EXPECT_EQ(fetches, kBatches);
   EXPECT_EQ(worker_ids, (std::set<int>{0, 1}));
+
+  // Receiving each batch from the workers' result queue: one RECV per batch
+  // on the main thread, nested in the NEXT that received it and carrying
+  // its loader and index; none in the workers.
+  auto recvs = Loader(*main, trace::LOADER_RECV);
+  ASSERT_EQ(recvs.size(), static_cast<size_t>(kBatches));
+  for (const auto* r : recvs) {
+    EXPECT_EQ(r->tid(), main->header.pid());
+    EXPECT_EQ(r->loader().loader_id(), it.loader_id());
+    EXPECT_GE(r->loader().end_ns(), r->timestamp_ns());
+    EXPECT_TRUE(r->loader().has_usage_end());
+    const trace::TracePacket* outer = nullptr;
+    for (const auto* n : nexts)
+      if (n->timestamp_ns() <= r->timestamp_ns() && r->loader().end_ns() <= n->loader().end_ns())
+        outer = n;
+    ASSERT_NE(outer, nullptr) << "a RECV outside every NEXT";
+    EXPECT_EQ(r->loader().index(), outer->loader().index());
+  }
+  for (const auto& [pid, t] : run)
+    if (&t != main) EXPECT_TRUE(Loader(t, trace::LOADER_RECV).empty()) << pid;
 }
 
 TEST_F(PythonHook, WithoutWorkersTheFetchIsInsideTheNext) {
@@ -127,6 +150,7 @@ TEST_F(PythonHook, WithoutWorkersTheFetchIsInsideTheNext) {
   auto fetches = Loader(main, trace::LOADER_FETCH);
   ASSERT_EQ(nexts.size(), static_cast<size_t>(kBatches + 1));
   ASSERT_EQ(fetches.size(), static_cast<size_t>(kBatches));
+  EXPECT_TRUE(Loader(main, trace::LOADER_RECV).empty());  // no queue without workers
   auto iters = Loader(main, trace::LOADER_ITER);
   ASSERT_EQ(iters.size(), 1u);
   EXPECT_EQ(iters[0]->loader().prefetch_factor(), 0);
@@ -143,13 +167,15 @@ TEST_F(PythonHook, WithoutWorkersTheFetchIsInsideTheNext) {
 TEST_F(PythonHook, TheJobsOwnSitecustomizeStillRuns) {
   const std::string own = dir_.path() + "/own";
   ASSERT_EQ(system(("mkdir -p " + own).c_str()), 0);
-  std::ofstream(own + "/sitecustomize.py") << "import sys\nsys.stderr.write('own sitecustomize\\n')\n";
+  std::ofstream(own + "/sitecustomize.py")
+      << "import sys\nsys.stderr.write('own sitecustomize\\n')\n";
   RunResult r = RunJob(0, {}, true, std::string(PINSCOPE_HOOK_DIR) + ":" + own);
   ASSERT_TRUE(r.Exited(0)) << r.err;
   EXPECT_EQ(r.err, "own sitecustomize\n");
   auto run = Traces();
   ASSERT_EQ(run.size(), 1u);
-  EXPECT_EQ(Loader(run.begin()->second, trace::LOADER_NEXT).size(), static_cast<size_t>(kBatches + 1));
+  EXPECT_EQ(Loader(run.begin()->second, trace::LOADER_NEXT).size(),
+            static_cast<size_t>(kBatches + 1));
 }
 
 TEST_F(PythonHook, OffWithoutTheShimOrWhenAskedTo) {
@@ -171,9 +197,9 @@ TEST_F(PythonHook, OffWithoutTheShimOrWhenAskedTo) {
 // N batches with status 0, PINSCOPE_THROUGHPUT writes the loop's rate.
 TEST_F(PythonHook, SettingsChangedAndTheJobStoppedFromOutside) {
   const std::string rate = dir_.path() + "/rate.json";
-  RunResult r = RunJob(0, {"PINSCOPE_SET_NUM_WORKERS=3", "PINSCOPE_SET_PIN_MEMORY=0",
-                           "PINSCOPE_STOP_AFTER=5", "PINSCOPE_STOP_WARMUP=1",
-                           "PINSCOPE_THROUGHPUT=" + rate});
+  RunResult r =
+      RunJob(0, {"PINSCOPE_SET_NUM_WORKERS=3", "PINSCOPE_SET_PIN_MEMORY=0", "PINSCOPE_STOP_AFTER=5",
+                 "PINSCOPE_STOP_WARMUP=1", "PINSCOPE_THROUGHPUT=" + rate});
   ASSERT_TRUE(r.Exited(0)) << r.err;
   EXPECT_EQ(r.out, "");  // stopped before the job's own last line
   auto run = Traces();
@@ -200,7 +226,8 @@ TEST_F(PythonHook, ABadSettingIsSaidOnceAndIgnored) {
   RunResult r = RunJob(0, {"PINSCOPE_SET_NUM_WORKERS=many"});
   ASSERT_TRUE(r.Exited(0)) << r.err;
   EXPECT_EQ(r.out, "batches 8\n");
-  EXPECT_EQ(r.err, "pinscope: PINSCOPE_SET_NUM_WORKERS='many' is not a whole number >= 0; ignored\n");
+  EXPECT_EQ(r.err,
+            "pinscope: PINSCOPE_SET_NUM_WORKERS='many' is not a whole number >= 0; ignored\n");
 }
 
 }  // namespace

@@ -353,6 +353,7 @@ ENUM(f::kLoaderNext, pt::LOADER_NEXT);
 ENUM(f::kLoaderFetch, pt::LOADER_FETCH);
 ENUM(f::kLoaderPin, pt::LOADER_PIN);
 ENUM(f::kLoaderEnd, pt::LOADER_END);
+ENUM(f::kLoaderRecv, pt::LOADER_RECV);
 
 #undef ENUM
 
@@ -375,7 +376,7 @@ TEST(WireEnums, EveryProtoEnumValueHasAShimConstant) {
       {pt::Notice::Severity_descriptor(), f::kError},
       {pt::PinOp_descriptor(), f::kReuse},
       {pt::DeviceActivityKind_descriptor(), f::kActSync},
-      {pt::LoaderEventKind_descriptor(), f::kLoaderEnd},
+      {pt::LoaderEventKind_descriptor(), f::kLoaderRecv},
   };
   for (const auto& en : enums) {
     // Values are dense 0..max in both, so equal counts mean equal sets given

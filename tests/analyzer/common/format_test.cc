@@ -1,0 +1,35 @@
+// The report's word wrap and human units (analyzer/common/format.h).
+#include "analyzer/common/format.h"
+
+#include <gtest/gtest.h>
+
+namespace pinscope {
+namespace {
+
+TEST(WrapWords, BreaksAtTheWidthAndIndentsTheRest) {
+  EXPECT_EQ(WrapWords("aaa bbb ccc ddd", 7, 7, "  "), "aaa bbb\n  ccc ddd");
+  EXPECT_EQ(WrapWords("aaa bbb ccc", 3, 7, ">"), "aaa\n>bbb ccc");
+  // A word longer than the line stays whole, on a line of its own.
+  EXPECT_EQ(WrapWords("a abcdefghij b", 4, 4, ""), "a\nabcdefghij\nb");
+  EXPECT_EQ(WrapWords("", 10, 10, "  "), "");
+  // Runs of spaces and newlines are one break.
+  EXPECT_EQ(WrapWords("a  b\nc", 10, 10, ""), "a b c");
+}
+
+TEST(WrapWords, KeepsANumberWithItsUnit) {
+  // "lasted 11.34 s" at a width that would leave "s" alone on the next line.
+  EXPECT_EQ(WrapWords("it lasted 11.34 s", 15, 20, "  "), "it lasted\n  11.34 s");
+  EXPECT_EQ(WrapWords("copy 3.0 MiB, at 4.2 GB/s)", 13, 20, ""), "copy 3.0 MiB,\nat 4.2 GB/s)");
+  // Only after a number: a word "s" after a word stays breakable.
+  EXPECT_EQ(WrapWords("the s", 4, 10, ""), "the\ns");
+}
+
+TEST(Format, HumanUnits) {
+  EXPECT_EQ(FormatBytes(3 * 1024 * 1024), "3.0 MiB");
+  EXPECT_EQ(FormatPercent(0.312), "31.2%");
+  EXPECT_EQ(Truncate("abcdefgh", 5), "ab...");
+  EXPECT_EQ(DisplayWidth("\xc2\xb5s"), 2u);
+}
+
+}  // namespace
+}  // namespace pinscope
