@@ -750,6 +750,22 @@ Result Build(const Inputs& in, const Calibration& cal) {
                      if (std::abs(a.speedup - b.speedup) > 0.02) return a.speedup > b.speedup;
                      return !a.change.code_change && b.change.code_change;
                    });
+  // Workers that the cores cannot run: the CPU is the limit, and what helps
+  // is less CPU work per batch, which the trace cannot time.
+  if (r.critical == "producers") {
+    const Prediction* workers = nullptr;
+    for (const Prediction& p : r.predictions)
+      if (p.change.id.rfind("num_workers=", 0) == 0) workers = &p;
+    if (workers == nullptr || workers->limit_next == "the CPU cores") {
+      r.advice.push_back(
+          std::string(workers == nullptr ? "More workers cannot supply faster"
+                                         : "Past that count, more workers cannot supply faster") +
+          ": the workers and the main process need the " + std::to_string(in.host.cores) +
+          " cores the job may use. What helps is less CPU per batch: decode and augment on the "
+          "GPU (NVIDIA DALI; torchvision.io.decode_jpeg(device=\"cuda\") and transforms.v2 on "
+          "GPU tensors), cheaper transforms, or samples cached decoded.");
+    }
+  }
 
   // The verdict's sentence.
   const auto share = [&](double ns) { return Pct(ns / d.s); };

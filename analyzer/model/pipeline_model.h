@@ -189,6 +189,8 @@ struct Result {
   std::vector<Prediction> predictions;  // most gain first, one worker count
   // Every change re-timed, each worker count too (pinscope tune, checks).
   std::vector<Prediction> all_predictions;
+  // Advice the model cannot time (what moves work off saturated cores).
+  std::vector<std::string> advice;
   // Savings below this floor are not worth a warning: max(0.5 ms, 2% of the step).
   double floor_ns = 0;
 };

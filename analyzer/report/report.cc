@@ -2,11 +2,12 @@
 // into findings (rules in findings.cc) and one verdict. The verdict is the
 // most severe thing the data shows: a failure, else the biggest significant
 // saving, else a risk, else an honest "no copies" or "not input-bound".
+#include "analyzer/report/report.h"
+
 #include <algorithm>
 #include <utility>
 
 #include "analyzer/common/format.h"
-#include "analyzer/report/report.h"
 
 namespace pinscope {
 
@@ -155,6 +156,21 @@ void Report::PickVerdict() {
     verdict_ = {top.id, top.severity, top.verdict};
     return;
   }
+  // A corrupt root trace: what was read before the damage may not be the
+  // job, and the report says so instead of judging a fragment.
+  const Problem* root_damage = nullptr;
+  if (root_index() >= 0) {
+    const std::string& root_file = processes()[root_index()].path;
+    for (const Problem& problem : problems_)
+      if (problem.severity == Severity::kError && problem.file == root_file) root_damage = &problem;
+  }
+  if (root_damage != nullptr && !model_.valid) {
+    verdict_.id = "root_trace_corrupt";
+    verdict_.severity = Severity::kError;
+    verdict_.text = "the root process's trace is damaged: " + root_damage->message +
+                    "; what was read before it cannot say what limits the job";
+    return;
+  }
   if (model_.valid && model_.verdict != model::Class::kNone) {
     verdict_.id = model::ClassId(model_.verdict);
     const double gain = model_.predictions.empty()
@@ -167,6 +183,11 @@ void Report::PickVerdict() {
     if (gain < model_.floor_ns && model_.verdict != model::Class::kGpuBound) {
       verdict_.text += "; no change pinscope can time saves more than " +
                        FormatDuration(static_cast<uint64_t>(model_.floor_ns)) + " a step";
+    }
+    if (root_damage != nullptr) {
+      verdict_.severity = Severity::kError;
+      verdict_.text +=
+          " (from the steps read before the root's trace is damaged: " + root_damage->message + ")";
     }
     return;
   }

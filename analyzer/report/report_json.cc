@@ -187,6 +187,8 @@ json PipelineJson(const Report& report) {
     j["all_predictions"].push_back(prediction_json(p));
   j["predictions"] = json::array();
   for (const model::Prediction& p : m.predictions) j["predictions"].push_back(prediction_json(p));
+  j["advice"] = json::array();
+  for (const std::string& a : m.advice) j["advice"].push_back(a);
   return j;
 }
 

@@ -244,6 +244,7 @@ void TextWriter::ModelChanges() {
                    FormatDuration(static_cast<uint64_t>(m.floor_ns)) + " a step.",
          "  ");
   }
+  for (const std::string& advice : m.advice) Para(advice, "  ");
   for (const Finding& finding : report_.findings()) {
     if (finding.kind == Finding::Kind::kTime) continue;
     ++n;

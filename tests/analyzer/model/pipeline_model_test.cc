@@ -97,6 +97,28 @@ TEST(PipelineModel, StarvedWorkersAreTheVerdictAndScaleWithTheirCount) {
   EXPECT_DOUBLE_EQ(pin->step_ns, 34 * kMs);
   EXPECT_DOUBLE_EQ(pin->speedup, 1.0);
   for (const Prediction& p : r.predictions) EXPECT_NE(p.change.id, "PINSCOPE_PIN=1");
+  EXPECT_TRUE(r.advice.empty());  // 15 workers fit the 16 cores
+}
+
+// Starved workers that already fill the cores: no worker count to try, and
+// the advice is less CPU per batch, untimed.
+TEST(PipelineModel, StarvedWorkersOnFullCoresGetAdviceNotACount) {
+  Inputs in = Base(34 * kMs);
+  in.host.cores = 4;
+  in.loader.num_workers = in.producers.workers = 3;
+  in.main.next_ns = 31 * kMs;
+  in.main.next_cpu_ns = 1 * kMs;
+  in.main.cpu_ns = 3 * kMs;
+  in.producers.fetch_ns = in.producers.cycle_ns = 100 * kMs;
+  in.producers.fetch_cpu_ns = 99 * kMs;
+  const Result r = Build(in, Flat());
+  ASSERT_TRUE(r.valid);
+  EXPECT_EQ(r.verdict, Class::kInputStarvation);
+  for (const Prediction& p : r.all_predictions)
+    EXPECT_NE(p.change.id.rfind("num_workers=", 0), 0u) << p.change.id;
+  ASSERT_EQ(r.advice.size(), 1u);
+  EXPECT_NE(r.advice[0].find("4 cores"), std::string::npos) << r.advice[0];
+  EXPECT_NE(r.advice[0].find("on the GPU"), std::string::npos) << r.advice[0];
 }
 
 // The main thread's __next__ waits off-CPU while unpickling batches the

@@ -5,12 +5,15 @@
 // prediction. tests/data/expected/pipeline_verdicts.json holds the answers
 // and the speedups measured when each change was applied (docs/validation.md).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "analyzer/diff/diff_command.h"
 #include "analyzer/report/report_command.h"
@@ -109,6 +112,52 @@ TEST(PipelineTracesGuards, ChangesBesideTheLimitingStageClaimNoGain) {
     for (const auto& pred : p["predictions"])
       EXPECT_EQ(pred["change"].get<std::string>().rfind("num_workers=", 0), 0u) << run;
   }
+}
+
+// A root trace damaged early is named as such, not judged from the packets
+// before the damage ("not input-bound", "did the job use CUDA?").
+TEST(PipelineTracesGuards, ADamagedRootTraceIsTheVerdict) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("pinscope-damaged-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::copy(kData + "/h200/pipeline/input_starvation", dir);
+  // The root's file (the largest), its 20th packet's tag zeroed.
+  fs::path root;
+  for (const auto& f : fs::directory_iterator(dir))
+    if (f.path().extension() == ".pstrace" &&
+        (root.empty() || fs::file_size(f) > fs::file_size(root)))
+      root = f.path();
+  std::fstream file(root, std::ios::in | std::ios::out | std::ios::binary);
+  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(file)), {});
+  size_t at = 0;
+  for (int packet = 0; packet < 20; ++packet) {
+    size_t i = at + 1, length = 0;
+    for (int shift = 0;; shift += 7) {
+      const unsigned char c = bytes.at(i++);
+      length |= static_cast<size_t>(c & 0x7f) << shift;
+      if (!(c & 0x80)) break;
+    }
+    at = i + length;
+  }
+  ASSERT_EQ(bytes.at(at), 0x0A);
+  file.seekp(static_cast<std::streamoff>(at));
+  file.put(0);
+  file.close();
+
+  ReportOptions options;
+  options.run_dir = dir.string();
+  options.json = true;
+  options.color = ColorMode::kNever;
+  options.calibration_path = dir.string() + "/calibration.json";
+  std::ostringstream out, err;
+  EXPECT_EQ(RunReport(options, out, err), 1);  // reported, with a file in error
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  EXPECT_EQ(j["verdict"]["id"], "root_trace_corrupt");
+  EXPECT_EQ(j["verdict"]["severity"], "error");
+  EXPECT_NE(j["verdict"]["text"].get<std::string>().find("byte " + std::to_string(at)),
+            std::string::npos)
+      << j["verdict"]["text"];
+  fs::remove_all(dir);
 }
 
 TEST(PipelineTracesGuards, TheStepDecomposesIntoItsParts) {
