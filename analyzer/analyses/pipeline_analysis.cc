@@ -207,11 +207,12 @@ void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l)
       return;
   }
   if (list->size() >= kMaxKept) return;
+  // The span's own clock readings, not the replay's time: a span is written
+  // when it ends, after the spans inside it, and the replay's time keeps each
+  // file's order (the later of the two), which would move its start.
   Span s;
-  s.start = event.time_ns;
-  s.end = l.end_ns() > event.packet.timestamp_ns()
-              ? event.time_ns + (l.end_ns() - event.packet.timestamp_ns())
-              : event.time_ns;
+  s.start = event.packet.timestamp_ns() > 0 ? event.packet.timestamp_ns() : event.time_ns;
+  s.end = std::max(s.start, l.end_ns());
   s.begin = UsageOf(l.usage_begin());
   s.finish = UsageOf(l.usage_end());
   s.loader_id = l.loader_id();
@@ -339,12 +340,42 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   }
   for (const Span& s : main.next)
     if (s.loader_id == loader && s.start == window_.end_ns) final = &s;
-  // Receiving batches from the workers (unpickling) inside __next__.
+  // Receiving batches from the workers (unpickling) inside __next__. The
+  // in-order DataLoader hands batch i of an epoch (__next__'s index) to
+  // worker i mod num_workers; a receive that began while that worker was in
+  // a fetch waited for the worker (its process answers when the fetch lets
+  // go of the GIL), measured per batch rather than assumed from a busy share.
+  std::map<int32_t, std::vector<std::pair<uint64_t, uint64_t>>> fetches_of;  // worker -> spans
+  for (auto& [index, proc] : processes_) {
+    if (!proc.worker) continue;
+    for (auto& [t, thread] : proc.threads)
+      for (const Span& f : thread.fetch)
+        if (f.worker_id >= 0) fetches_of[f.worker_id].push_back({f.start, f.end});
+  }
+  const auto producer_busy = [&](uint64_t index, uint64_t at) {
+    if (in.loader.num_workers <= 0) return false;
+    auto it = fetches_of.find(static_cast<int32_t>(index % in.loader.num_workers));
+    if (it == fetches_of.end()) return false;
+    for (auto [a, b] : it->second)
+      if (a <= at && at < b) return true;
+    return false;
+  };
+  std::sort(main.next.begin(), main.next.end(),
+            [](const Span& a, const Span& b) { return a.start < b.start; });
   for (const Span& s : main.recv) {
     if (!inside(s.start)) continue;
-    m.recv_ns += Diff(s.end, s.start);
-    m.recv_cpu_ns += Diff(s.finish.cpu, s.begin.cpu);
+    const double wall = Diff(s.end, s.start), cpu = Diff(s.finish.cpu, s.begin.cpu);
+    m.recv_ns += wall;
+    m.recv_cpu_ns += cpu;
     m.recv_seen = true;
+    // The __next__ this receive ran in (the last to start before it) gives
+    // the batch's index.
+    auto nx = std::upper_bound(main.next.begin(), main.next.end(), s.start,
+                               [](uint64_t t, const Span& x) { return t < x.start; });
+    if (nx == main.next.begin()) continue;
+    --nx;
+    if (nx->loader_id == loader && s.start < nx->end && producer_busy(nx->index, s.start))
+      m.recv_busy_off_ns += std::max(0.0, wall - cpu);
   }
   for (const Span& s : main.fetch) {
     if (!inside(s.start)) continue;
@@ -426,10 +457,10 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     if (inside(t)) m.pin_register_ns += static_cast<double>(d);
   // Per step.
   for (double* v :
-       {&m.next_ns, &m.next_cpu_ns, &m.make_ns, &m.make_cpu_ns, &m.make_sys_ns, &m.make_faults,
-        &m.copy_ns, &m.copy_cpu_ns, &m.copy_faults, &m.copy_wait_ns, &m.copy_device_ns,
-        &m.other_copy_ns, &m.sync_ns, &m.cpu_ns, &m.pin_unregister_ns, &m.pin_register_ns,
-        &m.release_ns, &m.recv_ns, &m.recv_cpu_ns})
+       {&m.next_ns,         &m.next_cpu_ns,   &m.make_ns,     &m.make_cpu_ns, &m.make_sys_ns,
+        &m.make_faults,     &m.copy_ns,       &m.copy_cpu_ns, &m.copy_faults, &m.copy_wait_ns,
+        &m.copy_device_ns,  &m.other_copy_ns, &m.sync_ns,     &m.cpu_ns,      &m.pin_unregister_ns,
+        &m.pin_register_ns, &m.release_ns,    &m.recv_ns,     &m.recv_cpu_ns, &m.recv_busy_off_ns})
     *v /= n;
   if (!in.main.timed_by_hook) {
     // Without __next__ spans the thread's CPU per step is what its calls saw.

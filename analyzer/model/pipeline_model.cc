@@ -73,9 +73,13 @@ struct Costs {
     double g = cal.ShmReleaseGbps(b);
     return At(b, g > 0 ? g : 6.0);  // 12.7 ms per 73.5 MiB on the H200 machine, 2026-12-01
   }
-  // Taking a batch from a worker (the queue, unpickling, mapping it): the
-  // main thread's CPU in __next__ with workers, when no run measured it.
-  double Receive() const { return 0.5e6; }
+  // Taking a batch from an idle worker (the queue, unpickling, asking the
+  // worker's process for its descriptors): the main thread's __next__ with
+  // workers, when no run measured it. 0.75 ms: __next__ plus the hand-over
+  // from idle workers in the H200 traces of 2026-12-01 with 12-15 workers
+  // (main_process 12 workers: 0.49 + 0.26 ms; input_starvation 14 workers:
+  // 0.57 + 0.3 ms median), docs/validation.md.
+  double Receive() const { return 0.75e6; }
 };
 
 // What the measured step is made of, derived once.
@@ -111,11 +115,14 @@ Derived Derive(const Inputs& in) {
   if (d.workers > 0 || d.pin_thread) {
     d.wait_input = std::max(0.0, m.next_ns - m.next_cpu_ns);
     d.next_own = std::min(m.next_ns, m.next_cpu_ns);
-    // Off-CPU while unpickling a batch the queue already held: the worker's
-    // process answering for its descriptors. Part of the main thread's own
-    // loop, whatever the number of workers.
+    // Off-CPU while unpickling a batch the queue already held, from a
+    // worker that was not making another: its process answering for the
+    // descriptors. Part of the main thread's own loop, whatever the number
+    // of workers. A receive from a worker busy with its next fetch waits for
+    // that fetch: the workers' supply, which stays in wait_input.
     if (!d.pin_thread) {
-      d.handover = std::min(d.wait_input, std::max(0.0, m.recv_ns - m.recv_cpu_ns));
+      const double idle = m.recv_ns - m.recv_cpu_ns - m.recv_busy_off_ns;
+      d.handover = std::min(d.wait_input, std::max(0.0, idle));
       d.wait_input -= d.handover;
     }
   } else {
@@ -242,31 +249,9 @@ Prediction Workers(const Inputs& in, const Calibration& cal, int k, const Change
     t.producers = d.worker_each / k;
     basis = "one worker makes a batch in " + Ms(d.worker_each) + ": " + std::to_string(k) +
             " workers supply one every " + Ms(t.producers);
-    if (d.handover > 0) {
-      // A worker hands a batch over late when its Python is busy making the
-      // next one: the wait scales with how busy the workers are, which
-      // depends on the step it sets. The step is the fixed point of
-      //   x = max(supply, own + handover * busy(x) / busy today),
-      //   busy(x) = min(1, worker_each / (k x)),
-      // whose right side falls as x grows: bisection.
-      const double own = std::max(0.0, d.loop - d.handover);
-      const double busy_today = std::max(0.05, std::min(1.0, d.worker_each / (d.workers * d.s)));
-      const auto busy = [&](double x) { return std::min(1.0, d.worker_each / (k * x)); };
-      const auto rhs = [&](double x) {
-        return std::max(t.producers, own + d.handover * busy(x) / busy_today);
-      };
-      double lo = std::max(t.producers, own), hi = own + d.handover / busy_today + t.producers;
-      for (int i = 0; i < 60; ++i) {
-        const double mid = (lo + hi) / 2;
-        (rhs(mid) > mid ? lo : hi) = mid;
-      }
-      const double handover = d.handover * busy(hi) / busy_today;
-      t.loop = own + handover;
-      uncertain = true;  // the wait's share of busy workers is a model, not a measurement
-      basis += "; the main thread's wait for a worker to hand a batch over goes from " +
-               Ms(d.handover) + " to " + Ms(handover) + " (workers busy " + Pct(busy_today) +
-               " of the time today, " + Pct(busy(hi)) + " then)";
-    }
+    if (d.handover > 0)
+      basis += "; the main thread's own " + Ms(d.handover) +
+               " a step to take each batch over from an idle worker stays";
   } else {
     // The main thread stops making batches; a worker makes each in what the
     // main thread took, writing it into a fresh shared-memory segment, and
@@ -820,9 +805,9 @@ Result Build(const Inputs& in, const Calibration& cal) {
       break;
     case Class::kHandover:
       text += "the main thread waits " + Ms(d.handover) + " of each " + Ms(d.s) +
-              " step for a worker to hand over a batch it has already made (unpickling asks "
-              "the worker's process for the batch's memory, which answers when its Python, busy "
-              "making the next batch, lets go of the GIL)";
+              " step for an idle worker to hand over a batch it has already made (unpickling "
+              "asks the worker's process for the batch's memory, which answers once it gets a "
+              "core and its GIL)";
       break;
     default:
       break;

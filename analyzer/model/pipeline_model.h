@@ -45,6 +45,11 @@ struct MainStep {
   // the worker's process for its descriptors): wall and CPU. Its off-CPU
   // part is a hand-over wait on a batch already made, not an empty queue.
   double recv_ns = 0, recv_cpu_ns = 0;
+  // Of that off-CPU part, the receiving of batches whose worker was making
+  // another one when asked: its process answers for the descriptors when
+  // that fetch lets go of the GIL, often at its end. That is a wait for the
+  // worker (the supply), not the main thread's own hand-over.
+  double recv_busy_off_ns = 0;
   bool recv_seen = false;  // the hook timed receiving (a hook from before it did not)
   double make_ns = 0, make_cpu_ns = 0, make_sys_ns = 0, make_faults = 0;
   // The batch's H2D copies: blocked time, of which waiting for the stream

@@ -173,9 +173,10 @@ void Report::PickVerdict() {
   }
   if (model_.valid && model_.verdict != model::Class::kNone) {
     verdict_.id = model::ClassId(model_.verdict);
-    const double gain = model_.predictions.empty()
-                            ? 0
-                            : model_inputs_.main.step_ns - model_.predictions.front().step_ns;
+    // Per step's worth of samples, as the model ranks its changes: a larger
+    // batch lengthens the step and still saves per sample.
+    const double top = model_.predictions.empty() ? 0 : model_.predictions.front().speedup;
+    const double gain = top > 0 ? model_inputs_.main.step_ns * (1 - 1 / top) : 0;
     verdict_.severity = model_.verdict == model::Class::kGpuBound || gain < model_.floor_ns
                             ? Severity::kInfo
                             : Severity::kWarning;

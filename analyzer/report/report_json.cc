@@ -131,6 +131,7 @@ json PipelineJson(const Report& report) {
                {"next_cpu_ns", s.next_cpu_ns},
                {"recv_ns", s.recv_ns},
                {"recv_cpu_ns", s.recv_cpu_ns},
+               {"recv_busy_off_ns", s.recv_busy_off_ns},
                {"make_ns", s.make_ns},
                {"make_cpu_ns", s.make_cpu_ns},
                {"make_faults", s.make_faults},
