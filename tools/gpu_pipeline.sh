@@ -95,6 +95,11 @@ fi
 if has overuse; then
   configs pinned_overuse "base|PINSCOPE_PIN=1 PINSCOPE_PIN_BUDGET=50M|" "budget|PINSCOPE_PIN=1 PINSCOPE_PIN_BUDGET=16G|"
 fi
+if has restart; then
+  # Workers started anew every epoch: 5+ epochs of 20 steps, applied from
+  # outside (the Python hook's PINSCOPE_SET_PERSISTENT_WORKERS).
+  configs worker_restart "base||--steps 100" "persistent|PINSCOPE_SET_PERSISTENT_WORKERS=1|--steps 100"
+fi
 if has longrun; then
   configs main_process "base||--steps 120 --warmup 30" "w12||--workers 12 --steps 120 --warmup 30"
   configs input_starvation "base||--steps 120 --warmup 40" "w15||--workers 15 --steps 120 --warmup 40"

@@ -185,7 +185,11 @@ void PipelineAnalysis::OnThreadSample(const Event& event, const trace::ThreadSam
 void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l) {
   Process& p = Of(event.process);
   if (l.kind() == trace::LOADER_ITER) {
-    if (p.root && iters_.size() < 4096) iters_.push_back(l);
+    if (p.root && iters_.size() < 4096) {
+      iters_.push_back(l);
+      iter_times_.push_back(event.packet.timestamp_ns() > 0 ? event.packet.timestamp_ns()
+                                                            : event.time_ns);
+    }
     return;
   }
   std::vector<Span>* list = nullptr;
@@ -298,6 +302,30 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   }
   if (starts.size() < 4) return;
   std::sort(starts.begin(), starts.end());
+  // Several epochs: the steady window lies inside one, the one with the most
+  // steps (the later of equals). An epoch's start (its workers forked anew,
+  // their first batches) is not the steady step; persistent_workers=True
+  // is the change that times it.
+  if (in.main.timed_by_hook) {
+    std::vector<uint64_t> bounds;
+    for (size_t i = 0; i < iters_.size(); ++i)
+      if (iters_[i].loader_id() == loader) bounds.push_back(iter_times_[i]);
+    std::sort(bounds.begin(), bounds.end());
+    if (bounds.size() >= 2) {
+      size_t best_a = 0, best_n = 0;
+      for (size_t e = 0; e < bounds.size(); ++e) {
+        const uint64_t from = bounds[e];
+        const uint64_t to = e + 1 < bounds.size() ? bounds[e + 1] : UINT64_MAX;
+        const size_t a = std::lower_bound(starts.begin(), starts.end(), from) - starts.begin();
+        const size_t b = std::lower_bound(starts.begin(), starts.end(), to) - starts.begin();
+        if (b - a >= best_n) best_n = b - a, best_a = a;
+      }
+      if (best_n >= 4) {
+        starts.erase(starts.begin() + static_cast<std::ptrdiff_t>(best_a + best_n), starts.end());
+        starts.erase(starts.begin(), starts.begin() + static_cast<std::ptrdiff_t>(best_a));
+      }
+    }
+  }
   // The steady window: without the first steps (workers starting, caches
   // warming, prefetched batches queued) and the last (the end of the loop).
   size_t skip = std::max<size_t>(2, starts.size() / 8);
@@ -376,6 +404,38 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     --nx;
     if (nx->loader_id == loader && s.start < nx->end && producer_busy(nx->index, s.start))
       m.recv_busy_off_ns += std::max(0.0, wall - cpu);
+  }
+  // Epoch starts: from each iterator of the loader to its first batch.
+  {
+    model::LoaderFacts& l = in.loader;
+    std::vector<double> cost;
+    uint64_t batches = 0;
+    for (const Span& nx : main.next) batches += nx.loader_id == loader;
+    for (size_t i = 0; i < iters_.size(); ++i) {
+      if (iters_[i].loader_id() != loader) continue;
+      const uint64_t t = iter_times_[i];
+      auto nx = std::lower_bound(main.next.begin(), main.next.end(), t,
+                                 [](const Span& x, uint64_t v) { return x.start < v; });
+      while (nx != main.next.end() && nx->loader_id != loader) ++nx;
+      if (nx == main.next.end()) continue;
+      cost.push_back(Diff(nx->end, t));
+      l.epochs_in_window += inside(t) && t != window_.start_ns;
+    }
+    {
+      std::vector<uint64_t> from;
+      for (size_t i = 0; i < iters_.size(); ++i)
+        if (iters_[i].loader_id() == loader) from.push_back(iter_times_[i]);
+      std::sort(from.begin(), from.end());
+      if (from.size() >= 2) {
+        uint64_t n = 0, end = 0;
+        for (const Span& nx : main.next)
+          if (nx.loader_id == loader && nx.start >= from[1]) ++n, end = std::max(end, nx.end);
+        if (n > 0 && end > from[1]) l.epoch_step_ns = Diff(end, from[1]) / static_cast<double>(n);
+      }
+    }
+    if (cost.size() >= 3) cost.erase(cost.begin());
+    if (!cost.empty()) l.epoch_start_ns = MeanOf(cost);
+    if (l.epochs > 0) l.steps_per_epoch = batches / l.epochs;
   }
   for (const Span& s : main.fetch) {
     if (!inside(s.start)) continue;

@@ -98,6 +98,7 @@ class PipelineAnalysis : public Analysis {
   // Allocation ids of the step thread's fresh large blocks, by address.
   std::unordered_map<uint64_t, uint64_t> alloc_time_;
   std::vector<trace::LoaderEvent> iters_;  // the root's LOADER_ITER events
+  std::vector<uint64_t> iter_times_;       // and when each was made
   std::unique_ptr<device::ProcessDeviceAnalysis> device_;
   // The GPU's own work, kernels and memsets: copies are the copy stage's
   // (a pageable copy's slow DMA is not the GPU being busy).

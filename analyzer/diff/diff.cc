@@ -236,6 +236,15 @@ AppliedChange FindAppliedChange(const Report& a, const Report& b) {
     whats.push_back("PINSCOPE_PIN_BUDGET " + FormatBytes(ia.pin_budget) + " -> " +
                     FormatBytes(ib.pin_budget));
   }
+  bool whole_epochs = false;
+  if (ia.loader.persistent_workers != ib.loader.persistent_workers && ib.producers.workers > 0) {
+    ids.push_back(std::string("persistent_workers=") +
+                  (ib.loader.persistent_workers ? "True" : "False"));
+    whats.push_back(std::string("persistent_workers ") +
+                    (ia.loader.persistent_workers ? "True" : "False") + " -> " +
+                    (ib.loader.persistent_workers ? "True" : "False"));
+    whole_epochs = true;
+  }
   double per_step = 1;
   if (ia.loader.batch_size != ib.loader.batch_size) {
     // Only doubling is a change A's model times.
@@ -258,6 +267,13 @@ AppliedChange FindAppliedChange(const Report& a, const Report& b) {
     if (p.change.id == out.id) out.predicted = &p;
   out.measured_step_ns = ib.main.step_ns / per_step;
   out.measured_speedup = out.measured_step_ns > 0 ? ia.main.step_ns / out.measured_step_ns : 0;
+  if (whole_epochs) {
+    // What persistent workers change is an epoch's start: the step over
+    // whole epochs, starts included, in A's steady-step units.
+    const double ea = ia.loader.epoch_step_ns, eb = ib.loader.epoch_step_ns;
+    out.measured_speedup = ea > 0 && eb > 0 ? ea / eb : 0;
+    out.measured_step_ns = out.measured_speedup > 0 ? ia.main.step_ns / out.measured_speedup : 0;
+  }
   return out;
 }
 

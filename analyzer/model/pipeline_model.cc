@@ -428,6 +428,37 @@ Prediction Batch(const Inputs& in, const Calibration& cal, int k, const Change& 
   return p;
 }
 
+// persistent_workers=True: a fresh iterator forks its workers anew every
+// epoch, and the epoch's first batch waits for them to start and make it;
+// persistent workers start once, and the first batch waits only for its
+// fetch. The saving is per epoch: over an epoch of n steps, today's n
+// steady steps and the start's time beyond one step, less what the workers'
+// start took (the measured start less a fetch). Where the steady window
+// holds epoch starts, its step already carries their share.
+Prediction PersistentWorkers(const Inputs& in, const Change& change) {
+  const Derived d = Derive(in);
+  const LoaderFacts& l = in.loader;
+  Prediction p;
+  p.change = change;
+  const double n = static_cast<double>(std::max<uint64_t>(1, l.steps_per_epoch));
+  const double saved = std::max(0.0, l.epoch_start_ns - d.worker_each);
+  double epoch = n * d.s + std::max(0.0, l.epoch_start_ns - d.s);  // an epoch today
+  if (l.epochs_in_window > 0) epoch = n * d.s;
+  // No shorter than its steps at the stages' own times.
+  const double after = std::max(n * Today(d).Step(), epoch - saved);
+  p.speedup = epoch / after;
+  p.step_ns = d.s / p.speedup;
+  p.limit_next = "";
+  p.basis = "each epoch starts its " + std::to_string(d.workers) +
+            " workers anew: " + Ms(l.epoch_start_ns) +
+            " from the epoch's iterator to its first batch, of which " + Ms(saved) +
+            " beyond a worker's fetch (" + Ms(d.worker_each) +
+            "); started once, over an epoch of " + std::to_string(l.steps_per_epoch) +
+            " steps that is " + Ms(saved / n) + " a step (the step counted over whole epochs)";
+  p.uncertain = false;
+  return p;
+}
+
 Change SetChange(const std::string& id, const std::string& what,
                  std::vector<std::pair<std::string, std::string>> env) {
   Change c;
@@ -531,6 +562,7 @@ Prediction Predict(const Inputs& in, const Calibration& cal, const Change& chang
   if (id == "pin_memory=False+PINSCOPE_PIN=1") return PinMemoryOff(in, cal, true, change);
   if (id == "pin_memory=True") return PinMemoryOn(in, cal, change);
   if (id == "no_per_step_sync") return NoSync(in, cal, change);
+  if (id == "persistent_workers=True") return PersistentWorkers(in, change);
   if (id.rfind("batch_size_x", 0) == 0) {
     return Batch(in, cal, std::max(1, std::atoi(id.c_str() + 12)), change);
   }
@@ -654,6 +686,11 @@ Result Build(const Inputs& in, const Calibration& cal) {
       changes.push_back(SetChange("num_workers=" + std::to_string(k),
                                   "num_workers=" + std::to_string(k) + " in the DataLoader",
                                   {{"PINSCOPE_SET_NUM_WORKERS", std::to_string(k)}}));
+    }
+    if (d.workers > 0 && !l.persistent_workers && l.epochs >= 2 && l.epoch_start_ns > 0) {
+      changes.push_back(SetChange("persistent_workers=True",
+                                  "persistent_workers=True in the DataLoader",
+                                  {{"PINSCOPE_SET_PERSISTENT_WORKERS", "1"}}));
     }
     if (d.pin_thread) {
       changes.push_back(SetChange("pin_memory=False+PINSCOPE_PIN=1",

@@ -30,6 +30,16 @@ struct LoaderFacts {
   int batch_size = 0;   // 0 unknown
   uint64_t epochs = 0;  // LOADER_ITER events of the loader
   std::string site;     // "train.py:42"
+  // An epoch's start: from its iterator (LOADER_ITER) to its first batch on
+  // the step thread, a mean over the epochs (after the first, when there
+  // are three or more: the first also starts the job). With workers that are
+  // not persistent, it forks and starts them anew.
+  double epoch_start_ns = 0;
+  uint64_t steps_per_epoch = 0;   // __next__ spans of the loader / epochs
+  uint64_t epochs_in_window = 0;  // epoch starts inside the steady window
+  // The step over whole epochs, their starts included: from the second
+  // epoch's iterator to the last batch, per batch (0 with one epoch).
+  double epoch_step_ns = 0;
 };
 
 // The main thread's step, means over the steady window.

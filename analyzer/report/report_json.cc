@@ -125,7 +125,11 @@ json PipelineJson(const Report& report) {
                  {"persistent_workers", l.persistent_workers},
                  {"batch_size", l.batch_size},
                  {"epochs", l.epochs},
-                 {"site", l.site}};
+                 {"site", l.site},
+                 {"epoch_start_ns", l.epoch_start_ns},
+                 {"steps_per_epoch", l.steps_per_epoch},
+                 {"epochs_in_window", l.epochs_in_window},
+                 {"epoch_step_ns", l.epoch_step_ns}};
   const model::MainStep& s = in.main;
   j["main"] = {{"next_ns", s.next_ns},
                {"next_cpu_ns", s.next_cpu_ns},

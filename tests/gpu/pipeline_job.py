@@ -52,6 +52,12 @@ SCENARIOS = {
     # planted class: pinned memory over-use (PINSCOPE_PIN=1 with a budget
     # below the reused 73.5 MiB batch: run with PINSCOPE_PIN_BUDGET=50M).
     "pinned_overuse": dict(shape=(128, 3, 224, 224), batch=None, workers=0, matmuls=2, dim=4096),
+    # planted: workers started anew every epoch (persistent_workers=False):
+    # short epochs of 20 batches, 4 workers that each spend 100 ms starting
+    # (worker_init_fn: opening a dataset, imports), so every epoch's first
+    # batch waits for them.
+    "worker_restart": dict(shape=(3, 64, 64), batch=64, workers=4, cpu_ms=0.05, matmuls=4, dim=4096,
+                           init_ms=100.0, epoch_steps=20),
 }
 
 
@@ -94,7 +100,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=8)
     args = ap.parse_args()
     cfg = dict(shape=(1,), batch=32, workers=0, pin_memory=0, cpu_ms=0.0, matmuls=0, dim=1024,
-               tiny_ops=0, sync=1, host_ms=0.0)
+               tiny_ops=0, sync=1, host_ms=0.0, init_ms=0.0, epoch_steps=0)
     cfg.update(SCENARIOS[args.scenario])
     for key in ("workers", "pin_memory", "batch", "sync"):
         if getattr(args, key) is not None:
@@ -106,18 +112,31 @@ def main():
     tiny = torch.randn(cfg["batch"] or 1, 256, device=dev)
     per_step = cfg["batch"] or 1
     total = (args.steps + args.warmup + 2) * per_step
+    if cfg["epoch_steps"]:
+        total = cfg["epoch_steps"] * per_step  # one epoch; the loop runs as many as it takes
     kwargs = dict(batch_size=cfg["batch"], num_workers=cfg["workers"], pin_memory=bool(cfg["pin_memory"]),
                   shuffle=False, drop_last=cfg["batch"] is not None)
     if cfg["workers"] > 0:
         kwargs["persistent_workers"] = bool(args.persistent)
         if args.prefetch:
             kwargs["prefetch_factor"] = args.prefetch
+        if cfg["init_ms"]:
+            kwargs["worker_init_fn"] = lambda _: spin(cfg["init_ms"])
     loader = DataLoader(Synth(total, cfg["shape"], cfg["cpu_ms"]), **kwargs)
+
+    def batches():
+        # Epoch after epoch until the steps are done (one epoch unless the
+        # scenario sets epoch_steps).
+        while True:
+            for b in loader:
+                yield b
+            if not cfg["epoch_steps"]:
+                return
 
     acc = torch.zeros((), device=dev)
     t0 = None
     steps = 0
-    for i, batch in enumerate(loader):
+    for i, batch in enumerate(batches()):
         if i == args.warmup:
             torch.cuda.synchronize()
             t0 = time.perf_counter()

@@ -201,6 +201,39 @@ TEST(PipelineModel, AHandOverFromABusyWorkerIsAWaitForTheWorkers) {
   EXPECT_EQ(w12->limit_next, "the workers");
 }
 
+// Workers started anew every epoch (persistent_workers=False): 20 steps an
+// epoch of 4 ms each (the workers' 3 ms, the main thread's 4), and 250 ms
+// from each epoch's iterator to its first batch, of which 12 ms is a
+// worker's fetch. Started once, an epoch takes 20 x 4 ms + (250 - 4) - 238
+// ms instead of 80 + 246: (80 + 246) / 88 = 3.70x over whole epochs; the
+// steady step itself does not change.
+TEST(PipelineModel, WorkersStartedEveryEpochAreTimedAsPersistentWorkers) {
+  Inputs in = Base(4 * kMs);
+  in.loader.num_workers = in.producers.workers = 4;
+  in.loader.epochs = 5;
+  in.loader.steps_per_epoch = 20;
+  in.loader.epoch_start_ns = 250 * kMs;
+  in.main.next_ns = 0.5 * kMs;
+  in.main.next_cpu_ns = 0.5 * kMs;
+  in.main.cpu_ns = 4 * kMs;
+  in.producers.fetch_ns = in.producers.cycle_ns = 12 * kMs;
+  const Result r = Build(in, Flat());
+  ASSERT_TRUE(r.valid);
+  const Prediction* p = Find(r, "persistent_workers=True");
+  ASSERT_NE(p, nullptr);
+  EXPECT_NEAR(p->speedup, (80.0 + 246) / 88, 1e-9);
+  EXPECT_EQ(p->change.env.at(0).first, "PINSCOPE_SET_PERSISTENT_WORKERS");
+  ASSERT_FALSE(r.predictions.empty());
+  EXPECT_EQ(r.predictions[0].change.id, "persistent_workers=True");
+
+  // Already persistent, or one epoch: nothing to time.
+  in.loader.persistent_workers = true;
+  EXPECT_EQ(Find(Build(in, Flat()), "persistent_workers=True"), nullptr);
+  in.loader.persistent_workers = false;
+  in.loader.epochs = 1;
+  EXPECT_EQ(Find(Build(in, Flat()), "persistent_workers=True"), nullptr);
+}
+
 TEST(PipelineModel, ABusyGpuIsTheVerdictAndBoundsEveryChange) {
   Inputs in = Base(70 * kMs);
   in.loader.num_workers = in.producers.workers = 2;

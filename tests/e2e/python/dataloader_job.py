@@ -5,8 +5,9 @@ through --workers worker processes; each batch is checked and, with
 --clone, copied once in the main process (a posix_memalign of the batch's
 size there); with --hold, every batch is kept alive (its shm segment stays
 mapped in the main process) until the loop ends; with --spin-ms, each sample
-costs that much Python in the worker (holding its GIL). Prints "batches N"
-and exits 0 on success."""
+costs that much Python in the worker (holding its GIL); with --epochs E the
+loop runs E epochs of --batches batches, and --init-ms is each worker's
+start (worker_init_fn). Prints "batches N" and exits 0 on success."""
 import argparse
 import time
 
@@ -31,6 +32,17 @@ class Synthetic(Dataset):
         return torch.full(self.shape, float(i), dtype=torch.float32)
 
 
+def spin_for(ms):
+    if ms <= 0:
+        return None
+
+    def init(_):
+        end = time.perf_counter() + ms / 1000.0
+        while time.perf_counter() < end:
+            pass
+    return init
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=0)
@@ -40,21 +52,24 @@ def main():
     ap.add_argument("--clone", action="store_true")
     ap.add_argument("--hold", action="store_true")
     ap.add_argument("--spin-ms", type=float, default=0.0)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--init-ms", type=float, default=0.0)
     args = ap.parse_args()
     shape = tuple(int(x) for x in args.shape.split(","))
     loader = DataLoader(Synthetic(args.batch * args.batches, shape, args.spin_ms), batch_size=args.batch,
-                        num_workers=args.workers)
+                        num_workers=args.workers, worker_init_fn=spin_for(args.init_ms))
     n = 0
     keep = []
-    for batch in loader:
-        assert tuple(batch.shape) == (args.batch,) + shape, batch.shape
-        assert float(batch[0].flatten()[0]) == n * args.batch
-        if args.clone:
-            keep.append(batch.clone())
-        elif args.hold:
-            keep.append(batch)
-        n += 1
-    assert n == args.batches, n
+    for _ in range(args.epochs):
+        for i, batch in enumerate(loader):
+            assert tuple(batch.shape) == (args.batch,) + shape, batch.shape
+            assert float(batch[0].flatten()[0]) == i * args.batch
+            if args.clone:
+                keep.append(batch.clone())
+            elif args.hold:
+                keep.append(batch)
+            n += 1
+    assert n == args.batches * args.epochs, n
     print("batches", n, flush=True)
 
 

@@ -20,7 +20,7 @@ namespace {
 constexpr int kBatches = 8;
 constexpr int kBatch = 16;
 // dataloader_job.py builds its DataLoader on this line.
-constexpr int kLoaderLine = 45;
+constexpr int kLoaderLine = 59;
 
 class PythonHook : public ::testing::Test {
  protected:
