@@ -494,7 +494,8 @@ void Tuner::Confirm() {
 int Tuner::Finish() {
   result_.best = tune::PickBest(result_.trials);
   result_.elapsed_s = Elapsed();
-  const nlohmann::ordered_json j = tune::TuneJson(result_);
+  nlohmann::ordered_json j = tune::TuneJson(result_);
+  if (!models_.empty()) j["checks"] = tune::HostChecksJson(host_, models_[0], pin_budget_);
   {
     std::ofstream out(dir_ + "/tune.json");
     out << j.dump(1) << "\n";
