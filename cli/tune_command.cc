@@ -442,6 +442,7 @@ void Tuner::Rounds() {
       return;
     }
     const double before = best >= 0 ? measured[best].rate : 0;
+    const size_t trials_before = result_.trials.size();
     for (const tune::Candidate& c : next) {
       if (Stopped()) {
         result_.interrupted = true;
@@ -454,6 +455,14 @@ void Tuner::Rounds() {
       }
       Explore(c, round);
       if (exec_status_) return;
+    }
+    bool ran = false;
+    for (size_t i = trials_before; i < result_.trials.size(); ++i)
+      ran |= result_.trials[i].skipped.empty();
+    if (!ran) {
+      result_.stop_reason =
+          StringPrintf("every trial of round %d was refused by a guard (see Not run)", round);
+      return;
     }
     double after = 0;
     for (const TrialRecord& t : result_.trials) after = std::max(after, t.Rate());

@@ -98,11 +98,27 @@ class Chooser {
           "the model's pick: " + p->change + " (" + Speedup(p->speedup) + " predicted)", p->speedup,
           /*uncapped=*/true);
       if (IsWorkers(*p)) {
-        const int k = WorkersOf(*p);
-        auto it = std::find(ladder.begin(), ladder.end(), k);
-        if (it == ladder.end()) continue;
-        for (auto n : {it == ladder.begin() ? ladder.end() : it - 1, it + 1}) {
-          if (n == ladder.end() || *n == base.settings.num_workers) continue;
+        int k = WorkersOf(*p);
+        if (in_.max_workers > 0 && k > in_.max_workers &&
+            in_.max_workers > base.settings.num_workers) {
+          // The pick needs more cores than the job may use (the guards
+          // refuse it): the most the cores run instead, and its neighbours.
+          Settings s = base.settings;
+          s.num_workers = in_.max_workers;
+          Add(Apply(s, {}),
+              "the most workers the cores run (the model's pick, num_workers=" + std::to_string(k) +
+                  ", needs more)",
+              PredictedFor(base, "num_workers=" + std::to_string(in_.max_workers)));
+          k = in_.max_workers;
+        }
+        std::vector<int> around = ladder;
+        if (std::find(around.begin(), around.end(), k) == around.end()) {
+          around.push_back(k);
+          std::sort(around.begin(), around.end());
+        }
+        auto it = std::find(around.begin(), around.end(), k);
+        for (auto n : {it == around.begin() ? around.end() : it - 1, it + 1}) {
+          if (n == around.end() || *n == base.settings.num_workers) continue;
           Settings s = base.settings;
           s.num_workers = *n;
           Add(Apply(s, {}), "a neighbour of num_workers=" + std::to_string(k),

@@ -78,11 +78,16 @@ INSTANTIATE_TEST_SUITE_P(
         FirstRoundCase{"input_starvation_w15", {}}),
     [](const auto& info) { return std::string(info.param.run); });
 
-TEST(FirstRound, ThePickIsKeptAboveTheCoresForTheGuardToRefuse) {
+TEST(FirstRound, APickAboveTheCoresIsKeptAndTheMostTheyRunTried) {
   const RunModel base = Model("input_starvation");
-  // 8 cores: the pick (15) stays, to be refused with its reason; its
-  // neighbour above the cores is not proposed at all.
-  EXPECT_EQ(Labels(base, FirstRound(base, 8)), (std::vector<std::string>{"num_workers=15"}));
+  // 8 cores: the pick (15) stays, for the guard to refuse with its reason;
+  // then the most workers the cores run, and its neighbour below. Counts
+  // above the cores are not proposed otherwise.
+  EXPECT_EQ(Labels(base, FirstRound(base, 8)),
+            (std::vector<std::string>{"num_workers=15", "num_workers=8", "num_workers=6"}));
+  // 5 cores: a count the model did not re-time; its neighbour is 4.
+  EXPECT_EQ(Labels(base, FirstRound(base, 5)),
+            (std::vector<std::string>{"num_workers=15", "num_workers=5", "num_workers=4"}));
 }
 
 TEST(FirstRound, WorkersRestartedEveryEpochTryPersistentWorkers) {
