@@ -169,6 +169,13 @@ TEST_F(Tune, StatusesAsPinscopeRun) {
   EXPECT_NE(missing.err.find("pinscope tune: no-such-command-here: command not found"),
             std::string::npos)
       << missing.err;
+  RunResult killed =
+      RunCommand(Tuned({"-o", dir_.path() + "/c"}, {"/bin/sh", "-c", "kill -TERM $$; sleep 5"}),
+                 Env(dir_.path()), dir_.path());
+  ASSERT_TRUE(WIFSIGNALED(killed.status)) << killed.err;
+  EXPECT_EQ(WTERMSIG(killed.status), SIGTERM);
+  EXPECT_NE(killed.err.find("the baseline was killed by signal 15"), std::string::npos)
+      << killed.err;
   RunResult usage =
       RunCommand({PINSCOPE_BIN, "tune", "--batches", "4", "--warmup", "5", "--", "/bin/true"},
                  Env(dir_.path()), dir_.path());
