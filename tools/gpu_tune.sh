@@ -9,21 +9,28 @@
 # throughput line. Runs on the GPU machine from the repo root with .gpu
 # carried (tools/gpu_fetch_debs.sh), like tools/gpu_pipeline.sh.
 #
-#   tools/gpu_tune.sh build,tune        # build, calibrate, the three tunes (~6 min)
-#   tools/gpu_tune.sh gridA,gridB,compare   # the grids (~8 min), then the verdict
+#   tools/gpu_tune.sh build,warm,starve,compare   # one call per job: tune, grid (~6 min)
+#   tools/gpu_tune.sh build,warm,pin,compare
+#   tools/gpu_tune.sh build,warm,seed,compare
+#   OUT=all tools/gpu_tune.sh compare             # here, over the calls' files copied into all/
 #
-# Each call stays under 9 minutes on a 16-core H200 (runs take 5-7 s, most
-# of it Python and CUDA start-up). The exhaustive grid over what tune can
-# pick there (workers 0, 2, 4, 6, 8, 12, 15 x pin_memory x PINSCOPE_PIN,
-# 28 configs x 3) would take ~25 min per job: the grids measure the subset
-# where the best can be (listed below), and `compare` prices the full grid
-# at the measured runs' median wall; both times are in compare.json. $OUT gets: tune-NAME.json (tune's
-# result), tune-NAME.txt (its table and checks), grid.jsonl (one line per
-# grid run), timing.jsonl (each tune's and grid's wall time), compare.json
-# and compare.txt, the log, and tune-folders.tgz (each trial's tune.json,
-# job output and first trace).
+# A job's tune and grid run in the same call, on the same machine and memory
+# (a fresh machine's first touches of memory are slower: `warm` touches 8 GiB
+# first, as tools/gpu_pipeline.sh does). Each call stays under 9 minutes on a
+# 16-core H200: runs take 5-7 s, most of it Python and CUDA start-up. The
+# exhaustive grid over what tune can pick there (workers 0, 2, 4, 6, 8, 12, 15
+# x pin_memory x PINSCOPE_PIN, 28 configs x 3) would take ~9 min per job on
+# its own: the grid measures a subset of it (listed below), and
+# `compare` prices the full grid at the measured runs' median wall; both
+# times are in compare.json. A `compare` in the call itself judges that
+# call's job.
+#
+# $OUT gets: tune-NAME.json (tune's result), tune-NAME.txt (its table and
+# checks), grid-NAME.jsonl (one line per grid run), timing-NAME.jsonl (the
+# tune's and the grid's wall time), compare.json and compare.txt, the log,
+# and tune-NAME.tgz (each trial's job output, tune.json and first traces).
 set -uo pipefail
-phases="${1:-build,tune}"
+phases="${1:-build,warm,starve}"
 has() { [[ ",$phases," == *",$1,"* ]]; }
 tag="${phases//,/_}"
 OUT="${OUT:-/tmp/pinscope-out}"
@@ -58,28 +65,39 @@ if has build; then
   step "build"; bash tools/gpu_build.sh || exit 1
   step "calibrate"; $PS calibrate --output "$HOME/.cache/pinscope/calibration.json" | tail -6 || exit 1
 fi
-[ -x "$PS" ] || { echo "no build at $PS: run the build phase first"; exit 1; }
+needs_build() { [ -x "$PS" ] || { echo "no build at $PS: run the build phase first"; exit 1; }; }
 
-if has tune; then
-  for name in starve pin seed; do
-    step "tune $name"
-    dir="$W/tune-$name"; rm -rf "$dir"
-    t0=$(now)
-    # shellcheck disable=SC2046
-    timeout -k 10 $((BUDGET + 120)) "$PS" tune --budget "$BUDGET" --batches "$BATCHES" \
-      --warmup "$WARMUP" --reps "$REPS" -o "$dir" -- $(job "$name") > "$OUT/tune-$name.txt"
-    rc=$?
-    ms=$(( ($(now) - t0) / 1000000 ))
-    cat "$OUT/tune-$name.txt"
-    cp "$dir/tune.json" "$OUT/tune-$name.json" 2>/dev/null
-    echo "{\"what\": \"tune\", \"name\": \"$name\", \"rc\": $rc, \"wall_ms\": $ms}" >> "$OUT/timing.jsonl"
-    echo "[tune $name] exit $rc in $ms ms"
-  done
-  (cd "$W" && tar czf "$OUT/tune-folders.tgz" tune-*/tune.json tune-*/*/job.* tune-*/*-r1/*.pstrace 2>/dev/null)
-  if [ "$(stat -c %s "$OUT/tune-folders.tgz")" -gt 15000000 ]; then
-    (cd "$W" && tar czf "$OUT/tune-folders.tgz" tune-*/tune.json tune-*/*/job.*)
-  fi
+if has warm; then
+  step "warm memory"
+  $PY -c "
+import mmap, time
+t = time.time(); n = 8 << 30; m = mmap.mmap(-1, n)
+for off in range(0, n, 4096): m[off] = 1
+m.close(); print('touched 8 GiB in %.1f s' % (time.time() - t))"
 fi
+
+# tune NAME: `pinscope tune` of the job, its wall time in timing-NAME.jsonl.
+tune() {
+  local name="$1" dir="$W/tune-$1"
+  step "tune $name"
+  rm -rf "$dir"
+  local t0 rc ms
+  t0=$(now)
+  # shellcheck disable=SC2046
+  timeout -k 10 $((BUDGET + 120)) "$PS" tune --budget "$BUDGET" --batches "$BATCHES" \
+    --warmup "$WARMUP" --reps "$REPS" -o "$dir" -- $(job "$name") > "$OUT/tune-$name.txt"
+  rc=$?
+  ms=$(( ($(now) - t0) / 1000000 ))
+  cat "$OUT/tune-$name.txt"
+  cp "$dir/tune.json" "$OUT/tune-$name.json" 2>/dev/null
+  echo "{\"what\": \"tune\", \"name\": \"$name\", \"rc\": $rc, \"wall_ms\": $ms}" >> "$OUT/timing-$name.jsonl"
+  echo "[tune $name] exit $rc in $ms ms"
+  (cd "$W" && tar czf "$OUT/tune-$name.tgz" tune-"$name"/tune.json tune-"$name"/*/job.* \
+     tune-"$name"/*-r1/*.pstrace 2>/dev/null)
+  if [ "$(stat -c %s "$OUT/tune-$name.tgz")" -gt 15000000 ]; then
+    (cd "$W" && tar czf "$OUT/tune-$name.tgz" tune-"$name"/tune.json tune-"$name"/*/job.*)
+  fi
+}
 
 # grid NAME CONFIG...: REPS rounds over the configs (A B C A B C ...), each a
 # `pinscope run` stopped after $BATCHES batches. CONFIG = label|ENV=V ...
@@ -100,25 +118,33 @@ grid() {
         > "$dir.out" 2> "$dir.err"
       local rc=$? ms=$(( ($(now) - s0) / 1000000 ))
       local hook=$(tail -1 "$rate" 2>/dev/null)
-      echo "{\"name\": \"$name\", \"config\": \"$label\", \"rep\": $rep, \"rc\": $rc, \"wall_ms\": $ms, \"env\": \"$envs\", \"hook\": ${hook:-null}}" >> "$OUT/grid.jsonl"
+      echo "{\"name\": \"$name\", \"config\": \"$label\", \"rep\": $rep, \"rc\": $rc, \"wall_ms\": $ms, \"env\": \"$envs\", \"hook\": ${hook:-null}}" >> "$OUT/grid-$name.jsonl"
       echo "[$name $label r$rep] exit $rc in $ms ms: $hook"
       rm -rf "$dir"  # the grid's traces are not needed, only its rates
     done
   done
-  echo "{\"what\": \"grid\", \"name\": \"$name\", \"wall_ms\": $(( ($(now) - t0) / 1000000 ))}" >> "$OUT/timing.jsonl"
+  echo "{\"what\": \"grid\", \"name\": \"$name\", \"wall_ms\": $(( ($(now) - t0) / 1000000 ))}" >> "$OUT/timing-$name.jsonl"
 }
 S=PINSCOPE_SET_NUM_WORKERS M=PINSCOPE_SET_PIN_MEMORY
 
-if has gridA; then
+if has starve; then
   # input_starvation: 2 workers, pin_memory=False as written.
+  needs_build
+  tune starve
   grid starve "w2p0P0|" "w4p0P0|$S=4" "w8p0P0|$S=8" "w12p0P0|$S=12" "w15p0P0|$S=15" \
     "w2p1P0|$M=1" "w8p1P0|$S=8 $M=1" "w15p1P0|$S=15 $M=1"
+fi
+if has pin; then
   # pin_thread: 12 workers, pin_memory=True as written.
+  needs_build
+  tune pin
   grid pin "w12p1P0|" "w12p0P0|$M=0" "w12p0P1|$M=0 PINSCOPE_PIN=1" "w12p1P1|PINSCOPE_PIN=1" \
     "w8p0P1|$S=8 $M=0 PINSCOPE_PIN=1" "w15p0P1|$S=15 $M=0 PINSCOPE_PIN=1"
 fi
-if has gridB; then
+if has seed; then
   # the seed benchmark: 0 workers, pin_memory=False as written.
+  needs_build
+  tune seed
   grid seed "w0p0P0|" "w4p0P0|$S=4" "w8p0P0|$S=8" "w12p0P0|$S=12" "w4p1P0|$S=4 $M=1" \
     "w8p1P0|$S=8 $M=1" "w12p1P0|$S=12 $M=1" "w8p0P1|$S=8 PINSCOPE_PIN=1" "w12p0P1|$S=12 PINSCOPE_PIN=1"
 fi
@@ -128,10 +154,13 @@ if has compare; then
   $PY - "$OUT" <<'PYEOF' | tee "$OUT/compare.txt"
 import json, os, statistics, sys
 out = sys.argv[1]
-def lines(name):
-    path = os.path.join(out, name)
-    return [json.loads(l) for l in open(path)] if os.path.exists(path) else []
-grid, timing = lines("grid.jsonl"), lines("timing.jsonl")
+def lines(prefix):
+    rows = []
+    for f in sorted(os.listdir(out)):
+        if f.startswith(prefix) and f.endswith(".jsonl"):
+            rows += [json.loads(l) for l in open(os.path.join(out, f)) if l.strip()]
+    return rows
+grid, timing = lines("grid-"), lines("timing-")
 result = {}
 for name in ("starve", "pin", "seed"):
     rates = {}
