@@ -67,13 +67,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         // 2 workers starve the loop; the model picks the most the cores run.
         FirstRoundCase{"input_starvation", {"num_workers=15", "num_workers=12"}},
-        // num_workers=0: 8 workers, then 6 and 12 around it.
-        FirstRoundCase{"main_process", {"num_workers=8", "num_workers=6", "num_workers=12"}},
+        // num_workers=0: 12 workers, then 8 and 15 around it.
+        FirstRoundCase{"main_process", {"num_workers=12", "num_workers=8", "num_workers=15"}},
         // the pin thread limits: off with transparent pinning, then off alone.
         FirstRoundCase{"pin_thread", {"pin_memory=False PINSCOPE_PIN=1", "pin_memory=False"}},
         // GPU-bound: the small pinning gain, then the other pinning choice.
         FirstRoundCase{"gpu_bound", {"pin_memory=True", "PINSCOPE_PIN=1"}},
-        FirstRoundCase{"imagenet", {"num_workers=15", "num_workers=12"}},
+        FirstRoundCase{"imagenet", {"num_workers=12", "num_workers=8", "num_workers=15"}},
         // 15 workers already: nothing the model predicts any gain for.
         FirstRoundCase{"input_starvation_w15", {}}),
     [](const auto& info) { return std::string(info.param.run); });
@@ -109,29 +109,33 @@ TEST(FirstRound, WithoutARecommendationTheTwoMostPredicted) {
             (std::vector<std::string>{"PINSCOPE_PIN=1", "pin_memory=True"}));
 }
 
-// main_process (num_workers=0): round 1 measured 8, 6 and 12 workers; 12
-// is the best. Round 2 bisects 8..12 and takes the next count the model
-// re-timed above 12.
+// main_process (num_workers=0): round 1 measured 12, 8 and 15 workers; 12
+// is the best. Round 2 bisects 8..12 and 12..15.
 TEST(LaterRound, TheBestWorkerCountIsBisected) {
   const RunModel base = Model("main_process");
   ChoiceInput in;
   in.baseline = &base;
   in.measured = {{base.settings, 1000},
+                 {With(base, {{"PINSCOPE_SET_NUM_WORKERS", "12"}}), 6900},
                  {With(base, {{"PINSCOPE_SET_NUM_WORKERS", "8"}}), 6800},
-                 {With(base, {{"PINSCOPE_SET_NUM_WORKERS", "6"}}), 6400},
-                 {With(base, {{"PINSCOPE_SET_NUM_WORKERS", "12"}}), 6900}};
+                 {With(base, {{"PINSCOPE_SET_NUM_WORKERS", "15"}}), 6700}};
   in.round = 2;
   in.max_workers = 16;
   EXPECT_EQ(Labels(base, ChooseTrials(in)),
-            (std::vector<std::string>{"num_workers=10", "num_workers=15"}));
+            (std::vector<std::string>{"num_workers=10", "num_workers=14"}));
 
-  // Round 3: 15 measured worse, 10 better than 12: between 8 and 10, and
+  // Round 3: 10 measured better than 12, 14 worse: between 8 and 10, and
   // 10 and 12.
   in.measured.push_back({With(base, {{"PINSCOPE_SET_NUM_WORKERS", "10"}}), 7000});
-  in.measured.push_back({With(base, {{"PINSCOPE_SET_NUM_WORKERS", "15"}}), 6700});
+  in.measured.push_back({With(base, {{"PINSCOPE_SET_NUM_WORKERS", "14"}}), 6800});
   in.round = 3;
   EXPECT_EQ(Labels(base, ChooseTrials(in)),
             (std::vector<std::string>{"num_workers=9", "num_workers=11"}));
+  // Round 4 around 11, with 10 and 12 measured on both sides: nothing left.
+  in.measured.push_back({With(base, {{"PINSCOPE_SET_NUM_WORKERS", "9"}}), 6950});
+  in.measured.push_back({With(base, {{"PINSCOPE_SET_NUM_WORKERS", "11"}}), 7100});
+  in.round = 4;
+  EXPECT_TRUE(ChooseTrials(in).empty());
 }
 
 TEST(LaterRound, TheBestTrialsOwnReportIsAppliedOnTopOfIt) {
@@ -145,13 +149,14 @@ TEST(LaterRound, TheBestTrialsOwnReportIsAppliedOnTopOfIt) {
   in.baseline = &base;
   in.best_model = &best_report;
   in.measured = {{base.settings, 1000},
+                 {With(base, {{"PINSCOPE_SET_NUM_WORKERS", "12"}}), 6500},
                  {With(base, {{"PINSCOPE_SET_NUM_WORKERS", "8"}}), 6800},
-                 {With(base, {{"PINSCOPE_SET_NUM_WORKERS", "6"}}), 6400},
-                 {With(base, {{"PINSCOPE_SET_NUM_WORKERS", "12"}}), 6500}};
+                 {With(base, {{"PINSCOPE_SET_NUM_WORKERS", "15"}}), 6400}};
   in.round = 2;
   in.max_workers = 16;
+  // Below 8 the nearest measured count is the baseline's 0: half way, 4.
   EXPECT_EQ(Labels(base, ChooseTrials(in)),
-            (std::vector<std::string>{"num_workers=7", "num_workers=10",
+            (std::vector<std::string>{"num_workers=4", "num_workers=10",
                                       "num_workers=8 PINSCOPE_PIN=1"}));
 }
 
