@@ -10,11 +10,13 @@ int ReportCommand(int argc, char** argv);     // report_command.cc
 int ExportCommand(int argc, char** argv);     // export_command.cc
 int DiffCommand(int argc, char** argv);       // diff_command.cc
 int CalibrateCommand(int argc, char** argv);  // calibrate_command.cc
+int TuneCommand(int argc, char** argv);       // tune_command.cc
 
 extern const char kRunUsage[];
 extern const char kReportUsage[];
 extern const char kExportUsage[];
 extern const char kDiffUsage[];
 extern const char kCalibrateUsage[];
+extern const char kTuneUsage[];
 
 }  // namespace pinscope::cli

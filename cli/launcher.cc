@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 namespace pinscope::cli {
 namespace {
@@ -24,10 +25,60 @@ constexpr int kForwarded[] = {SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
 constexpr int kNumForwarded = sizeof kForwarded / sizeof kForwarded[0];
 
 volatile sig_atomic_t g_job_pid = 0;
+// LaunchSpec::own_process_group (pinscope tune): the job leads its own group.
+volatile sig_atomic_t g_group_mode = 0;
+volatile sig_atomic_t g_stop_signal = 0, g_stop_count = 0, g_sigints = 0;
+volatile sig_atomic_t g_timed_out = 0;
+
+bool IsStopSignal(int sig) {
+  return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+}
+
+void NoteStop(int sig) {
+  if (!IsStopSignal(sig)) return;
+  if (g_stop_signal == 0) g_stop_signal = sig;
+  g_stop_count = g_stop_count + 1;
+  if (sig == SIGINT) g_sigints = g_sigints + 1;
+}
+
+void OnStopSignal(int sig) {
+  const int saved_errno = errno;
+  NoteStop(sig);
+  errno = saved_errno;
+}
+
+// The trial's time limit: SIGTERM to its group, then SIGKILL 5 s later.
+void OnAlarm(int /*sig*/) {
+  const int saved_errno = errno;
+  const pid_t job = g_job_pid;
+  if (job > 0) {
+    if (!g_timed_out) {
+      g_timed_out = 1;
+      kill(-job, SIGTERM);
+      alarm(5);
+    } else {
+      kill(-job, SIGKILL);
+    }
+  }
+  errno = saved_errno;
+}
 
 void ForwardSignal(int sig, siginfo_t* info, void* /*context*/) {
   const int saved_errno = errno;
   const pid_t job = g_job_pid;
+  if (g_group_mode) {
+    // The job's group is not the terminal's foreground group: whatever sent
+    // the signal, only the launcher got it. The first SIGINT lets the trial
+    // finish; the rest go to the job's group.
+    if (info != nullptr && job > 0 && info->si_pid == job && info->si_code <= 0) {
+      errno = saved_errno;
+      return;  // the job's own signal to its parent is not echoed back
+    }
+    NoteStop(sig);
+    if (job > 0 && !(sig == SIGINT && g_sigints < 2)) kill(-job, sig);
+    errno = saved_errno;
+    return;
+  }
   // Only what a process sent with kill/sigqueue/tgkill. Kernel-generated
   // signals (terminal Ctrl-C, Ctrl-\, SIGWINCH, hangup: si_code > 0) went to
   // the whole foreground process group, the job included. A signal the job
@@ -66,6 +117,24 @@ const std::vector<int>& ForwardedSignals() {
   static const std::vector<int> signals(kForwarded, kForwarded + kNumForwarded);
   return signals;
 }
+
+void InstallStopHandlers() {
+  struct sigaction note = {};
+  note.sa_handler = OnStopSignal;
+  note.sa_flags = SA_RESTART;
+  sigemptyset(&note.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    struct sigaction old;
+    sigaction(sig, nullptr, &old);
+    // Ignored when pinscope started (nohup, a script's background job):
+    // stays ignored, as `pinscope run` leaves it.
+    if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) continue;
+    sigaction(sig, &note, nullptr);
+  }
+}
+
+int StopSignal() { return g_stop_signal; }
+int StopCount() { return g_stop_count; }
 
 LaunchResult Launch(const LaunchSpec& spec) {
   LaunchResult result;
@@ -119,6 +188,23 @@ LaunchResult Launch(const LaunchSpec& spec) {
     close(exec_pipe[0]);
     sigaction(SIGCHLD, &saved_chld, nullptr);
     sigprocmask(SIG_SETMASK, &saved_mask, nullptr);
+    if (spec.own_process_group) {
+      setpgid(0, 0);
+      // Not the terminal's foreground group: reading it would stop the job.
+      const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+    }
+    for (const auto& [path, fd] : {std::pair{&spec.stdout_path, STDOUT_FILENO},
+                                   std::pair{&spec.stderr_path, STDERR_FILENO}}) {
+      if (path->empty()) continue;
+      const int out = open(path->c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (out < 0 || dup2(out, fd) < 0) {
+        int err = errno;
+        ssize_t ignored = write(exec_pipe[1], &err, sizeof err);
+        (void)ignored;
+        _exit(127);
+      }
+    }
     for (const auto& [name, value] : spec.env) setenv(name.c_str(), value.c_str(), 1);
     if (spec.set_root_pid) {
       char pid_text[24];
@@ -133,7 +219,21 @@ LaunchResult Launch(const LaunchSpec& spec) {
   }
 
   close(exec_pipe[1]);
+  // Both sides set the group, so it is in place whichever runs first.
+  if (spec.own_process_group) setpgid(pid, pid);
+  g_group_mode = spec.own_process_group ? 1 : 0;
+  g_timed_out = 0;
   g_job_pid = pid;
+  struct sigaction saved_alarm;
+  const bool timed = spec.own_process_group && spec.timeout_s > 0;
+  if (timed) {
+    struct sigaction on_alarm = {};
+    on_alarm.sa_handler = OnAlarm;
+    on_alarm.sa_flags = SA_RESTART;
+    sigemptyset(&on_alarm.sa_mask);
+    sigaction(SIGALRM, &on_alarm, &saved_alarm);
+    alarm(spec.timeout_s);
+  }
   struct sigaction saved_actions[kNumForwarded];
   struct sigaction forward = {};
   forward.sa_sigaction = ForwardSignal;
@@ -171,12 +271,24 @@ LaunchResult Launch(const LaunchSpec& spec) {
     if (errno != EINTR) break;
   }
   sigprocmask(SIG_BLOCK, &forwarded, nullptr);
+  if (timed) {
+    alarm(0);
+    sigaction(SIGALRM, &saved_alarm, nullptr);
+  }
   g_job_pid = 0;
+  g_group_mode = 0;
   int status = 0;
   pid_t reaped;
   do {
     reaped = waitpid(pid, &status, 0);
   } while (reaped < 0 && errno == EINTR);
+  if (spec.own_process_group && kill(-pid, 0) == 0) {
+    // What the job left running in its group (orphaned DataLoader workers)
+    // would take CPU from the next trial.
+    usleep(200 * 1000);
+    kill(-pid, SIGKILL);
+  }
+  result.timed_out = g_timed_out != 0;
   for (int i = 0; i < kNumForwarded; ++i) sigaction(kForwarded[i], &saved_actions[i], nullptr);
   sigaction(SIGCHLD, &saved_chld, nullptr);
   // Pending signals sent after the job ended now act on the launcher as

@@ -24,6 +24,19 @@ struct LaunchSpec {
   std::vector<std::pair<std::string, std::string>> env;
   // Also set PINSCOPE_ROOT_PID to the job's own pid, in the child, before exec.
   bool set_root_pid = true;
+  // The job's stdout and stderr go to these files (created 0600, truncated)
+  // when set; else they are the launcher's.
+  std::string stdout_path, stderr_path;
+  // `pinscope tune`: the job runs in a process group of its own, so a
+  // terminal's Ctrl-C reaches the launcher only. The first SIGINT (from the
+  // terminal or kill) is noted, not forwarded: the trial runs to its end
+  // (StopSignal() says it came); a second one goes to the job's group.
+  // SIGTERM, SIGHUP and SIGQUIT, whoever sent them, go to the job's group at
+  // once and are noted too. Other forwarded signals go to the group as well.
+  bool own_process_group = false;
+  // With own_process_group: after this many seconds the job's group gets
+  // SIGTERM, and SIGKILL 5 s later (LaunchResult::timed_out). 0: no limit.
+  unsigned timeout_s = 0;
 };
 
 struct LaunchResult {
@@ -32,7 +45,8 @@ struct LaunchResult {
   int exit_code = 0;  // kExited
   int signal = 0;     // kSignaled
   bool core_dumped = false;
-  int error = 0;  // errno of exec (kExecFailed) or fork (kForkFailed)
+  int error = 0;           // errno of exec (kExecFailed) or fork (kForkFailed)
+  bool timed_out = false;  // the timeout_s limit ended it
 };
 
 // Runs the job to completion. Never throws; returns kExecFailed (with errno)
@@ -46,5 +60,13 @@ LaunchResult Launch(const LaunchSpec& spec);
 
 // The signals forwarded, for docs and tests.
 const std::vector<int>& ForwardedSignals();
+
+// `pinscope tune` between its trials: SIGINT, SIGTERM, SIGHUP and SIGQUIT
+// only note that a stop was asked for (a Launch with own_process_group
+// notes them too, see LaunchSpec). StopSignal() is the first one noted, 0
+// none; StopCount() how many.
+void InstallStopHandlers();
+int StopSignal();
+int StopCount();
 
 }  // namespace pinscope::cli

@@ -33,6 +33,8 @@ const Subcommand kSubcommands[] = {
      pinscope::cli::DiffCommand},
     {"calibrate", "measure this machine's pageable and pinned copy bandwidth",
      pinscope::cli::kCalibrateUsage, pinscope::cli::CalibrateCommand},
+    {"tune", "measure DataLoader settings the model picks; print the fastest",
+     pinscope::cli::kTuneUsage, pinscope::cli::TuneCommand},
 };
 
 const Subcommand* Find(const char* name) {
@@ -82,7 +84,7 @@ int Help(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "pinscope help: unknown command '%s' (commands: run, report, export, "
-               "diff, calibrate, help)\n",
+               "diff, calibrate, tune, help)\n",
                argv[1]);
   return kExitUsage;
 }
