@@ -275,8 +275,10 @@ bool Tuner::Rep(TrialRecord* t, unsigned timeout_s) {
   if (t->index == 0) spec.env.clear();
   spec.shim = shim_;
   spec.hook_dir = hook_;
-  spec.batches = o_.batches;
-  spec.warmup = o_.warmup;
+  const tune::RunLength length =
+      tune::TrialRunLength(t->index == 0 ? result_.baseline : t->settings, o_.warmup, o_.batches);
+  spec.batches = length.batches;
+  spec.warmup = length.warmup;
   spec.timeout_s = timeout_s;
   const RepResult r = RunRep(spec);
   last_ = r;

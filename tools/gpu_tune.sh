@@ -111,9 +111,14 @@ grid() {
       IFS='|' read -r label envs <<< "$spec"
       local dir="$W/grid-$name-$label-r$rep" rate="$W/grid-$name-$label-r$rep.rate"
       rm -rf "$dir" "$rate"
+      # As tune measures a trial (tune::TrialRunLength): twice the batches
+      # the workers queue ahead (k x prefetch 2) untimed and timed, at least.
+      local k=${label#w}; k=${k%%p*}
+      local warm=$(( WARMUP > 4 * k ? WARMUP : 4 * k ))
+      local timed=$(( BATCHES - WARMUP > 4 * k ? BATCHES - WARMUP : 4 * k ))
       local s0=$(now)
       # shellcheck disable=SC2046,SC2086
-      timeout -k 5 150 env $envs PINSCOPE_STOP_AFTER="$BATCHES" PINSCOPE_STOP_WARMUP="$WARMUP" \
+      timeout -k 5 150 env $envs PINSCOPE_STOP_AFTER="$((warm + timed))" PINSCOPE_STOP_WARMUP="$warm" \
         PINSCOPE_THROUGHPUT="$rate" "$PS" run --no-report -o "$dir" -- $(job "$name") \
         > "$dir.out" 2> "$dir.err"
       local rc=$? ms=$(( ($(now) - s0) / 1000000 ))

@@ -518,6 +518,8 @@ const char* ClassId(Class c) {
       return "pinned_overuse";
     case Class::kHandover:
       return "batch_handover";
+    case Class::kWorkerStartup:
+      return "worker_startup";
   }
   return "none";
 }
@@ -548,6 +550,8 @@ const char* ClassName(Class c) {
       return "pinned memory over-use";
     case Class::kHandover:
       return "batch hand-over";
+    case Class::kWorkerStartup:
+      return "worker start-up every epoch";
   }
   return "";
 }
@@ -676,6 +680,20 @@ Result Build(const Inputs& in, const Calibration& cal) {
     std::stable_sort(parts.begin(), parts.end(),
                      [](const Candidate& a, const Candidate& b) { return a.ns > b.ns; });
     r.verdict = parts.front().cls;
+  }
+  // Over whole epochs: workers started anew every epoch (not persistent)
+  // cost the time from each epoch's iterator to its first batch beyond a
+  // fetch. Where that costs more per step than the steady step's limiting
+  // stage, it is what holds the run back.
+  const LoaderFacts& lf = in.loader;
+  double startup = 0;  // per step, over whole epochs
+  if (d.workers > 0 && !lf.persistent_workers && lf.epochs >= 2 && lf.steps_per_epoch > 0)
+    startup =
+        std::max(0.0, lf.epoch_start_ns - d.worker_each) / static_cast<double>(lf.steps_per_epoch);
+  if (startup > 0 && startup >= r.critical_share * d.s && r.verdict != Class::kGpuBound) {
+    r.verdict = Class::kWorkerStartup;
+    r.critical = "epoch_start";
+    r.critical_share = startup / (d.s + startup);
   }
 
   // The changes worth re-timing for this run.
@@ -839,6 +857,12 @@ Result Build(const Inputs& in, const Calibration& cal) {
     case Class::kHostBound:
       text += "the main thread's own Python and launches take " + Ms(d.rest + d.next_own) +
               " of each " + Ms(d.s) + " step while the GPU is busy " + share(d.gpu);
+      break;
+    case Class::kWorkerStartup:
+      text += "each epoch forks its " + std::to_string(d.workers) + " workers anew and waits " +
+              Ms(lf.epoch_start_ns) + " for its first batch: " + Ms(startup) +
+              " a step over an epoch of " + std::to_string(lf.steps_per_epoch) +
+              " steps, more than the steady step itself takes at its limit (" + Ms(d.s) + ")";
       break;
     case Class::kHandover:
       text += "the main thread waits " + Ms(d.handover) + " of each " + Ms(d.s) +

@@ -168,7 +168,8 @@ enum class Class {
   kSyncCopies,
   kShmFailure,
   kPinnedOveruse,
-  kHandover,  // the main thread waits for workers to hand made batches over
+  kHandover,       // the main thread waits for workers to hand made batches over
+  kWorkerStartup,  // every epoch forks and starts its workers anew
 };
 const char* ClassId(Class c);    // "gpu_bound", "host_bound", ...
 const char* ClassName(Class c);  // "GPU-bound", ...

@@ -69,6 +69,14 @@ int EffectivePrefetch(const Settings& s) {
   return s.prefetch_factor > 0 ? s.prefetch_factor : 2;
 }
 
+RunLength TrialRunLength(const Settings& s, int warmup, int batches) {
+  const int queued = s.num_workers * EffectivePrefetch(s);
+  RunLength r;
+  r.warmup = std::max(warmup, 2 * queued);
+  r.batches = r.warmup + std::max(batches - warmup, 2 * queued);
+  return r;
+}
+
 bool PrefetchDiffers(const Settings& base, const Settings& s) {
   return s.num_workers > 0 && PrefetchIfWorkers(s) != PrefetchIfWorkers(base);
 }

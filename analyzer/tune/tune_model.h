@@ -32,6 +32,18 @@ struct Settings {
 // without workers).
 int EffectivePrefetch(const Settings& s);
 
+// How many batches a run of `s` leaves untimed at its start and how many it
+// runs in all: the workers queue num_workers x prefetch batches ahead while
+// the job starts, and a rate timed before that queue drains is the main
+// loop's, not the supply's (on the H200, 15 workers timed after 6 of 30
+// batches ran 3x faster than their supply allows; docs/validation.md). So
+// at least twice that queue untimed, and twice it timed.
+struct RunLength {
+  int warmup = 0;
+  int batches = 0;  // in all, the untimed included
+};
+RunLength TrialRunLength(const Settings& s, int warmup, int batches);
+
 // `s` runs with another prefetch factor than `base` (a loader given workers
 // gets DataLoader's default, 2, which is no change to name).
 bool PrefetchDiffers(const Settings& base, const Settings& s);

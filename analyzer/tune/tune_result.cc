@@ -111,8 +111,10 @@ void WriteTuneText(const TuneResult& r, std::ostream& out) {
   const double base_rate = base ? base->Rate() : 0;
   const bool samples = base && base->RateIsSamples();
   out << "Trials (" << (samples ? "samples/s" : "batches/s") << " of the training loop after "
-      << r.warmup << " batches, medians over the reps; every folder kept under " << r.out_dir
-      << ")\n";
+      << r.warmup
+      << " batches, or twice what a trial's workers queue ahead where that is more; medians over "
+         "the reps; every folder kept under "
+      << r.out_dir << ")\n";
   TextTable table({{"#", TextTable::Align::kRight},
                    {"setting", TextTable::Align::kLeft, true},
                    {"reps", TextTable::Align::kRight},

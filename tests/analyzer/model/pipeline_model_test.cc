@@ -219,6 +219,12 @@ TEST(PipelineModel, WorkersStartedEveryEpochAreTimedAsPersistentWorkers) {
   in.producers.fetch_ns = in.producers.cycle_ns = 12 * kMs;
   const Result r = Build(in, Flat());
   ASSERT_TRUE(r.valid);
+  // 238 / 20 = 11.9 ms a step of starts against the steady step's 4 ms at
+  // its limit (the main thread): the starts are the verdict.
+  EXPECT_EQ(r.verdict, Class::kWorkerStartup);
+  EXPECT_STREQ(ClassId(r.verdict), "worker_startup");
+  EXPECT_EQ(r.critical, "epoch_start");
+  EXPECT_NEAR(r.critical_share, 11.9 / (4 + 11.9), 1e-9);
   const Prediction* p = Find(r, "persistent_workers=True");
   ASSERT_NE(p, nullptr);
   EXPECT_NEAR(p->speedup, (80.0 + 246) / 88, 1e-9);

@@ -71,7 +71,8 @@ INSTANTIATE_TEST_SUITE_P(H200, PipelineTraces,
                                            "main_process", "pin_thread", "pageable_staging",
                                            "fresh_faults", "sync_copies", "pinned_overuse",
                                            "shm_small", "imagenet", "hf", "heldout_pin_thread_b128",
-                                           "heldout_imagenet_r50", "heldout_hf_w0"));
+                                           "heldout_imagenet_r50", "heldout_hf_w0",
+                                           "worker_restart"));
 
 // The guard rails on real data: a GPU-bound job gets no input advice, and
 // the stages the step does not wait on claim no saving.
@@ -208,6 +209,17 @@ TEST(PipelineDiff, PredictedAgainstMeasuredWhenBAppliedTheChange) {
   EXPECT_EQ(pin["prediction"]["what"], "pin_memory True -> False, PINSCOPE_PIN 0 -> 1");
   EXPECT_GT(pin["prediction"]["measured_speedup"].get<double>(), 0.9);
   EXPECT_LT(std::abs(pin["prediction"]["error"].get<double>()), 0.2);
+}
+
+// persistent_workers changes an epoch's start, not the steady step: diff
+// measures it over whole epochs (from the second epoch's iterator on).
+TEST(PipelineDiff, PersistentWorkersAreMeasuredOverWholeEpochs) {
+  const nlohmann::json j = Diff("worker_restart", "worker_restart_persistent");
+  ASSERT_FALSE(j["prediction"].is_null());
+  EXPECT_EQ(j["prediction"]["change"], "persistent_workers=True");
+  EXPECT_EQ(j["prediction"]["what"], "persistent_workers False -> True");
+  EXPECT_NEAR(j["prediction"]["predicted_speedup"].get<double>(), 2.67, 0.05);
+  EXPECT_NEAR(j["prediction"]["measured_speedup"].get<double>(), 3.17, 0.05);
 }
 
 TEST(PipelineDiff, TwoRunsOfDifferentJobsAreNotAPrediction) {

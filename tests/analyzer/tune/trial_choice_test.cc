@@ -211,3 +211,31 @@ TEST(Rules, BestAndFlattening) {
 
 }  // namespace
 }  // namespace pinscope::tune
+
+namespace pinscope::tune {
+namespace {
+
+// A run times the supply only once the batches its workers queued ahead at
+// the start have drained: twice that queue untimed and twice it timed.
+TEST(TrialRunLength, CoversTheQueueTheWorkersFillAhead) {
+  Settings s;
+  s.num_workers = 15;  // prefetch 2 by default: 30 batches queued
+  RunLength r = TrialRunLength(s, 10, 60);
+  EXPECT_EQ(r.warmup, 60);
+  EXPECT_EQ(r.batches, 120);
+  s.prefetch_factor = 4;
+  r = TrialRunLength(s, 10, 60);
+  EXPECT_EQ(r.warmup, 120);
+  EXPECT_EQ(r.batches, 240);
+  s = Settings{};  // no workers: as asked
+  r = TrialRunLength(s, 10, 60);
+  EXPECT_EQ(r.warmup, 10);
+  EXPECT_EQ(r.batches, 60);
+  s.num_workers = 2;  // 4 queued: the asked lengths are longer
+  r = TrialRunLength(s, 10, 60);
+  EXPECT_EQ(r.warmup, 10);
+  EXPECT_EQ(r.batches, 60);
+}
+
+}  // namespace
+}  // namespace pinscope::tune

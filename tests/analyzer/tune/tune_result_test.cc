@@ -192,8 +192,9 @@ TEST(TuneResult, TextTable) {
   std::ostringstream out;
   WriteTuneText(Example(), out);
   EXPECT_EQ(out.str(),
-            "Trials (samples/s of the training loop after 10 batches, medians over the reps; "
-            "every folder kept under runs/tune)\n"
+            "Trials (samples/s of the training loop after 10 batches, or twice what a trial's "
+            "workers queue ahead where that is more; medians over the reps; every folder kept "
+            "under runs/tune)\n"
             "  #  setting        reps  samples/s    min-max  batches/s   gain  verdict           "
             "shm peak  CPU\n"
             "  0  baseline          3        500    480-520       7.81  1.00x  input_starvation  "
