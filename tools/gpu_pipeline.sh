@@ -72,6 +72,19 @@ configs() {
   done
 }
 
+# imagenet_pair NAME REPS AFTER WARMUP ARGS...: pytorch/examples imagenet
+# --dummy as written against PINSCOPE_SET_NUM_WORKERS=12, REPS rounds.
+imagenet_pair() {
+  local name="$1" reps="$2" after="$3" warmup="$4"; shift 4
+  for rep in $(seq "$reps"); do
+    for spec in "base|" "w12|PINSCOPE_SET_NUM_WORKERS=12"; do
+      IFS='|' read -r label envs <<< "$spec"
+      # shellcheck disable=SC2086
+      one "$name.$label" "$rep" PINSCOPE_STOP_AFTER="$after" PINSCOPE_STOP_WARMUP="$warmup" $envs -- \
+        $PY .gpu/ext/imagenet_main.py --dummy --gpu 0 --epochs 1 -p 1000 "$@" /tmp/none
+    done
+  done
+}
 if has warm; then
   # The lent machine's memory grows on first use: a program's first touch of
   # a page the guest never used costs a fault in the host too (the first
@@ -145,16 +158,8 @@ if has suiteB; then
   done
 fi
 if has real; then
-  IMAGENET=.gpu/ext/imagenet_main.py
   step "imagenet --dummy (pytorch/examples), resnet18, batch 256"
-  for rep in $(seq "$REPS"); do
-    for spec in "base|" "w12|PINSCOPE_SET_NUM_WORKERS=12"; do
-      IFS='|' read -r label envs <<< "$spec"
-      # shellcheck disable=SC2086
-      one "imagenet.$label" "$rep" PINSCOPE_STOP_AFTER=45 PINSCOPE_STOP_WARMUP=8 $envs -- \
-        $PY $IMAGENET -a resnet18 --dummy -j 4 -b 256 --gpu 0 --epochs 1 -p 1000 /tmp/none
-    done
-  done
+  imagenet_pair imagenet "$REPS" 45 8 -a resnet18 -j 4 -b 256
   step "Hugging Face Trainer, small BERT, 4 workers"
   for rep in $(seq "$REPS"); do
     for spec in "base||" "b128||--batch 128"; do
@@ -167,27 +172,13 @@ fi
 
 if has imagenet; then
   step "imagenet --dummy (pytorch/examples), resnet18, batch 256"
-  for rep in $(seq "$REPS"); do
-    for spec in "base|" "w12|PINSCOPE_SET_NUM_WORKERS=12"; do
-      IFS='|' read -r label envs <<< "$spec"
-      # shellcheck disable=SC2086
-      one "imagenet.$label" "$rep" PINSCOPE_STOP_AFTER=45 PINSCOPE_STOP_WARMUP=8 $envs -- \
-        $PY .gpu/ext/imagenet_main.py -a resnet18 --dummy -j 4 -b 256 --gpu 0 --epochs 1 -p 1000 /tmp/none
-    done
-  done
+  imagenet_pair imagenet "$REPS" 45 8 -a resnet18 -j 4 -b 256
 fi
 if has r50; then
   # The held-out resnet50 job's verdict is GPU-bound with no change to
   # recommend: more workers must then gain nothing.
   step "imagenet --dummy resnet50, batch 128: 6 workers against 12"
-  for rep in $(seq "${R50_REPS:-2}"); do
-    for spec in "base|" "w12|PINSCOPE_SET_NUM_WORKERS=12"; do
-      IFS='|' read -r label envs <<< "$spec"
-      # shellcheck disable=SC2086
-      one "imagenet_r50.$label" "$rep" PINSCOPE_STOP_AFTER=40 PINSCOPE_STOP_WARMUP=10 $envs -- \
-        $PY .gpu/ext/imagenet_main.py -a resnet50 --dummy -j 6 -b 128 --gpu 0 --epochs 1 -p 1000 /tmp/none
-    done
-  done
+  imagenet_pair imagenet_r50 "${R50_REPS:-2}" 40 10 -a resnet50 -j 6 -b 128
 fi
 
 step "pack"

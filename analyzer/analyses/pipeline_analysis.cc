@@ -228,6 +228,14 @@ void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l)
 
 void PipelineAnalysis::Finish(const RunInfo& run) { BuildInputs(run); }
 
+std::vector<uint64_t> PipelineAnalysis::IterTimes(uint64_t loader) const {
+  std::vector<uint64_t> out;
+  for (size_t i = 0; i < iters_.size(); ++i)
+    if (iters_[i].loader_id() == loader) out.push_back(iter_times_[i]);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 device::ProcessDeviceAnalysis& PipelineAnalysis::Device() {
   if (!device_) {
     device_ = std::make_unique<device::ProcessDeviceAnalysis>();
@@ -306,11 +314,9 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   // steps (the later of equals). An epoch's start (its workers forked anew,
   // their first batches) is not the steady step; persistent_workers=True
   // is the change that times it.
+  const std::vector<uint64_t> epoch_starts = IterTimes(loader);
   if (in.main.timed_by_hook) {
-    std::vector<uint64_t> bounds;
-    for (size_t i = 0; i < iters_.size(); ++i)
-      if (iters_[i].loader_id() == loader) bounds.push_back(iter_times_[i]);
-    std::sort(bounds.begin(), bounds.end());
+    const std::vector<uint64_t>& bounds = epoch_starts;
     if (bounds.size() >= 2) {
       size_t best_a = 0, best_n = 0;
       for (size_t e = 0; e < bounds.size(); ++e) {
@@ -422,10 +428,7 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
       l.epochs_in_window += inside(t) && t != window_.start_ns;
     }
     {
-      std::vector<uint64_t> from;
-      for (size_t i = 0; i < iters_.size(); ++i)
-        if (iters_[i].loader_id() == loader) from.push_back(iter_times_[i]);
-      std::sort(from.begin(), from.end());
+      const std::vector<uint64_t>& from = epoch_starts;
       if (from.size() >= 2) {
         uint64_t n = 0, end = 0;
         for (const Span& nx : main.next)

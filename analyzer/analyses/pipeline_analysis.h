@@ -99,6 +99,8 @@ class PipelineAnalysis : public Analysis {
   std::unordered_map<uint64_t, uint64_t> alloc_time_;
   std::vector<trace::LoaderEvent> iters_;  // the root's LOADER_ITER events
   std::vector<uint64_t> iter_times_;       // and when each was made
+  // When each epoch of `loader` began (its LOADER_ITERs), in order.
+  std::vector<uint64_t> IterTimes(uint64_t loader) const;
   std::unique_ptr<device::ProcessDeviceAnalysis> device_;
   // The GPU's own work, kernels and memsets: copies are the copy stage's
   // (a pageable copy's slow DMA is not the GPU being busy).

@@ -17,22 +17,14 @@
 
 #include "analyzer/diff/diff_command.h"
 #include "analyzer/report/report_command.h"
+#include "recorded_report.h"
 
 namespace pinscope {
 namespace {
 
 const std::string kData = PINSCOPE_TEST_DATA_DIR;
 
-nlohmann::json Report(const std::string& dir) {
-  ReportOptions options;
-  options.run_dir = dir;
-  options.json = true;
-  options.color = ColorMode::kNever;
-  options.calibration_path = dir + "/calibration.json";
-  std::ostringstream out, err;
-  EXPECT_EQ(RunReport(options, out, err), 0) << err.str();
-  return nlohmann::json::parse(out.str());
-}
+nlohmann::json Report(const std::string& dir) { return test_util::RecordedReport(dir); }
 
 nlohmann::json Expected() {
   std::ifstream in(kData + "/expected/pipeline_verdicts.json");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "analyzer/report/report_command.h"
+#include "recorded_report.h"
 
 namespace pinscope::tune {
 namespace {
@@ -20,15 +21,7 @@ namespace {
 const std::string kData = PINSCOPE_TEST_DATA_DIR;
 
 RunModel Model(const std::string& run) {
-  const std::string dir = kData + "/h200/pipeline/" + run;
-  ReportOptions options;
-  options.run_dir = dir;
-  options.json = true;
-  options.color = ColorMode::kNever;
-  options.calibration_path = dir + "/calibration.json";
-  std::ostringstream out, err;
-  EXPECT_EQ(RunReport(options, out, err), 0) << err.str();
-  return ParseRunModel(nlohmann::json::parse(out.str()), false);
+  return ParseRunModel(test_util::RecordedReport(kData + "/h200/pipeline/" + run), false);
 }
 
 std::vector<std::string> Labels(const RunModel& base, const std::vector<Candidate>& cands) {
