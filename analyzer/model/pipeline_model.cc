@@ -40,6 +40,12 @@ std::string Pct(double share) {
   return buf;
 }
 
+std::string Gbps(double bytes_per_ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GB/s", bytes_per_ns);
+  return buf;
+}
+
 // ns to move `bytes` at `gbps` (1e9 bytes/s); 0 when the rate is unknown.
 double At(uint64_t bytes, double gbps) { return gbps > 0 ? static_cast<double>(bytes) / gbps : 0; }
 
@@ -386,6 +392,25 @@ Prediction PinMemoryOn(const Inputs& in, const Calibration& cal, const Change& c
   return Finish(in, d, change, t, basis, true);
 }
 
+// Half the bytes per batch (the batch sent in its source dtype, uint8
+// images, or bfloat16, and converted on the GPU): the batch's DMA and the
+// main thread's copy calls halve; the rest stays (the conversion on the GPU
+// is a kernel over the batch, small beside the step's).
+Prediction HalfBytes(const Inputs& in, const Change& change) {
+  const Derived d = Derive(in);
+  Timing t = Today(d);
+  t.copy_engine = d.copy_device / 2;
+  // The main thread's waits for the stream covered the DMA: they shrink by
+  // what the DMA saves, at most.
+  const double wait_saved = std::min(d.gpu_wait, d.copy_device / 2);
+  t.loop = std::max(0.0, d.loop - d.copy_xfer / 2 - wait_saved);
+  return Finish(in, d, change, t,
+                "the batch's DMA from " + Ms(d.copy_device) + " to " + Ms(d.copy_device / 2) +
+                    " a step, the main thread's copy calls from " + Ms(d.copy_xfer) + " to " +
+                    Ms(d.copy_xfer / 2) + " and its waits for the stream by " + Ms(wait_saved),
+                false);
+}
+
 Prediction NoSync(const Inputs& in, const Calibration& cal, const Change& change) {
   (void)cal;
   const Derived d = Derive(in);
@@ -520,6 +545,8 @@ const char* ClassId(Class c) {
       return "batch_handover";
     case Class::kWorkerStartup:
       return "worker_startup";
+    case Class::kCopyBound:
+      return "copy_bound";
   }
   return "none";
 }
@@ -552,6 +579,8 @@ const char* ClassName(Class c) {
       return "batch hand-over";
     case Class::kWorkerStartup:
       return "worker start-up every epoch";
+    case Class::kCopyBound:
+      return "host-to-device copy-bound (PCIe)";
   }
   return "";
 }
@@ -567,6 +596,7 @@ Prediction Predict(const Inputs& in, const Calibration& cal, const Change& chang
   if (id == "pin_memory=True") return PinMemoryOn(in, cal, change);
   if (id == "no_per_step_sync") return NoSync(in, cal, change);
   if (id == "persistent_workers=True") return PersistentWorkers(in, change);
+  if (id == "batch_bytes_half") return HalfBytes(in, change);
   if (id.rfind("batch_size_x", 0) == 0) {
     return Batch(in, cal, std::max(1, std::atoi(id.c_str() + 12)), change);
   }
@@ -640,6 +670,8 @@ Result Build(const Inputs& in, const Calibration& cal) {
   // The verdict: what the main thread waits on, else its own biggest part.
   const double input_share = d.wait_input / d.s;
   const double gpu_share = d.gpu / d.s;
+  const double copy_share = d.copy_device / d.s;
+  const bool pinned_batch = in.main.batch_pinned || in.main.batch_pinscope;
   if (input_share >= 0.15) {
     if (d.pin_thread && d.pin >= d.producers) {
       r.verdict = Class::kPinThread;
@@ -654,6 +686,11 @@ Result Build(const Inputs& in, const Calibration& cal) {
     r.verdict = Class::kGpuBound;
     r.critical = "gpu";
     r.critical_share = gpu_share;
+  } else if (copy_share >= 0.85 && pinned_batch) {
+    // A pinned batch whose DMA fills the step: the link is the limit.
+    r.verdict = Class::kCopyBound;
+    r.critical = "copy";
+    r.critical_share = copy_share;
   } else {
     r.critical = "main";
     r.critical_share = d.loop / d.s;
@@ -737,6 +774,12 @@ Result Build(const Inputs& in, const Calibration& cal) {
                                  "stop waiting for the GPU every step (read values back every N "
                                  "steps or after the loop; accumulate on the GPU)"));
   }
+  // A pinned batch whose DMA takes much of the step: fewer bytes.
+  if (pinned_batch && in.main.batch_bytes > 0 && copy_share >= 0.3) {
+    changes.push_back(CodeChange("batch_bytes_half",
+                                 "copy half the bytes per batch: send it in its source dtype "
+                                 "(uint8 images, or bfloat16) and convert on the GPU"));
+  }
   // A larger batch spreads the main thread's fixed per-step work (Python,
   // launches, waits) over more samples: worth it when that work dominates.
   if (gpu_share < 0.5 && input_share < 0.15 && d.rest + d.next_own + d.gpu_wait >= 0.5 * d.s) {
@@ -807,6 +850,23 @@ Result Build(const Inputs& in, const Calibration& cal) {
     }
   }
 
+  // The link: the batch's DMA against the pinned rate calibrated on this
+  // machine (the seed's `nvidia-smi dmon` check, from the trace).
+  if (r.verdict == Class::kCopyBound && d.copy_device > 0) {
+    const double achieved = static_cast<double>(in.main.batch_bytes) / d.copy_device;  // GB/s
+    const double calibrated = cal.PinnedGbps(true, in.main.batch_bytes);
+    if (calibrated > 0 && achieved < 0.7 * calibrated) {
+      char line[400];
+      std::snprintf(line, sizeof line,
+                    "The batch's DMA ran at %.1f GB/s, %.0f%% of the %.1f GB/s pinscope calibrate "
+                    "measured for pinned copies of its size: the link may run below its "
+                    "generation or width (the report's PCIe line; nvidia-smi -q -d PCIE), or "
+                    "other traffic shares it (nvidia-smi dmon -s t).",
+                    achieved, 100 * achieved / calibrated, calibrated);
+      r.advice.push_back(line);
+    }
+  }
+
   // The verdict's sentence.
   const auto share = [&](double ns) { return Pct(ns / d.s); };
   std::string text = std::string(ClassName(r.verdict)) + ": ";
@@ -857,6 +917,11 @@ Result Build(const Inputs& in, const Calibration& cal) {
     case Class::kHostBound:
       text += "the main thread's own Python and launches take " + Ms(d.rest + d.next_own) +
               " of each " + Ms(d.s) + " step while the GPU is busy " + share(d.gpu);
+      break;
+    case Class::kCopyBound:
+      text += "the pinned batch's copy to the GPU takes " + Ms(d.copy_device) + " of each " +
+              Ms(d.s) + " step on the copy engine (" +
+              Gbps(static_cast<double>(in.main.batch_bytes) / d.copy_device) + ")";
       break;
     case Class::kWorkerStartup:
       text += "each epoch forks its " + std::to_string(d.workers) + " workers anew and waits " +

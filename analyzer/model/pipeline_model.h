@@ -170,6 +170,7 @@ enum class Class {
   kPinnedOveruse,
   kHandover,       // the main thread waits for workers to hand made batches over
   kWorkerStartup,  // every epoch forks and starts its workers anew
+  kCopyBound,      // the pinned batch's DMA (PCIe) is the step
 };
 const char* ClassId(Class c);    // "gpu_bound", "host_bound", ...
 const char* ClassName(Class c);  // "GPU-bound", ...

@@ -240,6 +240,50 @@ TEST(PipelineModel, WorkersStartedEveryEpochAreTimedAsPersistentWorkers) {
   EXPECT_EQ(Find(Build(in, Flat()), "persistent_workers=True"), nullptr);
 }
 
+// A pinned 147 MiB batch whose DMA (2.8 ms, 55 GB/s) fills the 3 ms step;
+// the main thread waits 2.4 ms of it in a sync. Half the bytes: DMA 1.4 ms,
+// the copy call 0.1 -> 0.05 ms, the wait 1.4 ms shorter: the main thread's
+// loop 3.0 - 0.05 - 1.4 = 1.55 ms limits then (the workers' 1.5 below it).
+TEST(PipelineModel, APinnedBatchsDmaIsTheVerdictAndFewerBytesRetimeIt) {
+  Inputs in = Base(3 * kMs);
+  in.loader.num_workers = in.producers.workers = 8;
+  in.producers.fetch_ns = in.producers.cycle_ns = 12 * kMs;
+  in.main.next_ns = in.main.next_cpu_ns = 0.3 * kMs;
+  in.main.copy_ns = 0.1 * kMs;
+  in.main.sync_ns = 2.4 * kMs;
+  in.main.cpu_ns = 0.6 * kMs;
+  in.main.batch_bytes = 147ull << 20;
+  in.main.batch_pinned = true;
+  in.main.copy_device_ns = 2.8 * kMs;
+  in.gpu.measured = true;
+  in.gpu.busy_ns = 1.0 * kMs;
+  Result r = Build(in, Flat());
+  ASSERT_TRUE(r.valid);
+  EXPECT_EQ(r.verdict, Class::kCopyBound);
+  EXPECT_STREQ(ClassId(r.verdict), "copy_bound");
+  EXPECT_EQ(r.critical, "copy");
+  EXPECT_NEAR(r.critical_share, 2.8 / 3, 1e-9);
+  EXPECT_TRUE(r.advice.empty());  // 55 GB/s: the link runs at its calibrated rate
+  const Prediction* half = Find(r, "batch_bytes_half");
+  ASSERT_NE(half, nullptr);
+  EXPECT_TRUE(half->change.code_change);
+  EXPECT_NEAR(half->step_ns, 1.55 * kMs, 1e3);
+  EXPECT_EQ(half->limit_next, "the main thread");
+  ASSERT_FALSE(r.predictions.empty());
+  EXPECT_EQ(r.predictions[0].change.id, "batch_bytes_half");
+
+  // The same batch at half the rate (27.5 GB/s against the calibrated 50):
+  // the link itself is named.
+  in.main.step_ns = 6 * kMs;
+  in.main.sync_ns = 5.4 * kMs;
+  in.main.copy_device_ns = 5.6 * kMs;
+  r = Build(in, Flat());
+  EXPECT_EQ(r.verdict, Class::kCopyBound);
+  ASSERT_EQ(r.advice.size(), 1u);
+  EXPECT_NE(r.advice[0].find("27.5 GB/s"), std::string::npos) << r.advice[0];
+  EXPECT_NE(r.advice[0].find("nvidia-smi dmon"), std::string::npos) << r.advice[0];
+}
+
 TEST(PipelineModel, ABusyGpuIsTheVerdictAndBoundsEveryChange) {
   Inputs in = Base(70 * kMs);
   in.loader.num_workers = in.producers.workers = 2;
