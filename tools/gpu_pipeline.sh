@@ -108,6 +108,10 @@ fi
 if has overuse; then
   configs pinned_overuse "base|PINSCOPE_PIN=1 PINSCOPE_PIN_BUDGET=50M|" "budget|PINSCOPE_PIN=1 PINSCOPE_PIN_BUDGET=16G|"
 fi
+if has copybound; then
+  # The batch's DMA as the step, and the same batch in half the bytes.
+  configs copy_bound "base||" "half||--half 1"
+fi
 if has restart; then
   # Workers started anew every epoch: 5+ epochs of 20 steps, applied from
   # outside (the Python hook's PINSCOPE_SET_PERSISTENT_WORKERS).

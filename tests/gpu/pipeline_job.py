@@ -56,6 +56,11 @@ SCENARIOS = {
     # short epochs of 20 batches, 4 workers that each spend 100 ms starting
     # (worker_init_fn: opening a dataset, imports), so every epoch's first
     # batch waits for them.
+    # planted: the PCIe link. A 147 MiB batch pinned once by the job and
+    # reused (batch_size=None, 0 workers), little GPU work: the DMA is the
+    # step. --half 1 sends it as bfloat16 (73.5 MiB) and converts on the GPU.
+    "copy_bound": dict(shape=(256, 3, 224, 224), batch=None, workers=0, matmuls=0, dim=1024,
+                       pinned_base=1),
     "worker_restart": dict(shape=(3, 64, 64), batch=64, workers=4, cpu_ms=0.05, matmuls=4, dim=4096,
                            init_ms=100.0, epoch_steps=20),
 }
@@ -64,10 +69,14 @@ SCENARIOS = {
 class Synth(Dataset):
     """Samples of `shape` fp32; `cpu_ms` of CPU (a spin) per sample."""
 
-    def __init__(self, n, shape, cpu_ms):
+    def __init__(self, n, shape, cpu_ms, pinned=False, half=False):
         self.n = n
         self.cpu_ms = cpu_ms
         self.base = torch.randn(*shape)
+        if half:
+            self.base = self.base.to(torch.bfloat16)
+        if pinned:
+            self.base = self.base.pin_memory()
 
     def __len__(self):
         return self.n
@@ -96,11 +105,12 @@ def main():
     ap.add_argument("--sync", type=int)
     ap.add_argument("--persistent", type=int, default=0)
     ap.add_argument("--prefetch", type=int)
+    ap.add_argument("--half", type=int, default=0)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=8)
     args = ap.parse_args()
     cfg = dict(shape=(1,), batch=32, workers=0, pin_memory=0, cpu_ms=0.0, matmuls=0, dim=1024,
-               tiny_ops=0, sync=1, host_ms=0.0, init_ms=0.0, epoch_steps=0)
+               tiny_ops=0, sync=1, host_ms=0.0, init_ms=0.0, epoch_steps=0, pinned_base=0)
     cfg.update(SCENARIOS[args.scenario])
     for key in ("workers", "pin_memory", "batch", "sync"):
         if getattr(args, key) is not None:
@@ -122,7 +132,8 @@ def main():
             kwargs["prefetch_factor"] = args.prefetch
         if cfg["init_ms"]:
             kwargs["worker_init_fn"] = lambda _: spin(cfg["init_ms"])
-    loader = DataLoader(Synth(total, cfg["shape"], cfg["cpu_ms"]), **kwargs)
+    loader = DataLoader(Synth(total, cfg["shape"], cfg["cpu_ms"], bool(cfg["pinned_base"]),
+                              bool(args.half)), **kwargs)
 
     def batches():
         # Epoch after epoch until the steps are done (one epoch unless the
@@ -142,7 +153,9 @@ def main():
             t0 = time.perf_counter()
         if i == args.warmup + args.steps:
             break
-        x = batch.to(dev, non_blocking=bool(cfg["pin_memory"]))
+        x = batch.to(dev, non_blocking=bool(cfg["pin_memory"] or cfg["pinned_base"]))
+        if x.dtype != torch.float32:
+            x = x.float()  # the batch sent in fewer bytes, converted on the GPU
         s = x.float().mean()
         h = weights[0]
         for _ in range(cfg["matmuls"]):
