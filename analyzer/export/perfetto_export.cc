@@ -191,7 +191,6 @@ void PerfettoExport::WriteProcessTrack(const ProcessState& process) {
   descriptor->set_start_timestamp_ns(static_cast<int64_t>(process.start_ns()));
   descriptor->add_process_labels(RoleOf(process));
   Write();
-  ++stats_.process_tracks;
 }
 
 void PerfettoExport::WriteThreadDescriptor(const ProcessState& process, uint32_t tid,
@@ -325,6 +324,7 @@ void PerfettoExport::OnProcess(const ProcessState& process) {
     run_start_known_ = true;
   }
   WriteProcessTrack(process);
+  ++stats_.process_tracks;
   // The main thread's track, so every process shows at least one thread.
   Thread(process, process.pid(), process.start_ns());
 }
