@@ -13,7 +13,7 @@ pkgs=(cmake make g++ pkg-config
       python3 python3-torch python3-numpy python3-protobuf python3-pip
       clang-14 libclang-rt-14-dev
       libjemalloc2 libtcmalloc-minimal4 valgrind
-      util-linux)
+      util-linux zlib1g-dev)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -10,6 +10,7 @@ namespace pinscope {
 struct ExportOptions {
   std::string run_dir;
   std::string perfetto_path;  // --perfetto FILE
+  bool gzip = false;          // --gzip (also when FILE ends in .gz)
 };
 
 int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err);

@@ -13,6 +13,7 @@
 #include "analyzer/analyses/copy_analysis.h"
 #include "analyzer/common/format.h"
 #include "analyzer/common/trace_names.h"
+#include "analyzer/export/gzip_stream.h"
 #include "analyzer/read/run_loader.h"
 #include "perfetto_subset.pb.h"
 
@@ -33,7 +34,6 @@ constexpr uint64_t kDeviceTrackTag = 3ull << 56;
 constexpr uint64_t kShmCounterUuid = kCounterTrackTag | 1;
 // Process and thread uuids keep 24 bits for the process index.
 constexpr int kMaxProcessIndex = (1 << 24) - 2;
-constexpr size_t kProcessNameWidth = 100;
 
 // A sync slice's name and "api" annotation: SyncApiName, spelled
 // "sync (unknown API)" when the API is not known.
@@ -87,28 +87,26 @@ const char* RoleOf(const ProcessState& process) {
   return ProcessRoleName(process.origin(), process.helper());
 }
 
-void AddString(TrackEvent& event, const char* name, const std::string& value) {
-  DebugAnnotation* annotation = event.add_debug_annotations();
-  annotation->set_name(name);
-  annotation->set_string_value(value);
+DebugAnnotation* Annotation(EventArgs& args, const char* name) {
+  DebugAnnotation* annotation = args.event.add_debug_annotations();
+  annotation->set_name_iid(args.names.Annotation(name));
+  return annotation;
 }
 
-void AddUint(TrackEvent& event, const char* name, uint64_t value) {
-  DebugAnnotation* annotation = event.add_debug_annotations();
-  annotation->set_name(name);
-  annotation->set_uint_value(value);
+void AddString(EventArgs& args, const char* name, const std::string& value) {
+  Annotation(args, name)->set_string_value(value);
 }
 
-void AddInt(TrackEvent& event, const char* name, int64_t value) {
-  DebugAnnotation* annotation = event.add_debug_annotations();
-  annotation->set_name(name);
-  annotation->set_int_value(value);
+void AddUint(EventArgs& args, const char* name, uint64_t value) {
+  Annotation(args, name)->set_uint_value(value);
 }
 
-void AddDouble(TrackEvent& event, const char* name, double value) {
-  DebugAnnotation* annotation = event.add_debug_annotations();
-  annotation->set_name(name);
-  annotation->set_double_value(value);
+void AddInt(EventArgs& args, const char* name, int64_t value) {
+  Annotation(args, name)->set_int_value(value);
+}
+
+void AddDouble(EventArgs& args, const char* name, double value) {
+  Annotation(args, name)->set_double_value(value);
 }
 
 // Frames innermost first, "; "-joined: Python "file:line function" frames
@@ -149,6 +147,7 @@ PerfettoExport::~PerfettoExport() = default;
 
 PerfettoPacket& PerfettoExport::NewPacket(uint64_t time_ns) {
   packet_->Clear();
+  names_.SetPacket(packet_.get());
   packet_->set_timestamp(time_ns);
   packet_->set_trusted_packet_sequence_id(kSequenceId);
   if (first_packet_) {
@@ -186,11 +185,12 @@ void PerfettoExport::WriteProcessTrack(const ProcessState& process) {
   perfetto::ProcessDescriptor* descriptor = track->mutable_process();
   descriptor->set_pid(static_cast<int32_t>(process.pid()));
   for (const std::string& arg : process.header().cmdline()) descriptor->add_cmdline(arg);
-  descriptor->set_process_name(Truncate(process.CommandLine(), kProcessNameWidth));
+  const std::string name = ProcessName(process);
+  process_names_[process.index()] = name;
+  descriptor->set_process_name(name);
   descriptor->set_start_timestamp_ns(static_cast<int64_t>(process.start_ns()));
   descriptor->add_process_labels(RoleOf(process));
   Write();
-  ++stats_.process_tracks;
 }
 
 void PerfettoExport::WriteThreadDescriptor(const ProcessState& process, uint32_t tid,
@@ -206,17 +206,6 @@ void PerfettoExport::WriteThreadDescriptor(const ProcessState& process, uint32_t
   Write();
 }
 
-namespace {
-
-// The ThreadInfo name; "main" for an unnamed main thread.
-std::string ThreadTrackName(const ProcessState& process, uint32_t tid) {
-  auto it = process.threads().find(tid);
-  if (it != process.threads().end() && !it->second.empty()) return it->second;
-  return tid == process.pid() ? "main" : "";
-}
-
-}  // namespace
-
 PerfettoExport::ThreadTrack& PerfettoExport::Thread(const ProcessState& process, uint32_t tid,
                                                     uint64_t time_ns) {
   if (tid == 0) tid = process.pid();
@@ -224,7 +213,7 @@ PerfettoExport::ThreadTrack& PerfettoExport::Thread(const ProcessState& process,
   auto [it, inserted] = threads_.try_emplace(key);
   if (inserted) {
     it->second.uuid = ThreadUuid(process.index(), tid);
-    it->second.name = ThreadTrackName(process, tid);
+    it->second.name = ThreadName(process, tid);
     WriteThreadDescriptor(process, tid, it->second, std::min(time_ns, process.start_ns()));
     ++stats_.thread_tracks;
   }
@@ -289,26 +278,34 @@ uint64_t PerfettoExport::DeviceStreamTrack(uint32_t device, uint32_t stream, uin
 
 void PerfettoExport::HostSlice(const ProcessState& process, uint32_t tid, uint64_t begin,
                                uint64_t end, const std::string& name, const char* category,
-                               const std::function<void(TrackEvent&)>& annotate) {
+                               const std::function<void(EventArgs&)>& annotate, bool call,
+                               uint64_t flow_id) {
   ThreadTrack& thread = Thread(process, tid, begin);
-  // One thread makes one call at a time; a slice that starts inside the
+  // One thread makes one call at a time; a call that starts inside the
   // previous one (only a damaged or hand-made trace has it) would nest
-  // wrongly, so it starts where the previous one ended.
-  if (begin < thread.last_end) {
-    begin = thread.last_end;
-    ++stats_.clamped_slices;
+  // wrongly, so it starts where the previous one ended. DataLoader spans
+  // (Python) enclose the calls made inside them on the same thread and
+  // clock, so they nest properly as recorded.
+  if (call) {
+    if (begin < thread.last_end) {
+      begin = thread.last_end;
+      ++stats_.clamped_slices;
+    }
+    end = std::max(end, begin);
+    thread.last_end = end;
   }
   end = std::max(end, begin);
-  thread.last_end = end;
 
   PerfettoPacket& packet = NewPacket(begin);
   packet.set_sequence_flags(PerfettoPacket::SEQ_NEEDS_INCREMENTAL_STATE);
   TrackEvent* event = packet.mutable_track_event();
   event->set_type(TrackEvent::TYPE_SLICE_BEGIN);
   event->set_track_uuid(thread.uuid);
-  event->add_categories(category);
-  event->set_name(name);
-  annotate(*event);
+  event->add_category_iids(names_.Category(category));
+  event->set_name_iid(names_.Event(name));
+  if (flow_id != 0) event->add_flow_ids(flow_id);
+  EventArgs args{*event, names_};
+  annotate(args);
   Write();
 
   // END right after BEGIN in the file: readers sort by time, and a thread's
@@ -327,6 +324,7 @@ void PerfettoExport::OnProcess(const ProcessState& process) {
     run_start_known_ = true;
   }
   WriteProcessTrack(process);
+  ++stats_.process_tracks;
   // The main thread's track, so every process shows at least one thread.
   Thread(process, process.pid(), process.start_ns());
 }
@@ -341,46 +339,59 @@ void PerfettoExport::OnCopy(const CopyContext& context) {
   if (copy.result() != 0) name += " (failed)";
   const uint64_t begin = packet.timestamp_ns();
   const uint64_t end = copy.end_ns() > begin ? copy.end_ns() : begin;
-  HostSlice(context.event.process, packet.tid(), begin, end, name, "copy", [&](TrackEvent& event) {
-    AddUint(event, "bytes", copy.bytes());
-    AddString(event, "direction", DirectionName(copy.direction()));
-    AddString(event, "src_kind", MemoryKindName(copy.src_kind()));
-    AddString(event, "dst_kind", MemoryKindName(copy.dst_kind()));
-    // Achieved = bytes over the time the call held the host; for an async
-    // copy from pinned memory that is the enqueue, not the transfer.
-    if (context.blocked_ns > 0) AddDouble(event, "GB/s", Gbps(copy.bytes(), context.blocked_ns));
-    AddUint(event, "stream", copy.stream());
-    AddString(event, "api",
-              std::string(CopyApiName(copy.api())) + (copy.per_thread() ? "_ptds" : ""));
-    AddString(event, "pin", PinOutcomeName(copy.pin()));
-    if (host_kind != trace::MEM_UNKNOWN) {
-      AddString(event, "buffer", BufferInfo::From(context.buffer).Describe());
-    }
-    if (copy.result() != 0) AddInt(event, "result", copy.result());
-    AddUint(event, "call_id", copy.call_id());
-    const std::string stack = StackText(context.event.process, copy.stack_id());
-    if (!stack.empty()) AddString(event, "stack", stack);
-  });
+  const int index = context.event.process.index();
+  // A batch copy (one call id, several CopyEvents) starts its flow once.
+  uint64_t flow = copy.call_id() != 0 ? FlowId(index, copy.call_id()) : 0;
+  if (flow != 0 && !open_flows_.emplace(flow, true).second) flow = 0;
+  HostSlice(
+      context.event.process, packet.tid(), begin, end, name, "copy",
+      [&](EventArgs& event) {
+        AddUint(event, "bytes", copy.bytes());
+        AddString(event, "direction", DirectionName(copy.direction()));
+        AddString(event, "src_kind", MemoryKindName(copy.src_kind()));
+        AddString(event, "dst_kind", MemoryKindName(copy.dst_kind()));
+        // Achieved = bytes over the time the call held the host; for an async
+        // copy from pinned memory that is the enqueue, not the transfer.
+        if (context.blocked_ns > 0)
+          AddDouble(event, "GB/s", Gbps(copy.bytes(), context.blocked_ns));
+        AddUint(event, "stream", copy.stream());
+        AddString(event, "api",
+                  std::string(CopyApiName(copy.api())) + (copy.per_thread() ? "_ptds" : ""));
+        AddString(event, "pin", PinOutcomeName(copy.pin()));
+        if (host_kind != trace::MEM_UNKNOWN) {
+          AddString(event, "buffer", BufferInfo::From(context.buffer).Describe());
+        }
+        if (copy.result() != 0) AddInt(event, "result", copy.result());
+        AddUint(event, "call_id", copy.call_id());
+        const std::string stack = StackText(context.event.process, copy.stack_id());
+        if (!stack.empty()) AddString(event, "stack", stack);
+      },
+      /*call=*/true, flow);
   ++stats_.copy_slices;
 }
 
 void PerfettoExport::OnSync(const Event& event, const trace::SyncEvent& sync) {
   const uint64_t begin = event.packet.timestamp_ns();
   const uint64_t end = sync.end_ns() > begin ? sync.end_ns() : begin;
-  HostSlice(event.process, event.packet.tid(), begin, end, SyncSliceName(sync.api()), "sync",
-            [&](TrackEvent& slice) {
-              AddString(slice, "api", SyncSliceName(sync.api()));
-              AddUint(slice, "stream", sync.stream());
-              if (sync.result() != 0) AddInt(slice, "result", sync.result());
-              AddUint(slice, "call_id", sync.call_id());
-              const std::string stack = StackText(event.process, sync.stack_id());
-              if (!stack.empty()) AddString(slice, "stack", stack);
-            });
+  uint64_t flow = sync.call_id() != 0 ? FlowId(event.process.index(), sync.call_id()) : 0;
+  if (flow != 0 && !open_flows_.emplace(flow, true).second) flow = 0;
+  HostSlice(
+      event.process, event.packet.tid(), begin, end, SyncSliceName(sync.api()), "sync",
+      [&](EventArgs& slice) {
+        AddString(slice, "api", SyncSliceName(sync.api()));
+        AddUint(slice, "stream", sync.stream());
+        if (sync.result() != 0) AddInt(slice, "result", sync.result());
+        AddUint(slice, "call_id", sync.call_id());
+        const std::string stack = StackText(event.process, sync.stack_id());
+        if (!stack.empty()) AddString(slice, "stack", stack);
+      },
+      /*call=*/true, flow);
   ++stats_.sync_slices;
 }
 
 void PerfettoExport::OnShm(const ShmContext& context) {
   if (context.segment == nullptr || context.shm.error() != 0) return;
+  ShmBatch(context);
   const ShmSegment& segment = *context.segment;
   auto [it, inserted] = shm_lives_.try_emplace(segment.id);
   ShmLife& life = it->second;
@@ -452,25 +463,42 @@ void PerfettoExport::OnDevice(const Event& event, const trace::DeviceActivity& a
       break;
   }
 
+  // The host call CUPTI correlates this record with (ExternalCorrelation):
+  // the record ends the flow its call's slice started.
+  uint64_t flow = 0;
+  const uint64_t corr_key =
+      (static_cast<uint64_t>(event.process.index()) << 32) | activity.correlation_id();
+  if (auto corr = correlations_.find(corr_key); corr != correlations_.end()) {
+    const uint64_t id = FlowId(event.process.index(), corr->second);
+    if (open_flows_.erase(id) != 0) flow = id;
+    correlations_.erase(corr);
+  }
+  if (activity.kind() != trace::ACT_SYNC) busy_[activity.device_id()].emplace_back(begin, end);
+
   PerfettoPacket& packet = NewPacket(begin);
   packet.set_sequence_flags(PerfettoPacket::SEQ_NEEDS_INCREMENTAL_STATE);
   TrackEvent* slice = packet.mutable_track_event();
   slice->set_type(TrackEvent::TYPE_SLICE_BEGIN);
   slice->set_track_uuid(track);
-  slice->add_categories("device");
-  slice->set_name(name);
-  AddString(*slice, "kind", ActivityKindName(activity.kind()));
+  slice->add_category_iids(names_.Category("device"));
+  slice->set_name_iid(names_.Event(name));
+  if (flow != 0) {
+    slice->add_terminating_flow_ids(flow);
+    ++stats_.flows;
+  }
+  EventArgs args{*slice, names_};
+  AddString(args, "kind", ActivityKindName(activity.kind()));
   if (activity.kind() == trace::ACT_MEMCPY || activity.kind() == trace::ACT_MEMSET) {
-    AddUint(*slice, "bytes", activity.bytes());
-    if (end > begin) AddDouble(*slice, "GB/s", Gbps(activity.bytes(), end - begin));
+    AddUint(args, "bytes", activity.bytes());
+    if (end > begin) AddDouble(args, "GB/s", Gbps(activity.bytes(), end - begin));
   }
   if (activity.kind() == trace::ACT_MEMCPY) {
-    AddString(*slice, "direction", DirectionName(activity.direction()));
-    AddString(*slice, "src_kind", MemoryKindName(activity.src_kind()));
-    AddString(*slice, "dst_kind", MemoryKindName(activity.dst_kind()));
+    AddString(args, "direction", DirectionName(activity.direction()));
+    AddString(args, "src_kind", MemoryKindName(activity.src_kind()));
+    AddString(args, "dst_kind", MemoryKindName(activity.dst_kind()));
   }
-  AddUint(*slice, "correlation_id", activity.correlation_id());
-  AddUint(*slice, "pid", event.process.pid());
+  AddUint(args, "correlation_id", activity.correlation_id());
+  AddUint(args, "pid", event.process.pid());
   Write();
 
   PerfettoPacket& end_packet = NewPacket(end);
@@ -511,19 +539,37 @@ void PerfettoExport::OnProcessEnd(const ProcessState& process) {
   for (const auto& [tid, unused] : process.threads()) {
     auto it = threads_.find(first | tid);
     if (it == threads_.end()) continue;
-    const std::string name = ThreadTrackName(process, tid);
+    const std::string name = ThreadName(process, tid);
     if (name == it->second.name) continue;
     it->second.name = name;
     WriteThreadDescriptor(process, tid, it->second, process.start_ns());
   }
   // Its threads are done: forget their tracks (memory follows live threads).
-  for (const auto& [tid, unused] : process.threads()) threads_.erase(first | tid);
+  for (const auto& [tid, unused] : process.threads()) {
+    threads_.erase(first | tid);
+    pin_threads_.erase(first | tid);
+  }
   threads_.erase(first | process.pid());
   cupti_started_.erase(process.index());
+  worker_ids_.erase(process.index());
+  process_names_.erase(process.index());
+  program_pinned_.erase(process.index());
+  worker_batch_end_.erase(process.index());
+  for (auto it = open_flows_.begin(); it != open_flows_.end();) {
+    it = (it->first >> 40) == static_cast<uint64_t>(process.index() + 1) ? open_flows_.erase(it)
+                                                                         : std::next(it);
+  }
+  // Its calls' device records, if any, have been replayed.
+  for (auto it = correlations_.begin(); it != correlations_.end();) {
+    it = (it->first >> 32) == static_cast<uint64_t>(process.index()) ? correlations_.erase(it)
+                                                                     : std::next(it);
+  }
 }
 
 void PerfettoExport::Finish(const RunInfo& run) {
   WriteShmCounter(run);
+  WriteBusyCounters();
+  stats_.interned_names = names_.count();
   out_->flush();
 }
 
@@ -549,21 +595,41 @@ int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err
     for (const Problem& problem : listing.problems) err << "  " << problem.message << '\n';
     return 2;
   }
-  std::ofstream file(options.perfetto_path, std::ios::binary | std::ios::trunc);
-  if (!file) {
-    err << "pinscope export: cannot write " << options.perfetto_path << '\n';
-    return 2;
-  }
+  const std::string& path = options.perfetto_path;
+  const bool gzip =
+      options.gzip || (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0);
+  std::ofstream file;
+  GzipFileBuf gzip_buffer;
+  std::ostream gzip_stream(&gzip_buffer);
   // A large buffer: the export is a long run of small writes.
   std::vector<char> buffer(1 << 20);
-  file.rdbuf()->pubsetbuf(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+  if (gzip) {
+    if (!gzip_buffer.Open(path)) {
+      err << "pinscope export: cannot write " << path << '\n';
+      return 2;
+    }
+  } else {
+    file.open(path, std::ios::binary | std::ios::trunc);
+    if (!file) {
+      err << "pinscope export: cannot write " << path << '\n';
+      return 2;
+    }
+    file.rdbuf()->pubsetbuf(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+  }
+  std::ostream& stream = gzip ? gzip_stream : file;
 
-  PerfettoExport exporter(&file);
+  PerfettoExport exporter(&stream);
   ReplayEngine engine(std::move(listing));
   engine.AddAnalysis(&exporter);
   engine.Run();
-  file.close();
-  if (file.fail()) {
+  bool failed = stream.fail();
+  if (gzip) {
+    failed = !gzip_buffer.Close() || failed;
+  } else {
+    file.close();
+    failed = file.fail() || failed;
+  }
+  if (failed) {
     err << "pinscope export: writing " << options.perfetto_path << " failed\n";
     return 2;
   }
@@ -577,8 +643,11 @@ int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err
       << (stats.process_tracks == 1 ? " process, " : " processes, ")
       << FormatCount(stats.thread_tracks) << (stats.thread_tracks == 1 ? " thread, " : " threads, ")
       << FormatCount(stats.copy_slices) << " copies, " << FormatCount(stats.sync_slices)
-      << " syncs, " << FormatCount(stats.device_slices) << " device activities, "
-      << FormatCount(stats.counter_tracks) << " counter tracks\n"
+      << " syncs, " << FormatCount(stats.worker_batches) << " worker batches, "
+      << FormatCount(stats.loader_slices) << " DataLoader spans, "
+      << FormatCount(stats.device_slices) << " device activities, " << FormatCount(stats.flows)
+      << " flows, " << FormatCount(stats.counter_tracks) << " counter tracks"
+      << (gzip ? " (gzip)" : "") << "\n"
       << "open it at https://ui.perfetto.dev (Open trace file) or with trace_processor\n";
   return errors ? 1 : 0;
 }

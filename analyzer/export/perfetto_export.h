@@ -1,8 +1,10 @@
 // `pinscope export --perfetto`: a replay consumer that streams the run out as
 // a Perfetto trace (a TracePacket stream; schema subset in
 // analyzer/export/perfetto/perfetto_subset.proto) while the replay runs. Memory: one
-// entry per live thread and per device stream, plus, as in the report, a few
-// bytes per shm segment for the /dev/shm counter. docs/report.md "Perfetto export".
+// entry per live thread and per device stream, one per interned name, plus,
+// as in the report, a few bytes per shm segment for the /dev/shm counter,
+// 16 bytes per device record for the GPU busy counter and one entry per host
+// call awaiting its device record (flows). docs/perfetto-export.md.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "analyzer/export/export_command.h"
 #include "analyzer/replay/replay.h"
@@ -23,6 +26,28 @@ namespace perfetto {
 class TracePacket;
 class TrackEvent;
 }  // namespace perfetto
+
+// Names interned on the export's one packet sequence: the first use of a
+// name adds it to the current packet's interned_data, later uses send its id.
+class NameInterner {
+ public:
+  void SetPacket(perfetto::TracePacket* packet) { packet_ = packet; }
+  void Clear() { events_.clear(), annotations_.clear(), categories_.clear(); }
+  uint64_t Event(const std::string& name);
+  uint64_t Annotation(const std::string& name);
+  uint64_t Category(const std::string& name);
+  uint64_t count() const { return events_.size() + annotations_.size() + categories_.size(); }
+
+ private:
+  perfetto::TracePacket* packet_ = nullptr;
+  std::unordered_map<std::string, uint64_t> events_, annotations_, categories_;
+};
+
+// A TrackEvent being filled and the interner its names go through.
+struct EventArgs {
+  perfetto::TrackEvent& event;
+  NameInterner& names;
+};
 
 // What an export wrote, for the CLI's summary line and the tests.
 struct ExportStats {
@@ -35,6 +60,10 @@ struct ExportStats {
   uint64_t sync_slices = 0;
   uint64_t device_slices = 0;
   uint64_t counter_values = 0;
+  uint64_t loader_slices = 0;   // DataLoader __next__ / recv / pin / fetch spans
+  uint64_t worker_batches = 0;  // worker batch slices (LOADER_FETCH, or shm fallback)
+  uint64_t flows = 0;           // host call -> device record arrows
+  uint64_t interned_names = 0;  // event, category and argument names
   // Host slices moved to start at the end of the thread's previous slice
   // (the calls of one thread cannot overlap; only a damaged trace does).
   uint64_t clamped_slices = 0;
@@ -61,7 +90,11 @@ class PerfettoExport : public Analysis {
   void OnSync(const Event& event, const trace::SyncEvent& sync) override;
   void OnShm(const ShmContext& shm) override;
   void OnPin(const Event& event, const trace::PinEvent& pin) override;
+  void OnAlloc(const Event& event, const LiveAlloc& alloc) override;
+  void OnFree(const Event& event, const LiveAlloc& freed, bool by_realloc) override;
   void OnDevice(const Event& event, const trace::DeviceActivity& activity) override;
+  void OnCorrelation(const Event& event, const trace::ExternalCorrelation& correlation) override;
+  void OnLoader(const Event& event, const trace::LoaderEvent& loader) override;
   void OnNotice(const Event& event, const trace::Notice& notice) override;
   void OnRecording(const Event& event, const trace::DeviceRecording& recording) override;
   void OnProcessEnd(const ProcessState& process) override;
@@ -73,12 +106,16 @@ class PerfettoExport : public Analysis {
   // the kind of track, so the kinds never collide.
   static uint64_t ProcessUuid(int process_index);
   static uint64_t ThreadUuid(int process_index, uint32_t tid);
+  // Flow id of a host call (per-process call id), shared with its device record.
+  static uint64_t FlowId(int process_index, uint64_t call_id);
+  // Width of a GPU busy counter bucket.
+  static constexpr uint64_t kBusyBucketNs = 1000000;
 
  private:
   struct ThreadTrack {
     uint64_t uuid = 0;
     std::string name;       // as last written in a descriptor
-    uint64_t last_end = 0;  // end of the thread's last slice
+    uint64_t last_end = 0;  // end of the thread's last call slice (copy, sync)
   };
   struct DeviceTrack {
     uint64_t uuid = 0;
@@ -88,6 +125,11 @@ class PerfettoExport : public Analysis {
   perfetto::TracePacket& NewPacket(uint64_t time_ns);
   void Write();
   void WriteProcessTrack(const ProcessState& process);
+  // "main process", "DataLoader worker N", "helper: ...": see ProcessName.
+  std::string ProcessName(const ProcessState& process) const;
+  std::string ThreadName(const ProcessState& process, uint32_t tid) const;
+  // Writes the thread's descriptor again if its name changed.
+  void RenameThread(const ProcessState& process, uint32_t tid);
   ThreadTrack& Thread(const ProcessState& process, uint32_t tid, uint64_t time_ns);
   void WriteThreadDescriptor(const ProcessState& process, uint32_t tid, const ThreadTrack& track,
                              uint64_t time_ns);
@@ -96,11 +138,17 @@ class PerfettoExport : public Analysis {
                         uint64_t time_ns, bool bytes = true);
   void WriteCounter(uint64_t track_uuid, uint64_t time_ns, int64_t value);
   uint64_t DeviceStreamTrack(uint32_t device, uint32_t stream, uint64_t time_ns);
-  // Host slice [begin, end] on a thread track, clamped after the thread's
-  // previous slice; `annotate` adds the BEGIN event's arguments.
+  // Host slice [begin, end] on a thread track; `annotate` adds the BEGIN
+  // event's arguments. A call (`call`: copy, sync) is clamped after the
+  // thread's previous call; DataLoader spans nest around calls as they are.
+  // `flow_id`, if not 0, starts a flow at the slice.
   void HostSlice(const ProcessState& process, uint32_t tid, uint64_t begin, uint64_t end,
                  const std::string& name, const char* category,
-                 const std::function<void(perfetto::TrackEvent&)>& annotate);
+                 const std::function<void(EventArgs&)>& annotate, bool call = true,
+                 uint64_t flow_id = 0);
+  // The shm fallback for worker batches (no Python hook): see OnShm.
+  void ShmBatch(const ShmContext& context);
+  void WriteBusyCounters();
 
   std::ostream* out_;
   std::unique_ptr<perfetto::TracePacket> packet_;  // reused for every packet
@@ -133,7 +181,28 @@ class PerfettoExport : public Analysis {
   };
   void WriteShmCounter(const RunInfo& run);
   std::unordered_map<uint64_t, ShmLife> shm_lives_;
-};
 
+  NameInterner names_;
+  // Process index -> DataLoader worker id (from LOADER_FETCH).
+  std::unordered_map<int, int> worker_ids_;
+  // Process index -> its name as last written.
+  std::unordered_map<int, std::string> process_names_;
+  // (process index << 32 | tid) of pin-memory threads (LOADER_PIN spans).
+  std::unordered_map<uint64_t, bool> pin_threads_;
+  // A LOADER_ITER was seen: the hook times the batches, no shm fallback.
+  bool loader_hook_ = false;
+  // Flows: host calls written with a flow id, by FlowId, and CUPTI
+  // correlation ids -> call id, (process index << 32 | correlation id).
+  std::unordered_map<uint64_t, bool> open_flows_;
+  std::unordered_map<uint64_t, uint64_t> correlations_;
+  // Program-pinned host bytes (cudaHostAlloc) live per process index.
+  std::unordered_map<int, int64_t> program_pinned_;
+  // Device id -> its activity intervals [start, end), for the busy counter.
+  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> busy_;
+  // Shm fallback: segment id -> creation time, for worker-made segments
+  // not yet handed over; worker process index -> end of its last batch slice.
+  std::unordered_map<uint64_t, uint64_t> worker_segments_;
+  std::unordered_map<int, uint64_t> worker_batch_end_;
+};
 
 }  // namespace pinscope

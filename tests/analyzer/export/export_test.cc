@@ -48,13 +48,16 @@ TEST(PerfettoExportTest, ScenarioMatchesExpectedText) {
   std::string bytes, out, err;
   ASSERT_EQ(Export(dir, &bytes, &out, &err), 0) << err;
   EXPECT_EQ(out, "wrote " + dir +
-                     ".pftrace: 2 processes, 3 threads, 3 copies, 1 syncs, 2 device activities, 2 "
-                     "counter tracks\nopen it at https://ui.perfetto.dev (Open trace file) or "
+                     ".pftrace: 2 processes, 3 threads, 3 copies, 1 syncs, 1 worker batches, 0 "
+                     "DataLoader spans, 2 device activities, 0 flows, 3 counter tracks\nopen it at "
+                     "https://ui.perfetto.dev (Open trace file) or "
                      "with trace_processor\n");
   const testing::PerfettoDump dump = DumpPerfetto(bytes);
   EXPECT_TRUE(dump.errors.empty()) << ::testing::PrintToString(dump.errors);
-  EXPECT_EQ(dump.slices, 6u);          // 3 copies, 1 sync, 2 device activities
-  EXPECT_EQ(dump.counter_values, 6u);  // shm 0, 1 MiB, 0; pinned 0, 73.5 MiB, 0
+  EXPECT_EQ(dump.slices,
+            7u);  // 3 copies, 1 sync, 1 worker batch (from /dev/shm), 2 device activities
+  // shm 0, 1 MiB, 0; pinned 0, 73.5 MiB, 0; GPU busy 0 and 6 changes per ms.
+  EXPECT_EQ(dump.counter_values, 13u);
   const std::string expected_path = kExpectedDir + "/scenario_perfetto.txt";
   const char* update = std::getenv("PINSCOPE_UPDATE_GOLDEN");
   if (update != nullptr && std::string(update) == "1") {
@@ -76,12 +79,12 @@ TEST(PerfettoExportTest, KeyValuesOfTheScenario) {
   };
   const std::string t0 = std::to_string(kScenarioT0);
   EXPECT_TRUE(
-      has("  process pid=100 name=\"python train.py\" cmdline=[\"python\",\"train.py\"] "
+      has("  process pid=100 name=\"main process\" cmdline=[\"python\",\"train.py\"] "
           "labels=[\"root\"] start=" +
           t0))
       << text;
   EXPECT_TRUE(has("  thread pid=100 tid=102 name=\"pin_memory\" parent=process 100")) << text;
-  EXPECT_TRUE(has("  thread pid=101 tid=101 name=\"main\" parent=process 101")) << text;
+  EXPECT_TRUE(has("  thread pid=101 tid=101 name=\"main thread\" parent=process 101")) << text;
   EXPECT_TRUE(has("  thread 100/100 ts=" + std::to_string(kScenarioT0 + 10 * kMs) +
                   " dur=12845000 \"H2D pageable 73.5 MiB\" categories=[\"copy\"]"))
       << text;
@@ -174,8 +177,9 @@ TEST(PerfettoExportTest, KernelRecordingWindowsAreACounter) {
   const auto has = [&](const std::string& line) {
     return dump.text.find(line + "\n") != std::string::npos;
   };
-  EXPECT_TRUE(has("  counter name=\"kernels recorded (pinscope)\" unit=UNIT_UNSPECIFIED "
-                  "parent=process 100"))
+  EXPECT_TRUE(
+      has("  counter name=\"kernels recorded (pinscope)\" unit=UNIT_UNSPECIFIED "
+          "parent=process 100"))
       << dump.text;
   const std::string track = "  \"kernels recorded (pinscope)\" ts=";
   EXPECT_TRUE(has(track + std::to_string(t0) + " value=0")) << dump.text;

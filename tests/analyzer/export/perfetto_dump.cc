@@ -81,8 +81,21 @@ PerfettoDump DumpPerfetto(const std::string& bytes) {
   std::map<uint64_t, Track> tracks;
   std::map<uint64_t, std::vector<Item>> events;  // by track uuid
   uint32_t sequence = 0;
+  // Interned names of the sequence, by iid (events, annotations, categories).
+  std::map<uint64_t, std::string> event_names, annotation_names, category_names;
+  const auto intern = [&](auto& table, const auto& entries, const std::string& where,
+                          const char* what) {
+    for (const auto& entry : entries) {
+      if (entry.iid() == 0) dump.errors.push_back(where + what + " iid 0");
+      if (!table.emplace(entry.iid(), entry.name()).second) {
+        dump.errors.push_back(where + what + " iid " + std::to_string(entry.iid()) +
+                              " interned again");
+      }
+    }
+  };
+  std::map<std::string, size_t> name_strings;  // TrackEvent names sent as strings
   for (int i = 0; i < trace.packet_size(); ++i) {
-    const PerfettoPacket& packet = trace.packet(i);
+    PerfettoPacket& packet = *trace.mutable_packet(i);
     const std::string where = "packet " + std::to_string(i) + ": ";
     if (!packet.has_trusted_packet_sequence_id() || packet.trusted_packet_sequence_id() == 0) {
       dump.errors.push_back(where + "no trusted_packet_sequence_id");
@@ -96,6 +109,16 @@ PerfettoDump DumpPerfetto(const std::string& bytes) {
     }
     if (i > 0 && (packet.sequence_flags() & PerfettoPacket::SEQ_INCREMENTAL_STATE_CLEARED) != 0) {
       dump.errors.push_back(where + "incremental state cleared again");
+    }
+    if (packet.has_interned_data()) {
+      if ((packet.sequence_flags() & (PerfettoPacket::SEQ_NEEDS_INCREMENTAL_STATE |
+                                      PerfettoPacket::SEQ_INCREMENTAL_STATE_CLEARED)) == 0) {
+        dump.errors.push_back(where + "interned data without incremental state flags");
+      }
+      intern(event_names, packet.interned_data().event_names(), where, "event name");
+      intern(annotation_names, packet.interned_data().debug_annotation_names(), where,
+             "annotation name");
+      intern(category_names, packet.interned_data().event_categories(), where, "category");
     }
     if (packet.has_track_descriptor()) {
       const TrackDescriptor& descriptor = packet.track_descriptor();
@@ -121,7 +144,33 @@ PerfettoDump DumpPerfetto(const std::string& bytes) {
       }
       it->second.descriptor = descriptor;
     } else if (packet.has_track_event()) {
-      const TrackEvent& event = packet.track_event();
+      TrackEvent& event = *packet.mutable_track_event();
+      // Resolve interned names into the strings they stand for.
+      const bool interned = event.has_name_iid() || event.category_iids_size() > 0;
+      if (interned &&
+          (packet.sequence_flags() & PerfettoPacket::SEQ_NEEDS_INCREMENTAL_STATE) == 0) {
+        dump.errors.push_back(where + "interned ids without SEQ_NEEDS_INCREMENTAL_STATE");
+      }
+      if (event.has_name()) ++name_strings[event.name()];
+      if (event.has_name_iid()) {
+        auto name = event_names.find(event.name_iid());
+        if (name == event_names.end()) dump.errors.push_back(where + "unknown event name iid");
+        event.set_name(name == event_names.end() ? "?" : name->second);
+      }
+      for (uint64_t iid : event.category_iids()) {
+        auto name = category_names.find(iid);
+        if (name == category_names.end()) dump.errors.push_back(where + "unknown category iid");
+        event.add_categories(name == category_names.end() ? "?" : name->second);
+      }
+      event.clear_category_iids();
+      for (DebugAnnotation& annotation : *event.mutable_debug_annotations()) {
+        if (!annotation.has_name_iid()) continue;
+        auto name = annotation_names.find(annotation.name_iid());
+        if (name == annotation_names.end()) {
+          dump.errors.push_back(where + "unknown annotation name iid");
+        }
+        annotation.set_name(name == annotation_names.end() ? "?" : name->second);
+      }
       auto it = tracks.find(event.track_uuid());
       if (it == tracks.end()) {
         dump.errors.push_back(where + "event on a track not described yet");
@@ -177,8 +226,16 @@ PerfettoDump DumpPerfetto(const std::string& bytes) {
     }
   }
 
+  for (const auto& [name, count] : name_strings) {
+    if (count > 1)
+      dump.errors.push_back("name \"" + name + "\" sent as a string " + std::to_string(count) +
+                            " times, not interned");
+  }
   std::string slices = "slices\n";
   std::string counters = "counters\n";
+  // Flow ids -> the slice that started them ("label ts=N"), and the arrows.
+  std::map<uint64_t, std::string> flow_starts;
+  std::vector<std::string> flow_lines;
   for (const auto* entry : ordered) {
     auto found = events.find(entry->first);
     if (found == events.end()) continue;
@@ -202,8 +259,11 @@ PerfettoDump DumpPerfetto(const std::string& bytes) {
           open.pop_back();
           break;
         case TrackEvent::TYPE_COUNTER:
-          counters += "  " + label(entry->first) + " ts=" + std::to_string(item.ts) +
-                      " value=" + std::to_string(item.event.counter_value()) + "\n";
+          counters +=
+              "  " + label(entry->first) + " ts=" + std::to_string(item.ts) + " value=" +
+              (item.event.has_double_counter_value() ? Double(item.event.double_counter_value())
+                                                     : std::to_string(item.event.counter_value())) +
+              "\n";
           ++dump.counter_values;
           break;
         default:
@@ -226,7 +286,45 @@ PerfettoDump DumpPerfetto(const std::string& bytes) {
       ++dump.slices;
     }
   }
-  out += slices + counters;
+  // Flows in trace_processor's v1 sense, resolved once all slices are known:
+  // a flow id's start is the slice listing it in flow_ids; the slice listing
+  // it in terminating_flow_ids is the end.
+  std::vector<std::tuple<uint64_t, size_t, std::string, const TrackEvent*>> flow_events;
+  for (const auto* entry : ordered) {
+    auto found = events.find(entry->first);
+    if (found == events.end()) continue;
+    for (const Item& item : found->second) {
+      if (item.event.type() != TrackEvent::TYPE_SLICE_BEGIN) continue;
+      flow_events.emplace_back(item.ts, item.file_order,
+                               label(entry->first) + " ts=" + std::to_string(item.ts), &item.event);
+    }
+  }
+  std::sort(flow_events.begin(), flow_events.end(), [](const auto& a, const auto& b) {
+    return std::tie(std::get<0>(a), std::get<1>(a)) < std::tie(std::get<0>(b), std::get<1>(b));
+  });
+  for (const auto& [ts, order, where, event] : flow_events) {
+    for (uint64_t id : event->flow_ids()) {
+      if (!flow_starts.emplace(id, where).second) {
+        dump.errors.push_back("flow " + std::to_string(id) + " started twice");
+      }
+    }
+    for (uint64_t id : event->terminating_flow_ids()) {
+      auto start = flow_starts.find(id);
+      if (start == flow_starts.end()) {
+        dump.errors.push_back("flow " + std::to_string(id) + " ends without a start");
+        continue;
+      }
+      flow_lines.push_back("  " + start->second + " -> " + where + "\n");
+      flow_starts.erase(start);
+      ++dump.flows;
+    }
+  }
+  std::string flows = "flows " + std::to_string(flow_lines.size()) + "\n";
+  // The full list only for small traces (the checked-in scenario).
+  if (flow_lines.size() <= 64) {
+    for (const std::string& line : flow_lines) flows += line;
+  }
+  out += slices + counters + flows;
   return dump;
 }
 

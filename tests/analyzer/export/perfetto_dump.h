@@ -16,6 +16,7 @@ struct PerfettoDump {
   size_t packets = 0;
   size_t slices = 0;
   size_t counter_values = 0;
+  size_t flows = 0;  // host call -> device record arrows
 };
 
 // `bytes`: the whole exported file.

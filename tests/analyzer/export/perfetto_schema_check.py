@@ -137,8 +137,10 @@ def dump(packet_class, data):
             errors.append("packet %d: re-serialized bytes differ" % i)
         packets.append(packet)
 
-    SEQ_CLEARED = 1
+    SEQ_CLEARED, SEQ_NEEDS = 1, 2
     TYPE_BEGIN, TYPE_END, TYPE_COUNTER = 1, 2, 4
+    interned = {"event": {}, "annotation": {}, "category": {}}
+    name_strings = {}
     tracks = {}  # uuid -> [order, descriptor]
     events = {}  # uuid -> [(ts, index, event)]
     sequence = None
@@ -154,6 +156,18 @@ def dump(packet_class, data):
             errors.append(where + "first packet does not clear the incremental state")
         if i > 0 and p.sequence_flags & SEQ_CLEARED:
             errors.append(where + "incremental state cleared again")
+        if p.HasField("interned_data"):
+            if not p.sequence_flags & (SEQ_CLEARED | SEQ_NEEDS):
+                errors.append(where + "interned data without incremental state flags")
+            for kind, entries in (("event", p.interned_data.event_names),
+                                  ("annotation", p.interned_data.debug_annotation_names),
+                                  ("category", p.interned_data.event_categories)):
+                for entry in entries:
+                    if entry.iid == 0:
+                        errors.append(where + kind + " iid 0")
+                    if entry.iid in interned[kind]:
+                        errors.append(where + "%s iid %d interned again" % (kind, entry.iid))
+                    interned[kind][entry.iid] = entry.name
         data_case = p.WhichOneof("data")
         if data_case == "track_descriptor":
             d = p.track_descriptor
@@ -177,6 +191,24 @@ def dump(packet_class, data):
                 tracks[d.uuid] = [len(tracks) + 1, d]
         elif data_case == "track_event":
             e = p.track_event
+            if (e.HasField("name_iid") or e.category_iids) and not p.sequence_flags & SEQ_NEEDS:
+                errors.append(where + "interned ids without SEQ_NEEDS_INCREMENTAL_STATE")
+            if e.HasField("name"):
+                name_strings[e.name] = name_strings.get(e.name, 0) + 1
+            if e.HasField("name_iid"):
+                if e.name_iid not in interned["event"]:
+                    errors.append(where + "unknown event name iid")
+                e.name = interned["event"].get(e.name_iid, "?")
+            for iid in e.category_iids:
+                if iid not in interned["category"]:
+                    errors.append(where + "unknown category iid")
+                e.categories.append(interned["category"].get(iid, "?"))
+            del e.category_iids[:]
+            for a in e.debug_annotations:
+                if a.HasField("name_iid"):
+                    if a.name_iid not in interned["annotation"]:
+                        errors.append(where + "unknown annotation name iid")
+                    a.name = interned["annotation"].get(a.name_iid, "?")
             if e.track_uuid not in tracks:
                 errors.append(where + "event on a track not described yet")
                 continue
@@ -218,6 +250,9 @@ def dump(packet_class, data):
         else:
             out.append("  track name=%s parent=%s" % (quote(d.name), label(d.parent_uuid)))
 
+    for name, count in sorted(name_strings.items()):
+        if count > 1:
+            errors.append('name "%s" sent as a string %d times, not interned' % (name, count))
     slices, counters = ["slices"], ["counters"]
     n_slices = n_counters = 0
     for uuid, _ in ordered:
@@ -233,7 +268,9 @@ def dump(packet_class, data):
                 begin = open_slices.pop()
                 done.append((begin, ts - begin[0]))
             elif e.type == TYPE_COUNTER:
-                counters.append("  %s ts=%d value=%d" % (label(uuid), ts, e.counter_value))
+                value = ("%.6g" % e.double_counter_value
+                         if e.HasField("double_counter_value") else str(e.counter_value))
+                counters.append("  %s ts=%d value=%s" % (label(uuid), ts, value))
                 n_counters += 1
             else:
                 errors.append("unexpected event type on " + label(uuid))
@@ -246,8 +283,28 @@ def dump(packet_class, data):
             for a in e.debug_annotations:
                 slices.append("    " + annotation_text(a))
             n_slices += 1
-    text = "\n".join(out + slices + counters) + "\n"
-    return text, errors, (len(packets), n_slices, n_counters)
+    # Flows (trace_processor's v1 flow ids): flow_ids starts one at a slice,
+    # terminating_flow_ids ends it at a later one.
+    begins = []
+    for uuid, _ in ordered:
+        for ts, index, e in events.get(uuid, []):
+            if e.type == TYPE_BEGIN:
+                begins.append((ts, index, "%s ts=%d" % (label(uuid), ts), e))
+    begins.sort(key=lambda item: (item[0], item[1]))
+    starts, flow_lines = {}, []
+    for _, _, where, e in begins:
+        for fid in e.flow_ids:
+            if fid in starts:
+                errors.append("flow %d started twice" % fid)
+            starts[fid] = where
+        for fid in e.terminating_flow_ids:
+            if fid not in starts:
+                errors.append("flow %d ends without a start" % fid)
+                continue
+            flow_lines.append("  %s -> %s" % (starts.pop(fid), where))
+    flows = ["flows %d" % len(flow_lines)] + (flow_lines if len(flow_lines) <= 64 else [])
+    text = "\n".join(out + slices + counters + flows) + "\n"
+    return text, errors, (len(packets), n_slices, n_counters, len(flow_lines))
 
 
 def main():
@@ -257,6 +314,8 @@ def main():
     parser.add_argument("--schema", help="path of perfetto_trace_pb2.py (default: the "
                         "installed perfetto package's)")
     parser.add_argument("--min-slices", type=int, default=1)
+    parser.add_argument("--expect-flows", type=int, help="exact number of flows")
+    parser.add_argument("--expect-slices", type=int, help="exact number of slices")
     args = parser.parse_args()
 
     pb2 = find_schema_module(args.schema)
@@ -269,12 +328,21 @@ def main():
     with open(args.trace, "rb") as f:
         data = f.read()
     try:
-        text, errors, (packets, slices, counters) = dump(packet_class, data)
+        if data[:2] == b"\x1f\x8b":  # gzip (pinscope export --gzip)
+            import gzip
+            data = gzip.decompress(data)
+        text, errors, (packets, slices, counters, flows) = dump(packet_class, data)
     except ValueError as error:
         print("perfetto_schema_check: %s: %s" % (args.trace, error), file=sys.stderr)
         return 1
     print("schema: %s" % pb2)
-    print("%s: %d packets, %d slices, %d counter values" % (args.trace, packets, slices, counters))
+    print("%s: %d packets, %d slices, %d counter values, %d flows" % (
+        args.trace, packets, slices, counters, flows))
+    for name, value in (("slices", slices), ("flows", flows)):
+        want = getattr(args, "expect_" + name)
+        if want is not None and value != want:
+            print("INVALID: %d %s, expected %d" % (value, name, want))
+            errors.append(name)
     status = 0
     for error in errors:
         print("INVALID: " + error)
