@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 namespace pinscope {
 
@@ -363,6 +364,9 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
 
   Thread& main = root.threads[tid];
   // __next__ spans and, inside them, batches made by the main thread.
+  // In order of their starts (the lookups below search them).
+  std::sort(main.next.begin(), main.next.end(),
+            [](const Span& a, const Span& b) { return a.start < b.start; });
   const Span* first = nullptr;
   const Span* final = nullptr;
   for (const Span& s : main.next) {
@@ -390,12 +394,13 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     if (in.loader.num_workers <= 0) return false;
     auto it = fetches_of.find(static_cast<int32_t>(index % in.loader.num_workers));
     if (it == fetches_of.end()) return false;
-    for (auto [a, b] : it->second)
-      if (a <= at && at < b) return true;
-    return false;
+    // The last fetch to start at or before `at` (a worker's fetches do not
+    // overlap).
+    auto f = std::upper_bound(it->second.begin(), it->second.end(), at,
+                              [](uint64_t t, const auto& span) { return t < span.first; });
+    return f != it->second.begin() && at < std::prev(f)->second;
   };
-  std::sort(main.next.begin(), main.next.end(),
-            [](const Span& a, const Span& b) { return a.start < b.start; });
+  for (auto& [worker, spans] : fetches_of) std::sort(spans.begin(), spans.end());
   for (const Span& s : main.recv) {
     if (!inside(s.start)) continue;
     const double wall = Diff(s.end, s.start), cpu = Diff(s.finish.cpu, s.begin.cpu);
