@@ -5,6 +5,8 @@
 # $CUDA_HOME: pinscope never links the CUDA runtime.
 set -euo pipefail
 
+# chromium-headless-shell (Debian bookworm's, from the chromium source):
+# the HTML report's browser test opens the page and takes a screenshot.
 pkgs=(cmake make g++ pkg-config
       libprotobuf-dev protobuf-compiler
       libgtest-dev libgmock-dev
@@ -13,7 +15,8 @@ pkgs=(cmake make g++ pkg-config
       python3 python3-torch python3-numpy python3-protobuf python3-pip
       clang-14 libclang-rt-14-dev
       libjemalloc2 libtcmalloc-minimal4 valgrind
-      util-linux)
+      util-linux
+      chromium-headless-shell)
 
 missing=()
 for p in "${pkgs[@]}"; do
