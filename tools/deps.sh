@@ -6,7 +6,8 @@
 set -euo pipefail
 
 # chromium-headless-shell (Debian bookworm's, from the chromium source):
-# the HTML report's browser test opens the page and takes a screenshot.
+# the HTML report's browser test opens the page and takes a screenshot (with
+# the DejaVu fonts, so the text it draws is the same on every machine).
 pkgs=(cmake make g++ pkg-config
       libprotobuf-dev protobuf-compiler
       libgtest-dev libgmock-dev
@@ -16,7 +17,7 @@ pkgs=(cmake make g++ pkg-config
       clang-14 libclang-rt-14-dev
       libjemalloc2 libtcmalloc-minimal4 valgrind
       util-linux
-      chromium-headless-shell)
+      chromium-headless-shell fonts-dejavu-core)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -5,7 +5,8 @@
 // real picture. The page itself has no script; the test measures a copy of
 // it with a small probe script of its own appended, which writes what the
 // layout gave into <body data-*> for --dump-dom to show. Skips, saying
-// why, where no browser is installed (tools/deps.sh installs one for CI).
+// why, where no browser is installed (tools/deps.sh installs one for CI;
+// with $CI set a missing browser fails the test).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -94,6 +95,11 @@ class HtmlBrowser : public ::testing::Test {
  protected:
   void SetUp() override {
     browser_ = Browser();
+    // As the Perfetto schema check: missing under CI ($CI set) is a failure.
+    const char* ci = std::getenv("CI");
+    if (browser_.empty() && ci != nullptr && ci[0] != '\0')
+      FAIL() << "$CI is set but no headless chromium is installed (tools/deps.sh installs "
+                "chromium-headless-shell)";
     if (browser_.empty())
       GTEST_SKIP() << "no headless chromium installed (chromium-headless-shell or chromium; "
                       "tools/deps.sh installs it, or set PINSCOPE_TEST_CHROMIUM): the HTML "
