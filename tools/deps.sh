@@ -5,9 +5,6 @@
 # $CUDA_HOME: pinscope never links the CUDA runtime.
 set -euo pipefail
 
-# chromium-headless-shell (Debian bookworm's, from the chromium source):
-# the HTML report's browser test opens the page and takes a screenshot (with
-# the DejaVu fonts, so the text it draws is the same on every machine).
 pkgs=(cmake make g++ pkg-config
       libprotobuf-dev protobuf-compiler
       libgtest-dev libgmock-dev
@@ -16,8 +13,12 @@ pkgs=(cmake make g++ pkg-config
       python3 python3-torch python3-numpy python3-protobuf python3-pip
       clang-14 libclang-rt-14-dev
       libjemalloc2 libtcmalloc-minimal4 valgrind
-      util-linux
-      chromium-headless-shell fonts-dejavu-core)
+      util-linux)
+
+# chromium-headless-shell (Debian bookworm's, from the chromium source):
+# the HTML report's browser test opens the page and takes a screenshot (with
+# the DejaVu fonts, so the text it draws is the same on every machine).
+pkgs+=(chromium-headless-shell fonts-dejavu-core)
 
 missing=()
 for p in "${pkgs[@]}"; do
