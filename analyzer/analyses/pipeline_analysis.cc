@@ -177,6 +177,7 @@ void PipelineAnalysis::OnRecording(const Event& event, const trace::DeviceRecord
   s.planned_ns = r.planned_ns();
   device_->OnRecording(s);
   compute_.OnRecording(s);
+  if (recording_.size() < kMaxKept) recording_.push_back({s.time_ns, s.kernels});
 }
 
 void PipelineAnalysis::OnNotice(const Event& event, const trace::Notice& notice) {
@@ -281,6 +282,20 @@ std::vector<PipelineAnalysis::TimelineSpan> PipelineAnalysis::TimelineSpans(
   }
   for (const TimelineSpan& s : device_spans_)
     add(s.kind, s.process_index, 0, -1, s.start_ns, s.end_ns);
+  // Kernels are recorded from CUPTI's start until a switch turns them off,
+  // then from a switch that turns them on again (DeviceRecording).
+  uint64_t blind_since = 0;
+  bool blind = false;
+  for (const auto& [time, kernels] : recording_) {
+    if (!kernels && !blind) {
+      blind = true;
+      blind_since = time;
+    } else if (kernels && blind) {
+      blind = false;
+      add(TimelineSpan::Kind::kGpuBlind, root_index_, 0, -1, blind_since, time);
+    }
+  }
+  if (blind) add(TimelineSpan::Kind::kGpuBlind, root_index_, 0, -1, blind_since, end_ns);
   std::sort(out.begin(), out.end(), [](const TimelineSpan& a, const TimelineSpan& b) {
     return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns < b.end_ns;
   });

@@ -58,14 +58,15 @@ class PipelineAnalysis : public Analysis {
   // (the HTML report): what the analysis kept, nothing re-read.
   struct TimelineSpan {
     enum class Kind {
-      kFetch,    // a worker (or the main thread) making a batch (LOADER_FETCH)
-      kNext,     // the step thread in DataLoader.__next__ (LOADER_NEXT)
-      kRecv,     // receiving a batch from a worker (LOADER_RECV)
-      kPin,      // the pin thread's pin_memory() (LOADER_PIN)
-      kCopy,     // a copy call, host-blocked time
-      kSync,     // a synchronize call
-      kGpu,      // the GPU running kernels or memsets
-      kGpuCopy,  // the GPU transferring (a copy's device time)
+      kFetch,     // a worker (or the main thread) making a batch (LOADER_FETCH)
+      kNext,      // the step thread in DataLoader.__next__ (LOADER_NEXT)
+      kRecv,      // receiving a batch from a worker (LOADER_RECV)
+      kPin,       // the pin thread's pin_memory() (LOADER_PIN)
+      kCopy,      // a copy call, host-blocked time
+      kSync,      // a synchronize call
+      kGpu,       // the GPU running kernels or memsets
+      kGpuCopy,   // the GPU transferring (a copy's device time)
+      kGpuBlind,  // kernels not recorded then (DeviceRecording: sampled windows)
     };
     Kind kind = Kind::kFetch;
     int process_index = -1;  // the replay's process index (the root's for the GPU)
@@ -137,6 +138,8 @@ class PipelineAnalysis : public Analysis {
   model::Inputs inputs_;
   // The root's device intervals for the timeline, the first kMaxKept / 4.
   std::vector<TimelineSpan> device_spans_;
+  // The root's DeviceRecording switches: (time, kernels recorded from then).
+  std::vector<std::pair<uint64_t, bool>> recording_;
 };
 
 }  // namespace pinscope

@@ -191,10 +191,33 @@ TimelineWindow ChooseTimelineWindow(const Report& report) {
     if (want >= length) {
       w.start_ns = p.window_start_ns();
       w.end_ns = p.window_end_ns();
-    } else {
-      w.start_ns = p.window_start_ns() + (length - want) / 2;
-      w.end_ns = w.start_ns + want;
+      return w;
     }
+    // Where kernels were recorded (CUPTI samples them in windows when a
+    // job launches many): of 17 placements from the window's start to its
+    // end, the one with the least unrecorded GPU time, the middle on a tie.
+    std::vector<std::pair<uint64_t, uint64_t>> blind;
+    for (const Span& s : p.TimelineSpans(p.window_start_ns(), p.window_end_ns(), 1 << 20))
+      if (s.kind == Kind::kGpuBlind) blind.push_back({s.start_ns, s.end_ns});
+    const auto blind_in = [&](uint64_t a, uint64_t b) {
+      uint64_t n = 0;
+      for (auto [s, e] : blind)
+        if (std::min(e, b) > std::max(s, a)) n += std::min(e, b) - std::max(s, a);
+      return n;
+    };
+    constexpr int kPlaces = 16;
+    uint64_t best = ~0ull, best_distance = ~0ull;
+    for (int i = 0; i <= kPlaces; ++i) {
+      const uint64_t start = p.window_start_ns() + (length - want) / kPlaces * i;
+      const uint64_t unseen = blind_in(start, start + want);
+      const uint64_t distance = i > kPlaces / 2 ? i - kPlaces / 2 : kPlaces / 2 - i;
+      if (unseen < best || (unseen == best && distance < best_distance)) {
+        best = unseen;
+        best_distance = distance;
+        w.start_ns = start;
+      }
+    }
+    w.end_ns = w.start_ns + want;
     return w;
   }
   constexpr uint64_t kFallback = 2000000000ull;
@@ -232,6 +255,8 @@ const char* KindName(Kind k) {
       return "GPU kernels";
     case Kind::kGpuCopy:
       return "GPU transfer";
+    case Kind::kGpuBlind:
+      return "kernels not recorded (CUPTI sampling)";
   }
   return "";
 }
@@ -254,6 +279,8 @@ const char* KindClass(Kind k) {
       return "gpu";
     case Kind::kGpuCopy:
       return "gpucopy";
+    case Kind::kGpuBlind:
+      return "blind";
   }
   return "";
 }
@@ -317,7 +344,7 @@ std::string TimelineSvg(const Report& report, TimelineWindow window) {
     if (s.kind == Kind::kFetch && s.worker_id >= 0)
       worker_ids.emplace(s.process_index, s.worker_id);
   for (const Span& s : spans) {
-    const bool gpu = s.kind == Kind::kGpu || s.kind == Kind::kGpuCopy;
+    const bool gpu = s.kind == Kind::kGpu || s.kind == Kind::kGpuCopy || s.kind == Kind::kGpuBlind;
     const std::pair<int, uint32_t> key =
         gpu ? std::make_pair(-1, 0u) : std::make_pair(s.process_index, s.tid);
     auto [it, made] = lanes.try_emplace(key);
@@ -385,14 +412,25 @@ std::string TimelineSvg(const Report& report, TimelineWindow window) {
       share = BusyShare(lane.spans, window.start_ns, window.end_ns, {Kind::kPin});
       what = "pinning";
     } else if (lane.cls == "gpu") {
+      // Busy over the part of the window in which kernels were recorded.
+      const double blind = BusyShare(lane.spans, window.start_ns, window.end_ns, {Kind::kGpuBlind});
       share = BusyShare(lane.spans, window.start_ns, window.end_ns, {Kind::kGpu, Kind::kGpuCopy});
-      what = "busy";
+      if (blind > 0.5) {
+        what = StringPrintf("kernels not recorded in %.0f%% of it", 100 * blind);
+      } else if (blind > 0.005) {
+        share = std::min(1.0, share / (1 - blind));
+        what = StringPrintf("busy where recorded (%.0f%% not)", 100 * blind);
+      } else {
+        what = "busy";
+      }
     } else {
       share = BusyShare(lane.spans, window.start_ns, window.end_ns,
                         {Kind::kFetch, Kind::kNext, Kind::kCopy, Kind::kSync, Kind::kPin});
       what = "busy";
     }
-    shares[i] = StringPrintf("%.0f%% ", 100 * share) + what;
+    shares[i] = what.rfind("kernels not recorded", 0) == 0
+                    ? what
+                    : StringPrintf("%.0f%% ", 100 * share) + what;
     summary += " " + lane.label + ": " + shares[i] + ".";
   }
 
@@ -403,7 +441,11 @@ std::string TimelineSvg(const Report& report, TimelineWindow window) {
     << "\" role=\"img\" aria-labelledby=\"timeline-title timeline-desc\" aria-label=\""
     << HtmlEscape(summary) << "\">\n"
     << "<title id=\"timeline-title\">Timeline of a window of the steady steps</title>\n"
-    << "<desc id=\"timeline-desc\">" << HtmlEscape(summary) << "</desc>\n";
+    << "<desc id=\"timeline-desc\">" << HtmlEscape(summary) << "</desc>\n"
+    << "<defs><pattern id=\"blind-hatch\" width=\"6\" height=\"6\" "
+       "patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
+       "<rect width=\"6\" height=\"6\" fill=\"#f3f4f6\"/>"
+       "<rect width=\"2.5\" height=\"6\" fill=\"#9ca3af\"/></pattern></defs>\n";
   // The time axis: ticks relative to the window's start.
   const double tick = TickNs(length);
   o << "<g class=\"axis\">";
@@ -432,7 +474,11 @@ std::string TimelineSvg(const Report& report, TimelineWindow window) {
       std::map<Kind, std::vector<const Span*>> by_kind;
       for (const Span* s : lane.spans)
         if (Inner(s->kind) == inner) by_kind[s->kind].push_back(s);
-      for (auto& [kind, list] : by_kind) {
+      // The hatching of unrecorded time first: what was recorded goes over it.
+      std::vector<std::pair<Kind, std::vector<const Span*>>> kinds(by_kind.begin(), by_kind.end());
+      std::stable_partition(kinds.begin(), kinds.end(),
+                            [](const auto& k) { return k.first == Kind::kGpuBlind; });
+      for (auto& [kind, list] : kinds) {
         const double h = inner ? kLaneH * 0.4 : kLaneH;
         const double ry = inner ? y + kLaneH - h : y;
         size_t k = 0;

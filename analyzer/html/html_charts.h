@@ -23,9 +23,10 @@ std::string PipelineSvg(const Report& report);
 // text report's rule (report_text.cc). Empty for a GPU-bound step.
 std::vector<const model::Prediction*> ShownPredictions(const Report& report);
 
-// The window the timeline shows: about kTimelineSteps steps from the middle
-// of the model's steady window (all of it when shorter); without a steady
-// window, up to two seconds from the middle of the run.
+// The window the timeline shows: about kTimelineSteps steps of the model's
+// steady window (all of it when shorter), placed where the GPU's kernels
+// were recorded, nearest the middle; without a steady window, up to two
+// seconds from the middle of the run.
 struct TimelineWindow {
   uint64_t start_ns = 0, end_ns = 0;
 };

@@ -46,6 +46,7 @@ ol.changes > li { margin-bottom: 0.8em; }
 .span.fetch { fill: #1d4ed8; } .span.next { fill: #f59e0b; } .span.recv { fill: #92400e; }
 .span.pin { fill: #7c3aed; } .span.copy { fill: #b91c1c; } .span.sync { fill: #4b5563; }
 .span.gpu { fill: #15803d; } .span.gpucopy { fill: #b91c1c; }
+.span.blind { fill: #9ca3af; fill: url(#blind-hatch); }
 ul.legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: 4px 18px; }
 ul.legend li::before { content: ""; display: inline-block; width: 12px; height: 12px;
                        margin-right: 6px; vertical-align: -1px; background: var(--c); }
@@ -284,7 +285,8 @@ void HtmlWriter::Timeline() {
                          static_cast<double>(w.end_ns - std::min(w.end_ns, t0)) / 1e9,
                          FormatDuration(w.end_ns - w.start_ns).c_str()))
        << ": about " << kTimelineSteps
-       << " steps from the middle of the steady window, one lane per thread that worked in it. "
+       << " steady steps (where the GPU's kernels were recorded, nearest the middle of the "
+          "steady window), one lane per thread that worked in it. "
           "Hover a bar for its times.</p>\n"
        << "<ul class=\"legend\" aria-label=\"Legend\">"
        << "<li style=\"--c:#1d4ed8\">making a batch (a worker's fetch)</li>"
@@ -294,7 +296,9 @@ void HtmlWriter::Timeline() {
        << "<li style=\"--c:#7c3aed\">pin thread pinning</li>"
        << "<li style=\"--c:#b91c1c\">copy (host call; on the GPU lane, thin: the transfer)</li>"
        << "<li style=\"--c:#4b5563\">synchronize</li>"
-       << "<li style=\"--c:#15803d\">GPU kernels</li></ul>\n"
+       << "<li style=\"--c:#15803d\">GPU kernels</li>"
+       << "<li style=\"--c:repeating-linear-gradient(45deg,#9ca3af 0 2px,#f3f4f6 2px 4px)\">"
+          "GPU kernels not recorded (CUPTI samples them in windows)</li></ul>\n"
        << svg << "</section>\n";
 }
 
