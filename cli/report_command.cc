@@ -1,5 +1,7 @@
 // `pinscope report [options] RUN`: parses the options and calls the
 // analyzer's RunReport (analyzer/report/report_command.h), which owns the report itself.
+#include "analyzer/report/report_command.h"
+
 #include <getopt.h>
 #include <unistd.h>
 
@@ -7,7 +9,7 @@
 #include <iostream>
 #include <string>
 
-#include "analyzer/report/report_command.h"
+#include "analyzer/html/html_report.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 
@@ -20,6 +22,8 @@ const char kReportUsage[] =
     "\n"
     "Options:\n"
     "      --json             the report as JSON (a versioned schema)\n"
+    "      --html FILE        write the report as one self-contained HTML page to FILE\n"
+    "                         (charts as inline SVG, no network; - for stdout)\n"
     "      --color[=WHEN]     colour: auto (default: only on a terminal), always, never\n"
     "      --no-color         same as --color=never (NO_COLOR=1 in the environment too)\n"
     "      --stacks N         call-stack frames shown per call site (0 to 256; default 6)\n"
@@ -33,9 +37,10 @@ const char kReportUsage[] =
     "(listed at the end); 2 nothing to report (bad usage, no such run folder).\n";
 
 int ReportCommand(int argc, char** argv) {
-  enum { kJson = 1000, kColor, kNoColor, kStacks, kCalibration, kAllProcesses, kTop };
+  enum { kJson = 1000, kHtml, kColor, kNoColor, kStacks, kCalibration, kAllProcesses, kTop };
   static const struct option kLong[] = {
       {"json", no_argument, nullptr, kJson},
+      {"html", required_argument, nullptr, kHtml},
       {"color", optional_argument, nullptr, kColor},
       {"colour", optional_argument, nullptr, kColor},
       {"no-color", no_argument, nullptr, kNoColor},
@@ -55,6 +60,13 @@ int ReportCommand(int argc, char** argv) {
     switch (c) {
       case kJson:
         options.json = true;
+        break;
+      case kHtml:
+        if (optarg[0] == '\0') {
+          PrintUsageError("report", "--html needs a file name (or - for stdout)");
+          return kExitUsage;
+        }
+        options.html_path = optarg;
         break;
       case kColor:
         if (!ParseColorOption("report", optarg, &options.color)) return kExitUsage;
@@ -95,6 +107,15 @@ int ReportCommand(int argc, char** argv) {
   }
   options.run_dir = argv[optind];
   if (!CheckRunFolder("report", options.run_dir)) return kExitUsage;
+  if (options.json && !options.html_path.empty()) {
+    PrintUsageError("report", "--json and --html are two reports: ask for one at a time");
+    return kExitUsage;
+  }
+  if (!options.html_path.empty()) {
+    int status = html::RunHtmlReport(options, std::cout, std::cerr);
+    std::cout.flush();
+    return status;
+  }
   // JSON is for programs: never coloured, whatever the terminal.
   options.color = options.json ? ColorMode::kNever : ResolveColor(options.color, STDOUT_FILENO);
   int status = RunReport(options, std::cout, std::cerr);

@@ -15,6 +15,11 @@ pkgs=(cmake make g++ pkg-config
       libjemalloc2 libtcmalloc-minimal4 valgrind
       util-linux zlib1g-dev)
 
+# chromium-headless-shell (Debian bookworm's, from the chromium source):
+# the HTML report's browser test opens the page and takes a screenshot (with
+# the DejaVu fonts, so the text it draws is the same on every machine).
+pkgs+=(chromium-headless-shell fonts-dejavu-core)
+
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -144,7 +144,17 @@ void PipelineAnalysis::OnDevice(const Event& event, const trace::DeviceActivity&
   r.stream_id = a.stream_id();
   r.correlation_id = a.correlation_id();
   device_->OnDevice(r);
-  if (r.kind == device::kActKernel || r.kind == device::kActMemset) compute_.OnDevice(r);
+  const bool compute = r.kind == device::kActKernel || r.kind == device::kActMemset;
+  if (compute) compute_.OnDevice(r);
+  if ((compute || r.kind == device::kActMemcpy) && r.end_ns > r.start_ns &&
+      device_spans_.size() < kMaxKept / 4) {
+    TimelineSpan span;
+    span.kind = compute ? TimelineSpan::Kind::kGpu : TimelineSpan::Kind::kGpuCopy;
+    span.process_index = event.process.index();
+    span.start_ns = r.start_ns;
+    span.end_ns = r.end_ns;
+    device_spans_.push_back(span);
+  }
   if (event.time_ns > last_advance_ns_ + device::kSec) {
     device_->Advance(event.time_ns);
     compute_.Advance(event.time_ns);
@@ -168,6 +178,7 @@ void PipelineAnalysis::OnRecording(const Event& event, const trace::DeviceRecord
   s.planned_ns = r.planned_ns();
   device_->OnRecording(s);
   compute_.OnRecording(s);
+  if (recording_.size() < kMaxKept) recording_.push_back({s.time_ns, s.kernels});
 }
 
 void PipelineAnalysis::OnNotice(const Event& event, const trace::Notice& notice) {
@@ -228,6 +239,70 @@ void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l)
 }
 
 void PipelineAnalysis::Finish(const RunInfo& run) { BuildInputs(run); }
+
+uint32_t PipelineAnalysis::pin_tid() const {
+  auto root = processes_.find(root_index_);
+  if (root == processes_.end()) return 0;
+  uint32_t tid = 0;
+  size_t most = 0;
+  for (const auto& [t, thread] : root->second.threads) {
+    if (thread.pin.size() > most) {
+      most = thread.pin.size();
+      tid = t;
+    }
+  }
+  return tid;
+}
+
+std::vector<PipelineAnalysis::TimelineSpan> PipelineAnalysis::TimelineSpans(
+    uint64_t start_ns, uint64_t end_ns, size_t max_spans) const {
+  std::vector<TimelineSpan> out;
+  auto overlaps = [&](uint64_t s, uint64_t e) { return s < end_ns && e >= start_ns; };
+  auto add = [&](TimelineSpan::Kind kind, int index, uint32_t tid, int32_t worker, uint64_t s,
+                 uint64_t e) {
+    if (!overlaps(s, e)) return;
+    TimelineSpan span;
+    span.kind = kind;
+    span.process_index = index;
+    span.tid = tid;
+    span.worker_id = worker;
+    span.start_ns = s;
+    span.end_ns = e;
+    out.push_back(span);
+  };
+  for (const auto& [index, process] : processes_) {
+    for (const auto& [tid, thread] : process.threads) {
+      using K = TimelineSpan::Kind;
+      for (const Span& s : thread.fetch) add(K::kFetch, index, tid, s.worker_id, s.start, s.end);
+      for (const Span& s : thread.next) add(K::kNext, index, tid, -1, s.start, s.end);
+      for (const Span& s : thread.recv) add(K::kRecv, index, tid, -1, s.start, s.end);
+      for (const Span& s : thread.pin) add(K::kPin, index, tid, -1, s.start, s.end);
+      for (const Call& c : thread.calls)
+        add(c.copy ? K::kCopy : K::kSync, index, tid, -1, c.start, c.end);
+    }
+  }
+  for (const TimelineSpan& s : device_spans_)
+    add(s.kind, s.process_index, 0, -1, s.start_ns, s.end_ns);
+  // Kernels are recorded from CUPTI's start until a switch turns them off,
+  // then from a switch that turns them on again (DeviceRecording).
+  uint64_t blind_since = 0;
+  bool blind = false;
+  for (const auto& [time, kernels] : recording_) {
+    if (!kernels && !blind) {
+      blind = true;
+      blind_since = time;
+    } else if (kernels && blind) {
+      blind = false;
+      add(TimelineSpan::Kind::kGpuBlind, root_index_, 0, -1, blind_since, time);
+    }
+  }
+  if (blind) add(TimelineSpan::Kind::kGpuBlind, root_index_, 0, -1, blind_since, end_ns);
+  std::sort(out.begin(), out.end(), [](const TimelineSpan& a, const TimelineSpan& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns < b.end_ns;
+  });
+  if (out.size() > max_spans) out.resize(max_spans);
+  return out;
+}
 
 std::vector<uint64_t> PipelineAnalysis::IterTimes(uint64_t loader) const {
   std::vector<uint64_t> out;

@@ -54,6 +54,33 @@ class PipelineAnalysis : public Analysis {
 
   static constexpr size_t kMaxKept = 1 << 20;
 
+  // One interval of a thread's (or the GPU's) work, for drawing a timeline
+  // (the HTML report): what the analysis kept, nothing re-read.
+  struct TimelineSpan {
+    enum class Kind {
+      kFetch,     // a worker (or the main thread) making a batch (LOADER_FETCH)
+      kNext,      // the step thread in DataLoader.__next__ (LOADER_NEXT)
+      kRecv,      // receiving a batch from a worker (LOADER_RECV)
+      kPin,       // the pin thread's pin_memory() (LOADER_PIN)
+      kCopy,      // a copy call, host-blocked time
+      kSync,      // a synchronize call
+      kGpu,       // the GPU running kernels or memsets
+      kGpuCopy,   // the GPU transferring (a copy's device time)
+      kGpuBlind,  // kernels not recorded then (DeviceRecording: sampled windows)
+    };
+    Kind kind = Kind::kFetch;
+    int process_index = -1;  // the replay's process index (the root's for the GPU)
+    uint32_t tid = 0;        // 0 for the GPU
+    int32_t worker_id = -1;  // LOADER_FETCH's worker id, -1 unknown
+    uint64_t start_ns = 0, end_ns = 0;
+  };
+  // The kept spans that overlap [start_ns, end_ns), sorted by start, at most
+  // max_spans of them (the earliest); valid after Finish.
+  std::vector<TimelineSpan> TimelineSpans(uint64_t start_ns, uint64_t end_ns,
+                                          size_t max_spans) const;
+  // The pin thread's tid in the root (the thread with LOADER_PIN spans), 0 if none.
+  uint32_t pin_tid() const;
+
  private:
   struct Usage {
     uint64_t cpu = 0, sys = 0, faults = 0;
@@ -109,6 +136,10 @@ class PipelineAnalysis : public Analysis {
   device::Interval window_;
   uint32_t step_tid_ = 0;
   model::Inputs inputs_;
+  // The root's device intervals for the timeline, the first kMaxKept / 4.
+  std::vector<TimelineSpan> device_spans_;
+  // The root's DeviceRecording switches: (time, kernels recorded from then).
+  std::vector<std::pair<uint64_t, bool>> recording_;
 };
 
 }  // namespace pinscope

@@ -13,36 +13,43 @@
 
 namespace pinscope {
 
-int RunReport(const ReportOptions& options, std::ostream& out, std::ostream& err) {
+std::unique_ptr<Report> BuildReport(const ReportOptions& options, std::ostream& err) {
   if (options.run_dir.empty()) {
     err << "pinscope report: no run folder given\n";
-    return 2;
+    return nullptr;
   }
   RunListing listing;
   const Status scanned = ScanRun(options.run_dir, &listing);
   if (!scanned.ok()) {
     err << "pinscope report: " << scanned.message << '\n';
-    return 2;
+    return nullptr;
   }
   if (listing.files.empty()) {
     err << "pinscope report: no readable process file in " << options.run_dir << '\n';
     for (const Problem& problem : listing.problems) err << "  " << problem.message << '\n';
-    return 2;
+    return nullptr;
   }
   std::string error;
   std::optional<Calibration> calibration =
       ResolveCalibration(options.calibration_path, options.run_dir, &error);
   if (!calibration) {
     err << "pinscope report: " << error << '\n';
-    return 2;
+    return nullptr;
   }
   ReportOptions effective = options;
   if (effective.top < 0) effective.top = 0;
-  Report report(std::move(*calibration), effective);
+  auto report = std::make_unique<Report>(std::move(*calibration), effective);
   ReplayEngine engine(std::move(listing));
-  report.Attach(&engine);
+  report->Attach(&engine);
   engine.Run();
-  report.Evaluate(engine.info());
+  report->Evaluate(engine.info());
+  return report;
+}
+
+int RunReport(const ReportOptions& options, std::ostream& out, std::ostream& err) {
+  std::unique_ptr<Report> built = BuildReport(options, err);
+  if (!built) return 2;
+  const Report& report = *built;
 
   if (options.json) {
     out << JsonReport(report).dump(2) << '\n';

@@ -5,11 +5,19 @@
 #pragma once
 
 #include <iosfwd>
+#include <memory>
 
 #include "analyzer/report/report_options.h"
 
 namespace pinscope {
 
+class Report;
+
 int RunReport(const ReportOptions& options, std::ostream& out, std::ostream& err);
+
+// The replay and the rules of `pinscope report`, nothing written: the
+// evaluated report of options.run_dir, or null with the reason on `err`
+// (then the exit code is 2). For the writers above this layer (analyzer/html).
+std::unique_ptr<Report> BuildReport(const ReportOptions& options, std::ostream& err);
 
 }  // namespace pinscope

@@ -8,13 +8,14 @@
 namespace pinscope {
 
 struct ReportOptions {
-  std::string run_dir;            // folder holding <pid>.pstrace files
-  bool json = false;              // --json: the versioned JSON schema
+  std::string run_dir;    // folder holding <pid>.pstrace files
+  bool json = false;      // --json: the versioned JSON schema
+  std::string html_path;  // --html FILE: the HTML page (analyzer/html), "-" stdout
   ColorMode color = ColorMode::kAuto;
-  int stack_depth = 6;            // --stacks N: frames shown per call site
-  std::string calibration_path;   // --calibration FILE; empty: search (calibration.h)
-  int top = 10;                   // rows in "largest"/"top" tables
-  bool show_helpers = false;      // --all-processes: unfold helper processes
+  int stack_depth = 6;           // --stacks N: frames shown per call site
+  std::string calibration_path;  // --calibration FILE; empty: search (calibration.h)
+  int top = 10;                  // rows in "largest"/"top" tables
+  bool show_helpers = false;     // --all-processes: unfold helper processes
 };
 
 }  // namespace pinscope

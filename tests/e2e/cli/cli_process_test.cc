@@ -462,6 +462,24 @@ TEST_F(CliTest, ReportOnMissingFolder) {
   EXPECT_NE(r.err.find("no such run folder: " + Path("nope")), std::string::npos) << r.err;
 }
 
+// --html FILE: the page goes to the file, nothing to stdout; a file that
+// cannot be written is exit 2 with the reason.
+TEST_F(CliTest, ReportHtmlWritesThePage) {
+  const std::string run = std::string(PINSCOPE_TEST_DATA_DIR) + "/h200/pipeline/imagenet";
+  Result r =
+      Run({"report", "--html", Path("page.html"), "--calibration", run + "/calibration.json", run});
+  EXPECT_TRUE(r.exited(0)) << Describe(r);
+  EXPECT_EQ(r.out, "");
+  const std::string page = ReadFile(Path("page.html"));
+  EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(page.find("data-verdict=\"input_starvation\""), std::string::npos);
+  EXPECT_NE(page.find("<svg id=\"timeline-chart\""), std::string::npos);
+  r = Run({"report", "--html", Path("no/such/folder/page.html"), run});
+  EXPECT_TRUE(r.exited(2)) << Describe(r);
+  EXPECT_NE(r.err.find("cannot write " + Path("no/such/folder/page.html")), std::string::npos)
+      << r.err;
+}
+
 TEST_F(CliTest, BadNumbersAreNamed) {
   struct Case {
     std::vector<std::string> args;
@@ -478,6 +496,8 @@ TEST_F(CliTest, BadNumbersAreNamed) {
       {{"report", "--top"}, "option --top needs a value"},
       {{"report"}, "no run folder given"},
       {{"report", "a", "b"}, "one run folder at a time"},
+      {{"report", "--html"}, "option --html needs a value"},
+      {{"report", "--json", "--html", "x.html", "."}, "--json and --html are two reports"},
       {{"calibrate", "--repeats", "0"}, "--repeats expects a whole number from 1 to 1000, not '0'"},
       {{"calibrate", "--sizes", "1M,big"}, "'big' is not a size above 0"},
       {{"calibrate", "--device", "x"}, "not 'x'"},
