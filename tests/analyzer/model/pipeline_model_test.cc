@@ -190,8 +190,12 @@ TEST(PipelineModel, AHandOverFromABusyWorkerIsAWaitForTheWorkers) {
   EXPECT_EQ(r.verdict, Class::kInputStarvation);
   EXPECT_EQ(r.critical, "producers");
   for (const Part& p : r.parts) {
-    if (p.id == "wait_input") EXPECT_DOUBLE_EQ(p.ns, 2.5 * kMs);
-    if (p.id == "handover") EXPECT_EQ(p.ns, 0);
+    if (p.id == "wait_input") {
+      EXPECT_DOUBLE_EQ(p.ns, 2.5 * kMs);
+    }
+    if (p.id == "handover") {
+      EXPECT_EQ(p.ns, 0);
+    }
   }
   // 12 workers: 30 / 12 ms, with today's ratio of the measured step to the
   // workers' own 30 / 8 ms; the main thread's other 2.9 ms stay below it.

@@ -135,8 +135,11 @@ TEST_F(PythonHook, WorkersFetchAndTheMainThreadWaits) {
     ASSERT_NE(outer, nullptr) << "a RECV outside every NEXT";
     EXPECT_EQ(r->loader().index(), outer->loader().index());
   }
-  for (const auto& [pid, t] : run)
-    if (&t != main) EXPECT_TRUE(Loader(t, trace::LOADER_RECV).empty()) << pid;
+  for (const auto& [pid, t] : run) {
+    if (&t != main) {
+      EXPECT_TRUE(Loader(t, trace::LOADER_RECV).empty()) << pid;
+    }
+  }
 }
 
 TEST_F(PythonHook, WithoutWorkersTheFetchIsInsideTheNext) {
