@@ -13,6 +13,7 @@
 #include "analyzer/html/html_charts.h"
 #include "analyzer/html/html_escape.h"
 #include "analyzer/report/report_command.h"
+#include "analyzer/report/run_facts.h"
 
 namespace pinscope::html {
 
@@ -77,21 +78,6 @@ const char* SeverityClass(Severity s) {
     default:
       return "sev-info";
   }
-}
-
-std::string CudaVersion(int32_t version) {
-  if (version <= 0) return "unknown";
-  return StringPrintf("%d.%d", version / 1000, (version % 1000) / 10);
-}
-
-std::string UtcTime(uint64_t wall_ns) {
-  if (wall_ns == 0) return "unknown time";
-  const time_t seconds = static_cast<time_t>(wall_ns / 1000000000ull);
-  struct tm tm_utc;
-  gmtime_r(&seconds, &tm_utc);
-  char text[64];
-  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S UTC", &tm_utc);
-  return text;
 }
 
 class HtmlWriter {
@@ -374,52 +360,12 @@ void HtmlWriter::Evidence() {
 }
 
 void HtmlWriter::Facts() {
-  const trace::ProcessHeader& root = report_.root_header();
-  const trace::HostFacts& host = root.host();
   out_ << "<section id=\"facts\" aria-labelledby=\"facts-h\">\n"
        << "<h2 id=\"facts-h\">The run</h2>\n<dl class=\"facts\">\n";
   const auto field = [&](const std::string& name, const std::string& value) {
     out_ << "<dt>" << E(name) << "</dt><dd>" << E(value) << "</dd>\n";
   };
-  const int root_index = report_.root_index() < 0 ? 0 : report_.root_index();
-  field("Command", report_.processes().empty() ? "-" : report_.processes()[root_index].command);
-  field("Run", "id " + (report_.run_id().empty() ? std::string("-") : report_.run_id()) + " on " +
-                   (root.hostname().empty() ? std::string("unknown host") : root.hostname()) +
-                   ", started " + UtcTime(root.start_wall_ns()) + ", lasted " +
-                   FormatDuration(report_.duration_ns()));
-  field("Processes", std::to_string(report_.processes().size()));
-  field("Host", std::to_string(host.logical_cores()) + " logical / " +
-                    std::to_string(host.physical_cores()) + " physical cores, " +
-                    std::to_string(host.affinity_cores()) + " in affinity, " +
-                    (host.cgroup_cpu_quota_millicores() == 0
-                         ? std::string("no cgroup CPU quota")
-                         : StringPrintf("cgroup CPU quota %.2f CPUs",
-                                        host.cgroup_cpu_quota_millicores() / 1000.0)) +
-                    "; " + FormatBytes(host.ram_bytes()) + " RAM");
-  field("/dev/shm", host.shm_capacity_bytes() == 0
-                        ? "capacity unknown"
-                        : FormatBytes(host.shm_capacity_bytes()) + " capacity, " +
-                              FormatBytes(host.shm_free_bytes()) + " free at start");
-  std::string gpus;
-  for (const std::string& name : host.gpu_names()) gpus += (gpus.empty() ? "" : ", ") + name;
-  std::string link = host.pcie_link_speed_gts_x10() == 0
-                         ? "PCIe link unknown"
-                         : StringPrintf("PCIe x%u (%.1f GT/s)", host.pcie_link_width(),
-                                        host.pcie_link_speed_gts_x10() / 10.0);
-  field("GPU", (gpus.empty() ? std::string("none seen") : gpus) + "; " + link);
-  if (report_.cuda()) {
-    const trace::CudaRuntimeInfo& cuda = *report_.cuda();
-    field("CUDA", "runtime " + CudaVersion(cuda.runtime_version()) + ", driver " +
-                      CudaVersion(cuda.driver_version()) + ", " +
-                      std::to_string(cuda.device_count()) +
-                      (cuda.device_count() == 1 ? " device" : " devices") +
-                      (cuda.runtime_path().empty() ? "" : " (" + cuda.runtime_path() + ")"));
-  } else {
-    field("CUDA", "no CUDA runtime loaded");
-  }
-  field("Trace", FormatCount(report_.packets()) + " packets replayed; shim " +
-                     (root.shim_version().empty() ? std::string("unknown") : root.shim_version()) +
-                     ", kernel " + host.kernel_release() + ", glibc " + host.libc_version());
+  for (const RunFact& fact : RunFacts(report_)) field(fact.name, fact.value);
   field("Calibration", report_.calibration().source);
   out_ << "</dl>\n</section>\n";
 }
