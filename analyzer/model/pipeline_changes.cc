@@ -198,25 +198,37 @@ Prediction NoSync(const Inputs& in, const Calibration& cal, const Change& change
 
 // A batch k times as large, as samples/s: the main thread's per-step work
 // that does not depend on the batch stays (Python, launches), what moves the
-// batch grows k times, and so do the workers' and the GPU's per-step work
-// (the GPU's an upper bound: small kernels do not slow down with size).
+// batch grows k times, and so do the workers', the pin thread's and the
+// GPU's per-step work (the GPU's an upper bound: small kernels do not slow
+// down with size). Where the main thread waits for the GPU each step (a
+// sync, or a copy queued behind the stream), it waits for what the device
+// has left to do: the device's added work (k-1 times its kernels and the
+// batch's DMA) first fills the GPU's idle time in the step (at most: some of
+// it comes before the step's first launch) and the rest lengthens the wait.
+// A host-bound loop's GPU absorbs it; a copy-bound one's cannot.
 Prediction Batch(const Inputs& in, const Calibration& cal, int k, const Change& change) {
+  (void)cal;
   const Derived d = Derive(in);
   Timing t = Today(d);
   const double prop = d.copy_xfer + d.make;
-  const double fixed = std::max(0.0, d.loop - prop);
-  t.loop = fixed + k * prop;
+  const double device = d.copy_device + d.gpu;
+  const double fixed = std::max(0.0, d.loop - prop - d.gpu_wait);
+  const double idle = std::max(0.0, d.loop - device);
+  const double wait = d.gpu_wait > 0 ? d.gpu_wait + std::max(0.0, (k - 1) * device - idle) : 0;
+  t.loop = fixed + k * prop + wait;
   t.producers = d.producers * k;
   t.pin = d.pin * k;
   t.gpu = d.gpu * k;
+  t.copy_engine = d.copy_device * k;
   t.cpu_floor = CoresFloor(in, d.cpu_demand * k);
-  Prediction p =
-      Finish(in, d, change, t,
-             "per step the main thread's " + Ms(fixed) +
-                 " of Python and launches "
-                 "stays, the batch's handling (" +
-                 Ms(prop) + ") and the GPU's " + Ms(d.gpu) + " grow " + std::to_string(k) + "x",
-             true);
+  std::string basis = "per step the main thread's " + Ms(fixed) +
+                      " of Python and launches stays, the batch's handling (" + Ms(prop) +
+                      "), the GPU's " + Ms(d.gpu) + " and the batch's DMA (" + Ms(d.copy_device) +
+                      ") grow " + std::to_string(k) + "x";
+  if (d.gpu_wait > 0)
+    basis += ", and the main thread's wait for the GPU with them (" + Ms(d.gpu_wait) + " to " +
+             Ms(wait) + ")";
+  Prediction p = Finish(in, d, change, t, basis, true);
   // Compared per sample: k times the samples per step.
   p.speedup = k * d.s / p.step_ns;
   return p;

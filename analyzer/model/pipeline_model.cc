@@ -265,7 +265,9 @@ Result Build(const Inputs& in, const Calibration& cal) {
                                  "(uint8 images, or bfloat16) and convert on the GPU"));
   }
   // A larger batch spreads the main thread's fixed per-step work (Python,
-  // launches, waits) over more samples: worth it when that work dominates.
+  // launches) over more samples: worth it when that work dominates. Its
+  // waits for the GPU count here; the prediction grows them with the
+  // device's work where the GPU's idle time cannot absorb it.
   if (gpu_share < 0.5 && input_share < 0.15 && d.rest + d.next_own + d.gpu_wait >= 0.5 * d.s) {
     changes.push_back(CodeChange("batch_size_x2", "a batch twice as large (batch_size x2)"));
   }

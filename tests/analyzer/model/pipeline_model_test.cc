@@ -275,6 +275,17 @@ TEST(PipelineModel, APinnedBatchsDmaIsTheVerdictAndFewerBytesRetimeIt) {
   EXPECT_EQ(half->limit_next, "the main thread");
   ASSERT_FALSE(r.predictions.empty());
   EXPECT_EQ(r.predictions[0].change.id, "batch_bytes_half");
+  // A batch twice as large moves twice the bytes: the device's 3.8 ms a
+  // step (DMA and kernels) doubles, the GPU had no idle time to absorb it,
+  // so the main thread's wait grows by all of it: 0.5 ms of its own, 0.2 of
+  // copy calls and 2.4 + 3.8 ms of waiting, 6.9 ms for two batches' samples
+  // (0.87x per sample, no recommendation; it was 2x when the wait stayed).
+  const Prediction* x2 = Find(r, "batch_size_x2");
+  if (x2 != nullptr) {
+    EXPECT_NEAR(x2->step_ns, 6.9 * kMs, 1e3);
+    EXPECT_NEAR(x2->speedup, 6.0 / 6.9, 1e-6);
+  }
+  for (const Prediction& p : r.predictions) EXPECT_NE(p.change.id, "batch_size_x2");
 
   // The same batch at half the rate (27.5 GB/s against the calibrated 50):
   // the link itself is named.

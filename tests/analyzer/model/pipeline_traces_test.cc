@@ -64,7 +64,7 @@ INSTANTIATE_TEST_SUITE_P(H200, PipelineTraces,
                                            "fresh_faults", "sync_copies", "pinned_overuse",
                                            "shm_small", "imagenet", "hf", "heldout_pin_thread_b128",
                                            "heldout_imagenet_r50", "heldout_hf_w0",
-                                           "worker_restart"));
+                                           "worker_restart", "copy_bound"));
 
 // The guard rails on real data: a GPU-bound job gets no input advice, and
 // the stages the step does not wait on claim no saving.
