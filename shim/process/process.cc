@@ -265,4 +265,14 @@ void FinishProcess(uint32_t how, int status) {
   RecorderFinish(how, status);
 }
 
+void ResumeAfterFailedExec(const char* path, int err) {
+  if (!RecorderOpen() || !Recording()) return;
+  HookScope scope;
+  RecorderResume();
+  char text[4400];
+  snprintf(text, sizeof text, "exec of %s failed (%s); the process goes on and so does its trace",
+           path ? path : "(null)", ErrorText(err));
+  RecordNotice(fields::kWarning, "exec_failed", text);
+}
+
 }  // namespace pinscope::shim

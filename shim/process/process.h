@@ -25,7 +25,11 @@ void ForkParent();
 void ForkChild();
 
 // Last device records, counters and ProcessExit; `how` is a
-// fields::ExitHow. After kExec or kUnderscoreExit the file is closed.
+// fields::ExitHow. After kUnderscoreExit the file is closed.
 void FinishProcess(uint32_t how, int status);
+
+// An exec family call returned (it failed with errno `err`): the process
+// goes on, and so does its trace, with a notice saying which exec failed.
+void ResumeAfterFailedExec(const char* path, int err);
 
 }  // namespace pinscope::shim

@@ -198,7 +198,14 @@ void RecorderFinish(uint32_t how, int status) {
   g_final.store(true);
   g_writer.Flush();
   CheckWriter();
-  if (how == fields::kExec || how == fields::kUnderscoreExit) g_writer.CloseFile();
+  // Before an exec the file stays open: O_CLOEXEC closes it when the exec
+  // succeeds, and a failed exec goes on writing to it (RecorderResume).
+  if (how == fields::kUnderscoreExit) g_writer.CloseFile();
+}
+
+void RecorderResume() {
+  if (!g_open.load() || g_state.load() != kActive) return;
+  g_final.store(false);
 }
 
 void FlushTrace() {

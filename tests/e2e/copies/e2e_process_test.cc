@@ -172,6 +172,39 @@ TEST_F(E2EProcess, TraceFileMode0600) {
   EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
 
+// A failed exec (no such file) does not end tracing: the process goes on
+// and its later copies are in the same file, after a notice naming the
+// failed exec, and the file ends with the real exit.
+TEST_F(E2EProcess, FailedExecKeepsTracing) {
+  RunOptions o;
+  o.args = {"exec_missing"};
+  RunResult r = Run(E2E_PROG13, o);
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stderr_text, "");
+  EXPECT_EQ(r.at("exec_rc"), 9u);  // -1
+  EXPECT_EQ(r.at("exec_errno"), uint64_t{ENOENT});
+  TraceFile t = e2e::SingleTrace(r);
+  std::vector<uint64_t> bytes;
+  for (const pt::TracePacket* p : e2e::Packets(t, pt::TracePacket::kCopy))
+    bytes.push_back(p->copy().bytes());
+  EXPECT_EQ(bytes, (std::vector<uint64_t>{1001, 1002, 1003}));
+  int notices = 0;
+  for (const pt::TracePacket* p : e2e::Packets(t, pt::TracePacket::kNotice)) {
+    if (p->notice().code() != "exec_failed") continue;
+    ++notices;
+    EXPECT_NE(p->notice().text().find("/nonexistent/pinscope-e2e-missing"), std::string::npos);
+  }
+  EXPECT_EQ(notices, 1);
+  ASSERT_FALSE(t.packets.empty());
+  ASSERT_TRUE(t.packets.back().has_exit());
+  EXPECT_EQ(t.packets.back().exit().how(), pt::ProcessExit::EXIT);
+  // The counters at the end count every copy.
+  const pt::TracePacket* last_counters = nullptr;
+  for (const pt::TracePacket* p : e2e::Packets(t, pt::TracePacket::kCounters)) last_counters = p;
+  ASSERT_NE(last_counters, nullptr);
+  EXPECT_EQ(last_counters->counters().copies(), 3u);
+}
+
 // SIGKILL: the copies flushed before the kill are readable; no ProcessExit.
 TEST_F(E2EProcess, KilledJobLeavesAReadableTrace) {
   RunOptions o;
