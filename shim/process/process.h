@@ -16,8 +16,14 @@
 namespace pinscope::shim {
 
 // Reads the configuration, names the run and its folder, and starts the
-// recorder. Idempotent.
+// recorder. Idempotent. Under secure execution (getauxval(AT_SECURE)) it
+// reads nothing and stays passive, saying so once. The run folder is
+// opened without following links and refused unless this user owns it and
+// no other may write in it (trace files are then created in it with
+// openat, 0600).
 void InitProcess();
+// InitProcess with the secure-execution flag given (tests).
+void InitProcessIn(bool secure);
 
 // pthread_atfork handlers (registered by InitProcess).
 void ForkPrepare();
