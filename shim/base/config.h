@@ -17,6 +17,7 @@ enum class KernelRecording : uint32_t { kAuto = 0, kAll = 1, kOff = 2 };
 struct Config {
   bool disabled = false;             // PINSCOPE_DISABLE=1
   char out_dir[4096] = {};           // PINSCOPE_OUT (absolute)
+  int out_fd = -1;                   // out_dir, opened and checked (O_DIRECTORY|O_NOFOLLOW)
   char run_id[128] = {};             // PINSCOPE_RUN_ID
   uint32_t root_pid = 0;             // PINSCOPE_ROOT_PID
   uint64_t trace_min = 1ull << 20;   // PINSCOPE_TRACE_MIN

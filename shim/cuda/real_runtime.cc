@@ -78,6 +78,25 @@ void* ResolveCuda(const char* name) {
   return f;
 }
 
+void* ResolveDriver(const char* name) {
+  HookScope scope;
+  void* f = dlsym(RTLD_NEXT, name);
+  if (!f) {
+    if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
+      f = dlsym(h, name);
+      dlclose(h);  // NOLOAD took a reference of its own
+    }
+  }
+  return f;
+}
+
+const void* NeverRegisteredAddress() {
+  // A whole page, so that no registration of neighbouring memory (CUDA
+  // registers whole pages) can cover it.
+  alignas(4096) static char page[4096];
+  return page;
+}
+
 void BumpPointerGeneration() { g_generation.fetch_add(1, std::memory_order_acq_rel); }
 
 PointerInfo ClassifyPointer(const void* p) {

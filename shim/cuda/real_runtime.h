@@ -11,6 +11,17 @@ namespace pinscope::shim {
 // one in an already loaded libcudart.so.*. nullptr if no runtime is loaded.
 void* ResolveCuda(const char* name);
 
+// The next definition of a CUDA driver function (libcuda) after this
+// library, else the one in an already loaded libcuda.so.1; nullptr (and no
+// message) if the driver is not loaded.
+void* ResolveDriver(const char* name);
+
+// An address in a page of the shim's own that is never registered, mapped
+// or handed to the program: CUDA's answer for it is its answer for plain
+// pageable memory. Pinscope asks about it to answer the program's queries
+// on memory that pinscope registered behind its back (core/pin_queries.h).
+const void* NeverRegisteredAddress();
+
 // Caches one resolved function pointer per hook.
 template <typename Fn>
 class RealFn {

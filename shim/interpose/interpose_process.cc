@@ -36,6 +36,13 @@ void BeforeExec() {
   FinishProcess(fields::kExec, 0);
 }
 
+// The exec returned: it failed, and the process goes on (errno is the
+// exec's, kept for the caller).
+int AfterFailedExec(int rc, const char* path) {
+  if (IsTracedProcess()) ResumeAfterFailedExec(path, errno);
+  return rc;
+}
+
 template <typename Fn>
 Fn Next(const char* name) {
   HookScope scope;
@@ -86,31 +93,31 @@ PINSCOPE_EXPORT pid_t fork(void) {
 PINSCOPE_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
   BeforeExec();
   static auto real = Next<int (*)(const char*, char* const[], char* const[])>("execve");
-  return real(path, argv, envp);
+  return AfterFailedExec(real(path, argv, envp), path);
 }
 
 PINSCOPE_EXPORT int execv(const char* path, char* const argv[]) {
   BeforeExec();
   static auto real = Next<int (*)(const char*, char* const[])>("execv");
-  return real(path, argv);
+  return AfterFailedExec(real(path, argv), path);
 }
 
 PINSCOPE_EXPORT int execvp(const char* file, char* const argv[]) {
   BeforeExec();
   static auto real = Next<int (*)(const char*, char* const[])>("execvp");
-  return real(file, argv);
+  return AfterFailedExec(real(file, argv), file);
 }
 
 PINSCOPE_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
   BeforeExec();
   static auto real = Next<int (*)(const char*, char* const[], char* const[])>("execvpe");
-  return real(file, argv, envp);
+  return AfterFailedExec(real(file, argv, envp), file);
 }
 
 PINSCOPE_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
   BeforeExec();
   static auto real = Next<int (*)(int, char* const[], char* const[])>("fexecve");
-  return real(fd, argv, envp);
+  return AfterFailedExec(real(fd, argv, envp), "a file descriptor");
 }
 
 // The variadic exec forms collect their arguments on the stack (as glibc

@@ -90,9 +90,9 @@ cudaError_t UnregisterRange(uintptr_t base, uint64_t* t0, uint64_t* t1) {
 }
 
 cudaError_t UnregisterNeverRegistered() {
-  static char never_registered;
   auto unreg = g_unregister.get();
-  return unreg ? unreg(&never_registered) : cudaErrorHostMemoryNotRegistered;
+  return unreg ? unreg(const_cast<void*>(NeverRegisteredAddress()))
+               : cudaErrorHostMemoryNotRegistered;
 }
 
 void UseDeviceOnOwnThread(int device) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -71,6 +72,48 @@ int MkdirP(char* path) {
   }
   if (mkdir(path, 0700) != 0 && errno != EEXIST) return errno;
   return 0;
+}
+
+// Opens the run folder (made 0700 if missing) without following a link,
+// and checks that this user owns it and that no other user may write in
+// it: a folder or link planted in a shared (sticky, world-writable)
+// directory by another user is refused. Returns the folder's fd (O_CLOEXEC)
+// or -1 with *why set.
+int OpenRunFolder(char* path, char* why, size_t cap) {
+  char* slash = strrchr(path, '/');
+  if (slash && slash != path) {
+    *slash = '\0';  // the parents, mkdir -p (0700 each)
+    int err = MkdirP(path);
+    *slash = '/';
+    if (err) {
+      snprintf(why, cap, "cannot create the trace folder %s: %s", path, strerrordesc_np(err));
+      return -1;
+    }
+  }
+  if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+    snprintf(why, cap, "cannot create the trace folder %s: %s", path, strerrordesc_np(errno));
+    return -1;
+  }
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    snprintf(why, cap, "the trace folder %s %s", path,
+             e == ELOOP || e == ENOTDIR ? "is a symbolic link or not a folder (refused)"
+                                        : strerrordesc_np(e));
+    return -1;
+  }
+  struct stat st;
+  const char* bad = nullptr;
+  if (fstat(fd, &st) != 0) bad = "cannot be examined";
+  else if (st.st_uid != geteuid()) bad = "belongs to another user (refused)";
+  else if (st.st_mode & (S_IWGRP | S_IWOTH)) bad = "is writable by other users (refused)";
+  else if (faccessat(fd, ".", W_OK, AT_EACCESS) != 0) bad = "is not writable";
+  if (bad) {
+    snprintf(why, cap, "the trace folder %s %s", path, bad);
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 const char* ErrorText(int e) {
@@ -182,9 +225,22 @@ void OnTraceOpen() {
 
 }  // namespace
 
-void InitProcess() {
+void InitProcess() { InitProcessIn(getauxval(AT_SECURE) != 0); }
+
+void InitProcessIn(bool secure) {
   if (!RecorderUninitialized()) return;
   HookScope scope;
+  if (secure) {
+    // A setuid/setgid program (or one with file capabilities): its
+    // environment is its caller's, and a folder made from it would be made
+    // with the program's privileges. ld.so ignores the environment's
+    // dangerous variables here; so does pinscope, and records nothing.
+    RecorderStayPassive();
+    LogOnce(&g_said_passive,
+            "secure execution (a setuid, setgid or privileged program); pinscope stays passive "
+            "and reads none of its variables (the program runs untraced)");
+    return;
+  }
   Config* config = MutableConfig();
   LoadConfig(config);
   const uint32_t pid = static_cast<uint32_t>(getpid());
@@ -220,12 +276,12 @@ void InitProcess() {
     snprintf(config->out_dir, sizeof config->out_dir, "%s/%s", cwd, rel);
     setenv("PINSCOPE_OUT", config->out_dir, 1);
   }
-  if (int err = MkdirP(config->out_dir); err != 0 || access(config->out_dir, W_OK) != 0) {
-    if (!err) err = errno;
+  // Forked children inherit the checked fd; an exec'd image (O_CLOEXEC)
+  // opens and checks the folder again.
+  char why[4400];
+  config->out_fd = OpenRunFolder(config->out_dir, why, sizeof why);
+  if (config->out_fd < 0) {
     RecorderStayPassive();
-    char why[4400];
-    snprintf(why, sizeof why, "the trace folder %s is not writable: %s", config->out_dir,
-             ErrorText(err));
     LogOnce(&g_said_passive, "%s; pinscope stays passive (the job runs untraced)", why);
     return;
   }
@@ -263,6 +319,16 @@ void FinishProcess(uint32_t how, int status) {
   }
   WriteCounters();
   RecorderFinish(how, status);
+}
+
+void ResumeAfterFailedExec(const char* path, int err) {
+  if (!RecorderOpen() || !Recording()) return;
+  HookScope scope;
+  RecorderResume();
+  char text[4400];
+  snprintf(text, sizeof text, "exec of %s failed (%s); the process goes on and so does its trace",
+           path ? path : "(null)", ErrorText(err));
+  RecordNotice(fields::kWarning, "exec_failed", text);
 }
 
 }  // namespace pinscope::shim

@@ -16,8 +16,14 @@
 namespace pinscope::shim {
 
 // Reads the configuration, names the run and its folder, and starts the
-// recorder. Idempotent.
+// recorder. Idempotent. Under secure execution (getauxval(AT_SECURE)) it
+// reads nothing and stays passive, saying so once. The run folder is
+// opened without following links and refused unless this user owns it and
+// no other may write in it (trace files are then created in it with
+// openat, 0600).
 void InitProcess();
+// InitProcess with the secure-execution flag given (tests).
+void InitProcessIn(bool secure);
 
 // pthread_atfork handlers (registered by InitProcess).
 void ForkPrepare();
@@ -25,7 +31,11 @@ void ForkParent();
 void ForkChild();
 
 // Last device records, counters and ProcessExit; `how` is a
-// fields::ExitHow. After kExec or kUnderscoreExit the file is closed.
+// fields::ExitHow. After kUnderscoreExit the file is closed.
 void FinishProcess(uint32_t how, int status);
+
+// An exec family call returned (it failed with errno `err`): the process
+// goes on, and so does its trace, with a notice saying which exec failed.
+void ResumeAfterFailedExec(const char* path, int err);
 
 }  // namespace pinscope::shim

@@ -56,7 +56,7 @@ bool EnsureOpen() {
   pthread_mutex_lock(&g_open_mu);
   bool ok = g_open.load(std::memory_order_relaxed);
   if (!ok && g_state.load() == kActive) {
-    int err = g_writer.Open(GetConfig().out_dir, g_id.pid);
+    int err = g_writer.Open(GetConfig().out_fd, GetConfig().out_dir, g_id.pid);
     if (err) {
       pthread_mutex_unlock(&g_open_mu);
       char why[4400];
@@ -198,7 +198,14 @@ void RecorderFinish(uint32_t how, int status) {
   g_final.store(true);
   g_writer.Flush();
   CheckWriter();
-  if (how == fields::kExec || how == fields::kUnderscoreExit) g_writer.CloseFile();
+  // Before an exec the file stays open: O_CLOEXEC closes it when the exec
+  // succeeds, and a failed exec goes on writing to it (RecorderResume).
+  if (how == fields::kUnderscoreExit) g_writer.CloseFile();
+}
+
+void RecorderResume() {
+  if (!g_open.load() || g_state.load() != kActive) return;
+  g_final.store(false);
 }
 
 void FlushTrace() {

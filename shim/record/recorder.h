@@ -58,10 +58,14 @@ void RecorderForkPrepare();
 void RecorderForkParent();
 void RecorderForkChild();
 
-// Writes ProcessExit and flushes. `how` is a fields::ExitHow. After kExec
-// or kUnderscoreExit the file is closed. No-op unless recording with the
-// file open.
+// Writes ProcessExit and flushes. `how` is a fields::ExitHow. After
+// kUnderscoreExit the file is closed; after kExec it stays open (O_CLOEXEC)
+// for RecorderResume. No-op unless recording with the file open.
 void RecorderFinish(uint32_t how, int status);
+// An exec failed and the process goes on: recording resumes in the same
+// file (the ProcessExit that the exec wrote is followed by the process's
+// later events and its real ProcessExit, which the reader takes as final).
+void RecorderResume();
 // Flushes buffered packets now (periodic flusher, before exec) and goes
 // passive if the writer failed (disk full).
 void FlushTrace();

@@ -16,7 +16,7 @@ namespace {
 constexpr size_t kBufferSize = 1u << 20;
 }
 
-int TraceWriter::Open(const char* dir, uint32_t pid) {
+int TraceWriter::Open(int dir_fd, const char* dir, uint32_t pid) {
   pthread_mutex_lock(&mu_);
   int err = 0;
   if (fd_ < 0) {
@@ -25,6 +25,7 @@ int TraceWriter::Open(const char* dir, uint32_t pid) {
     for (unsigned n = 0; n < 1000; ++n) {
       size_t len = CopyString(path_, sizeof path_, dir);
       len += CopyString(path_ + len, sizeof path_ - len, "/");
+      const size_t name_at = len;
       len += CopyString(path_ + len, sizeof path_ - len, pidbuf);
       if (n) {
         char nbuf[24];
@@ -33,7 +34,15 @@ int TraceWriter::Open(const char* dir, uint32_t pid) {
         len += CopyString(path_ + len, sizeof path_ - len, nbuf);
       }
       CopyString(path_ + len, sizeof path_ - len, ".pstrace");
-      int fd = open(path_, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      // Relative to the folder the process layer opened and checked (owner,
+      // mode, no symlink): a link planted in the folder is never followed.
+      const char* name = path_ + name_at;
+      // If the program closed or reused that fd (EBADF, ENOTDIR), the path
+      // the process layer checked at start, still without following a link.
+      constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+      int fd = dir_fd >= 0 ? openat(dir_fd, name, kFlags, 0600) : -1;
+      if (fd < 0 && (dir_fd < 0 || errno == EBADF || errno == ENOTDIR))
+        fd = open(path_, kFlags, 0600);
       if (fd >= 0) {
         fd_ = fd;
         err = 0;

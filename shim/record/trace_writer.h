@@ -18,7 +18,7 @@ class TraceWriter {
   // Creates <dir>/<pid>.pstrace with O_EXCL|O_NOFOLLOW and mode 0600; if the
   // name is taken (a pid reused within one run folder) tries <pid>.1.pstrace
   // and so on. Never opens an existing file. Returns 0 or an errno value.
-  int Open(const char* dir, uint32_t pid);
+  int Open(int dir_fd, const char* dir, uint32_t pid);
   bool is_open() const { return fd_ >= 0; }
   const char* path() const { return path_; }
 

@@ -49,6 +49,11 @@ void fakecuda_reset_stats(void);
 // memory is pinned but not "registered": 0).
 int fakecuda_is_registered(const void* p);
 
+// What the double knows of p, for the driver API double (libcuda.so.1):
+// 0 pageable, 1 pinned (registered or cudaHostAlloc, *flags its flags),
+// 2 device, 3 managed; *device its device (-1 for host memory).
+int fakecuda_host_query(const void* p, int* device, unsigned* flags);
+
 // Makes every later cudaHostRegister take `ms` milliseconds before it
 // registers the range (0: at once, the default), as the real call does for
 // large ranges: lets tests catch a registration under way.

@@ -104,6 +104,7 @@ struct Range {
   RK kind;
   int device;
   size_t map_size;  // PinnedAlloc: length of the mmap
+  unsigned flags = 0;  // Registered / PinnedAlloc: the flags it was made with
 };
 
 struct Global {

@@ -26,7 +26,7 @@ cudaError_t host_alloc(void** out, size_t size, unsigned flags) {
   void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                  -1, 0);
   if (p == MAP_FAILED) return cudaErrorMemoryAllocation;
-  insert_range(p, Range{size, RK::PinnedAlloc, t_device, len});
+  insert_range(p, Range{size, RK::PinnedAlloc, t_device, len, flags});
   *out = p;
   return cudaSuccess;
 }
@@ -89,7 +89,7 @@ cudaError_t host_register(void* p, size_t size, unsigned flags) {
   // registering cudaHostAlloc (or device) memory -> cudaErrorInvalidValue.
   if (registered) return cudaErrorHostMemoryAlreadyRegistered;
   if (other) return cudaErrorInvalidValue;
-  g.ranges[a] = Range{size, RK::Registered, t_device, 0};
+  g.ranges[a] = Range{size, RK::Registered, t_device, 0, flags};
   g.registered_bytes += size;
   return cudaSuccess;
 }
@@ -203,7 +203,41 @@ FAKE_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const
   });
 }
 
+FAKE_API cudaError_t cudaHostGetFlags(unsigned* flags, void* p) {
+  return api([&]() -> cudaError_t {
+    CHECK_DEVICE();
+    if (flags == nullptr || p == nullptr) return cudaErrorInvalidValue;
+    Global& g = G();
+    std::lock_guard<std::mutex> lk(g.rmu);
+    auto it = find_range(reinterpret_cast<uintptr_t>(p));
+    if (it == g.ranges.end() ||
+        (it->second.kind != RK::Registered && it->second.kind != RK::PinnedAlloc))
+      return cudaErrorInvalidValue;
+    *flags = it->second.flags;
+    return cudaSuccess;
+  });
+}
+
 // --- Test-only extensions (fake_cudart.h) ------------------------------------
+
+FAKE_API int fakecuda_host_query(const void* p, int* device, unsigned* flags) {
+  Loc l = classify(p, 1);
+  *device = l.device;
+  *flags = 0;
+  if (l.mem == Mem::Pinned) {
+    Global& g = G();
+    std::lock_guard<std::mutex> lk(g.rmu);
+    auto it = find_range(reinterpret_cast<uintptr_t>(p));
+    if (it != g.ranges.end()) *flags = it->second.flags;
+  }
+  switch (l.mem) {
+    case Mem::Pageable: return 0;
+    case Mem::Pinned: return 1;
+    case Mem::Device: return 2;
+    case Mem::Managed: return 3;
+  }
+  return 0;
+}
 
 FAKE_API void fakecuda_get_stats(struct fakecuda_stats* out) {
   if (out == nullptr) return;

@@ -4,6 +4,7 @@
 // The checker (e2e_copies_test) runs it under LD_PRELOAD=libpinscope.so and
 // compares the trace with what the scenario did; see the checker for the
 // expected events of each scenario. Addresses and thread ids go to stdout.
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -211,6 +212,16 @@ int main(int argc, char** argv) {
     CK(cudaMemcpy(b.d0, b.host, 1001, cudaMemcpyHostToDevice));
     fflush(stdout);
     _exit(arg);
+  } else if (sc == "exec_missing") {
+    // An exec that fails (no such file): the process goes on copying.
+    CK(cudaMemcpy(b.d0, b.host, 1001, cudaMemcpyHostToDevice));
+    char* const args[] = {const_cast<char*>("missing"), nullptr};
+    errno = 0;
+    int rc = execv("/nonexistent/pinscope-e2e-missing", args);
+    Put("exec_rc", static_cast<unsigned long long>(rc + 10));
+    Put("exec_errno", static_cast<unsigned long long>(errno));
+    CK(cudaMemcpy(b.d0, b.host, 1002, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(b.host, b.d0, 1003, cudaMemcpyDeviceToHost));
   } else if (sc == "kinds") {
     Kinds(b);
   } else if (sc == "async") {

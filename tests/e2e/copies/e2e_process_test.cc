@@ -172,6 +172,125 @@ TEST_F(E2EProcess, TraceFileMode0600) {
   EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
 
+// A shared, sticky, world-writable directory (like /tmp) where another
+// user (nobody, as root simulates it) planted a pinscope-<pid> folder and a
+// symbolic link: the shim refuses both, says so once, and the program runs
+// unchanged; a folder it creates itself is 0700 and its trace 0600.
+class PlantedFolders : public E2EProcess {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to give files to another user";
+    shared_ = dir_.path() + "/shared";
+    ASSERT_EQ(mkdir(shared_.c_str(), 0777), 0);
+    ASSERT_EQ(chmod(shared_.c_str(), 01777), 0);
+    target_ = dir_.path() + "/target";
+    ASSERT_EQ(mkdir(target_.c_str(), 0700), 0);
+  }
+  RunResult RunInto(const std::string& out) {
+    RunOptions o;
+    o.args = {"one"};
+    o.out_dir = out;
+    return Run(E2E_PROG13, o);
+  }
+  std::string shared_, target_;
+  static constexpr uid_t kNobody = 65534;
+};
+
+TEST_F(PlantedFolders, AnotherUsersFolderIsRefused) {
+  std::string planted = shared_ + "/pinscope-4242";
+  ASSERT_EQ(mkdir(planted.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(planted.c_str(), 0777), 0);
+  ASSERT_EQ(chown(planted.c_str(), kNobody, kNobody), 0);
+  RunResult r = RunInto(planted);
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text.find("pinscope"), std::string::npos);
+  ASSERT_EQ(r.stderr_lines.size(), 1u) << r.stderr_text;
+  EXPECT_NE(r.stderr_lines[0].find("belongs to another user (refused)"), std::string::npos)
+      << r.stderr_lines[0];
+  EXPECT_TRUE(e2e::TraceFiles(planted).empty());
+}
+
+TEST_F(PlantedFolders, ASymlinkIsNotFollowed) {
+  std::string link = shared_ + "/pinscope-4243";
+  ASSERT_EQ(symlink(target_.c_str(), link.c_str()), 0);
+  ASSERT_EQ(lchown(link.c_str(), kNobody, kNobody), 0);
+  RunResult r = RunInto(link);
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  ASSERT_EQ(r.stderr_lines.size(), 1u) << r.stderr_text;
+  EXPECT_NE(r.stderr_lines[0].find("is a symbolic link or not a folder (refused)"),
+            std::string::npos)
+      << r.stderr_lines[0];
+  EXPECT_TRUE(e2e::TraceFiles(target_).empty());
+}
+
+TEST_F(PlantedFolders, AFolderOthersMayWriteIsRefused) {
+  std::string open_folder = shared_ + "/pinscope-4244";
+  ASSERT_EQ(mkdir(open_folder.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(open_folder.c_str(), 0777), 0);  // ours, but anyone may plant files in it
+  RunResult r = RunInto(open_folder);
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  ASSERT_EQ(r.stderr_lines.size(), 1u) << r.stderr_text;
+  EXPECT_NE(r.stderr_lines[0].find("is writable by other users (refused)"), std::string::npos);
+  EXPECT_TRUE(e2e::TraceFiles(open_folder).empty());
+}
+
+TEST_F(PlantedFolders, ANewFolderIs0700AndItsTrace0600) {
+  std::string fresh = shared_ + "/pinscope-4245/run";
+  RunOptions o;
+  o.args = {"one"};
+  o.out_dir = fresh;
+  o.child_setup = [] {
+    umask(0);
+    return std::string();
+  };
+  RunResult r = Run(E2E_PROG13, o);
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stderr_text, "");
+  struct stat st;
+  for (const std::string& d : {shared_ + "/pinscope-4245", fresh}) {
+    ASSERT_EQ(lstat(d.c_str(), &st), 0) << d;
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+    EXPECT_EQ(st.st_mode & 07777, 0700u) << d;
+  }
+  std::vector<std::string> files = e2e::TraceFiles(fresh);
+  ASSERT_EQ(files.size(), 1u);
+  ASSERT_EQ(lstat(files[0].c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
+// A failed exec (no such file) does not end tracing: the process goes on
+// and its later copies are in the same file, after a notice naming the
+// failed exec, and the file ends with the real exit.
+TEST_F(E2EProcess, FailedExecKeepsTracing) {
+  RunOptions o;
+  o.args = {"exec_missing"};
+  RunResult r = Run(E2E_PROG13, o);
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stderr_text, "");
+  EXPECT_EQ(r.at("exec_rc"), 9u);  // -1
+  EXPECT_EQ(r.at("exec_errno"), uint64_t{ENOENT});
+  TraceFile t = e2e::SingleTrace(r);
+  std::vector<uint64_t> bytes;
+  for (const pt::TracePacket* p : e2e::Packets(t, pt::TracePacket::kCopy))
+    bytes.push_back(p->copy().bytes());
+  EXPECT_EQ(bytes, (std::vector<uint64_t>{1001, 1002, 1003}));
+  int notices = 0;
+  for (const pt::TracePacket* p : e2e::Packets(t, pt::TracePacket::kNotice)) {
+    if (p->notice().code() != "exec_failed") continue;
+    ++notices;
+    EXPECT_NE(p->notice().text().find("/nonexistent/pinscope-e2e-missing"), std::string::npos);
+  }
+  EXPECT_EQ(notices, 1);
+  ASSERT_FALSE(t.packets.empty());
+  ASSERT_TRUE(t.packets.back().has_exit());
+  EXPECT_EQ(t.packets.back().exit().how(), pt::ProcessExit::EXIT);
+  // The counters at the end count every copy.
+  const pt::TracePacket* last_counters = nullptr;
+  for (const pt::TracePacket* p : e2e::Packets(t, pt::TracePacket::kCounters)) last_counters = p;
+  ASSERT_NE(last_counters, nullptr);
+  EXPECT_EQ(last_counters->counters().copies(), 3u);
+}
+
 // SIGKILL: the copies flushed before the kill are readable; no ProcessExit.
 TEST_F(E2EProcess, KilledJobLeavesAReadableTrace) {
   RunOptions o;

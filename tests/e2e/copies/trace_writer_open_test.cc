@@ -37,7 +37,7 @@ TEST(TraceWriterOpen, SymlinkAtThePidNameIsNotFollowed) {
   std::string link = dir.path() + "/4242.pstrace";
   ASSERT_EQ(symlink(victim.c_str(), link.c_str()), 0);
   auto w = std::make_unique<TraceWriter>();
-  ASSERT_EQ(w->Open(dir.path().c_str(), 4242), 0);
+  ASSERT_EQ(w->Open(-1, dir.path().c_str(), 4242), 0);
   EXPECT_EQ(std::string(w->path()), dir.path() + "/4242.1.pstrace");
   AppendAndFlush(w.get(), "trace bytes");
   w->CloseFile();
@@ -57,7 +57,7 @@ TEST(TraceWriterOpen, DanglingSymlinkTargetIsNotCreated) {
   std::string target = dir.path() + "/created-through-link";
   ASSERT_EQ(symlink(target.c_str(), (dir.path() + "/77.pstrace").c_str()), 0);
   auto w = std::make_unique<TraceWriter>();
-  ASSERT_EQ(w->Open(dir.path().c_str(), 77), 0);
+  ASSERT_EQ(w->Open(-1, dir.path().c_str(), 77), 0);
   EXPECT_EQ(std::string(w->path()), dir.path() + "/77.1.pstrace");
   struct stat st;
   EXPECT_NE(lstat(target.c_str(), &st), 0);
@@ -70,7 +70,7 @@ TEST(TraceWriterOpen, ExistingFilesAreNotOverwritten) {
   WriteFile(dir.path() + "/555.pstrace", "first");
   WriteFile(dir.path() + "/555.1.pstrace", "second");
   auto w = std::make_unique<TraceWriter>();
-  ASSERT_EQ(w->Open(dir.path().c_str(), 555), 0);
+  ASSERT_EQ(w->Open(-1, dir.path().c_str(), 555), 0);
   EXPECT_EQ(std::string(w->path()), dir.path() + "/555.2.pstrace");
   AppendAndFlush(w.get(), "third");
   w->CloseFile();
@@ -82,7 +82,7 @@ TEST(TraceWriterOpen, ExistingFilesAreNotOverwritten) {
 TEST(TraceWriterOpen, MissingFolderIsAnError) {
   e2e::TempDir dir;
   auto w = std::make_unique<TraceWriter>();
-  EXPECT_EQ(w->Open((dir.path() + "/absent").c_str(), 1), ENOENT);
+  EXPECT_EQ(w->Open(-1, (dir.path() + "/absent").c_str(), 1), ENOENT);
   EXPECT_FALSE(w->is_open());
 }
 

@@ -142,8 +142,8 @@ int RunScenario(const std::string& s) {
   else if (s == "recycle_idle") RecycleIdle();
   else if (s == "ahead") Ahead();
   else if (s == "ahead_unused") AheadUnused();
-  else if (s == "ahead_threads")
-    AheadThreads();
+  else if (s == "ahead_threads") AheadThreads();
+  else if (s == "hidden") Hidden();
   else {
     fprintf(stderr, "unknown scenario %s\n", s.c_str());
     return 2;

@@ -6,6 +6,7 @@
 //                            register calls, threads
 //   recycle_scenarios.cc     9: the recycle list
 //   pin_ahead_scenarios.cc   10: pin-ahead
+//   hidden_scenarios.cc      11: pinscope's registrations hidden from the program
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -73,5 +74,6 @@ void RecycleIdle();
 void Ahead();
 void AheadUnused();
 void AheadThreads();
+void Hidden();
 
 }  // namespace pin_program
