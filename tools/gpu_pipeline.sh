@@ -117,6 +117,10 @@ if has restart; then
   # outside (the Python hook's PINSCOPE_SET_PERSISTENT_WORKERS).
   configs worker_restart "base||--steps 100" "persistent|PINSCOPE_SET_PERSISTENT_WORKERS=1|--steps 100"
 fi
+if has mainproc; then
+  # main_process and num_workers=12 alone (REPS pairs), for the +21% of 2026-12-01.
+  configs main_process "base||--steps 120 --warmup 30" "w12||--workers 12 --steps 120 --warmup 30"
+fi
 if has longrun; then
   configs main_process "base||--steps 120 --warmup 30" "w12||--workers 12 --steps 120 --warmup 30"
   configs input_starvation "base||--steps 120 --warmup 40" "w15||--workers 15 --steps 120 --warmup 40"
