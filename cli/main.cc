@@ -35,6 +35,8 @@ const Subcommand kSubcommands[] = {
      pinscope::cli::kCalibrateUsage, pinscope::cli::CalibrateCommand},
     {"tune", "measure DataLoader settings the model picks; print the fastest",
      pinscope::cli::kTuneUsage, pinscope::cli::TuneCommand},
+    {"symbolize", "name a run's native frames from the binaries here (RUN/symbols.pb)",
+     pinscope::cli::kSymbolizeUsage, pinscope::cli::SymbolizeCommand},
 };
 
 const Subcommand* Find(const char* name) {
@@ -84,7 +86,7 @@ int Help(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "pinscope help: unknown command '%s' (commands: run, report, export, "
-               "diff, calibrate, tune, help)\n",
+               "diff, calibrate, tune, symbolize, help)\n",
                argv[1]);
   return kExitUsage;
 }

@@ -31,13 +31,26 @@ const char kReportUsage[] =
     "                         then the one `pinscope calibrate` saved, then built-in)\n"
     "      --all-processes    list helper processes one by one instead of folded\n"
     "      --top N            rows in the \"largest\" tables (1 to 100000; default 10)\n"
+    "      --symbols WHERE    names of native frames: auto (default: RUN/symbols.pb, then\n"
+    "                         the binaries on this machine), stored (RUN/symbols.pb only),\n"
+    "                         off (module+offset)\n"
     "  -h, --help             this help\n"
     "\n"
     "Exit status: 0 report printed; 1 printed, but some trace files had problems\n"
     "(listed at the end); 2 nothing to report (bad usage, no such run folder).\n";
 
 int ReportCommand(int argc, char** argv) {
-  enum { kJson = 1000, kHtml, kColor, kNoColor, kStacks, kCalibration, kAllProcesses, kTop };
+  enum {
+    kJson = 1000,
+    kHtml,
+    kColor,
+    kNoColor,
+    kStacks,
+    kCalibration,
+    kAllProcesses,
+    kTop,
+    kSymbols
+  };
   static const struct option kLong[] = {
       {"json", no_argument, nullptr, kJson},
       {"html", required_argument, nullptr, kHtml},
@@ -49,6 +62,7 @@ int ReportCommand(int argc, char** argv) {
       {"calibration", required_argument, nullptr, kCalibration},
       {"all-processes", no_argument, nullptr, kAllProcesses},
       {"top", required_argument, nullptr, kTop},
+      {"symbols", required_argument, nullptr, kSymbols},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -87,6 +101,19 @@ int ReportCommand(int argc, char** argv) {
       case kTop:
         if (!ParseIntOption("report", "--top", optarg, 1, 100000, &value)) return kExitUsage;
         options.top = static_cast<int>(value);
+        break;
+      case kSymbols:
+        if (std::string(optarg) == "auto") {
+          options.symbols = SymbolSource::kAuto;
+        } else if (std::string(optarg) == "stored") {
+          options.symbols = SymbolSource::kStored;
+        } else if (std::string(optarg) == "off") {
+          options.symbols = SymbolSource::kOff;
+        } else {
+          PrintUsageError("report",
+                          std::string("--symbols takes auto, stored or off, not '") + optarg + "'");
+          return kExitUsage;
+        }
         break;
       case 'h':
         std::fputs(kReportUsage, stdout);

@@ -154,6 +154,8 @@ void PrintRunSummary(const RunOptions& options, const RunFolder& folder) {
                  folder.path.c_str());
     return;
   }
+  // Names resolved here, where the binaries are, so a report elsewhere has them.
+  SymbolizeAfterRun(folder.path);
   if (options.report) {
     ReportOptions report;
     report.run_dir = folder.path;  // the launcher's cwd is the user's: names read as typed

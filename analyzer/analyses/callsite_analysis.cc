@@ -1,8 +1,9 @@
 // Call sites of the pageable staging loss: aggregates CopyAnalysis's per-copy
 // cost by (innermost Python frame, innermost native frame) and joins each
-// copy to the site that made its buffer. Native frames are spelled as module
-// + offset from the trace's module map only (no file is opened), so the
-// report does not depend on the machine it is read on.
+// copy to the site that made its buffer. Native frames are spelled by
+// DescribeNativeStack (replay/native_names.h): module + offset, with the
+// function and line from the names the engine was given (the run's symbols
+// file, else the binaries where the report is read).
 #include "analyzer/analyses/callsite_analysis.h"
 
 #include <algorithm>
@@ -13,29 +14,6 @@ namespace pinscope {
 
 namespace {
 
-// The shim's own frames (the unwinder and the hook) sit innermost in every
-// native stack; they name no site.
-bool IsShimModule(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  return base.rfind("libpinscope", 0) == 0;
-}
-
-std::string Basename(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-// A later module covering an address wins (dlclose + dlopen reuse), as in
-// ModuleTable::Find.
-const trace::Module* FindModule(const ProcessState& process, uint64_t address) {
-  const auto& modules = process.modules();
-  for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
-    if (address >= it->start() && address < it->end()) return &*it;
-  }
-  return nullptr;
-}
-
 void AddPid(std::vector<uint32_t>* pids, uint32_t pid) {
   auto at = std::lower_bound(pids->begin(), pids->end(), pid);
   if (at == pids->end() || *at != pid) pids->insert(at, pid);
@@ -44,26 +22,7 @@ void AddPid(std::vector<uint32_t>* pids, uint32_t pid) {
 }  // namespace
 
 std::vector<std::string> NativeFrames(const ProcessState& process, uint64_t stack_id, int depth) {
-  std::vector<std::string> frames;
-  const trace::Stack* stack = stack_id == 0 ? nullptr : process.Stack(stack_id);
-  if (stack == nullptr || depth <= 0) return frames;
-  for (uint64_t pc : stack->native_pcs()) {
-    if (frames.size() == static_cast<size_t>(depth)) break;
-    // A return address: the call instruction is just before it.
-    const uint64_t address = pc > 0 ? pc - 1 : 0;
-    const trace::Module* module = FindModule(process, address);
-    char text[64];
-    if (module == nullptr) {
-      std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(address));
-      frames.push_back(text);
-      continue;
-    }
-    if (IsShimModule(module->path())) continue;
-    std::snprintf(text, sizeof(text), "+0x%llx",
-                  static_cast<unsigned long long>(address - module->load_address()));
-    frames.push_back(Basename(module->path()) + text);
-  }
-  return frames;
+  return DescribeNativeStack(process, stack_id, depth);
 }
 
 std::string InnermostPythonFrame(const ProcessState& process, uint64_t stack_id) {
@@ -86,8 +45,7 @@ CallSiteAnalysis::CallSiteAnalysis(const CopyAnalysis& copies, int top, int stac
 // - but the DataLoader's collate is where a batch is made, so frames under
 // torch/utils/data count.
 static bool IsTorchPlumbing(const std::string& frame) {
-  const bool in_torch = frame.find("/torch/") != std::string::npos ||
-                        frame.rfind("torch/", 0) == 0;
+  const bool in_torch = frame.find("/torch/") != std::string::npos || frame.rfind("torch/", 0) == 0;
   return in_torch && frame.find("torch/utils/data/") == std::string::npos;
 }
 

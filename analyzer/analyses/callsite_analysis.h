@@ -24,17 +24,18 @@ struct BufferSite {
   // Innermost Python frame of the allocation / creation stack, else its
   // innermost native frame; empty when that stack was not recorded.
   std::string site;
-  uint64_t copies = 0;            // copies of the call site it fed
-  std::vector<uint32_t> pids;     // processes that made those buffers, sorted
-  bool in_workers = false;        // every one of them is a forked process
+  uint64_t copies = 0;         // copies of the call site it fed
+  std::vector<uint32_t> pids;  // processes that made those buffers, sorted
+  bool in_workers = false;     // every one of them is a forked process
 };
 
 struct CallSite {
   // Innermost Python frame "file:line function"; empty without one.
   std::string python;
-  // Innermost native frame outside libpinscope: "libx.so+0x1a2b" (module
-  // basename + offset of the call instruction), "0x7f.." outside every
-  // module; empty without native pcs.
+  // Innermost native frame outside libpinscope, spelled by SpellNativeFrame
+  // (replay/native_names.h): "fn at file.cc:12 (libx.so+0x1a2b)",
+  // "fn (libx.so+0x1a2b)", "libx.so+0x1a2b" (module basename + offset of the
+  // call instruction) or "0x7f.." outside every module; empty without native pcs.
   std::string native;
   // Up to ReportOptions.stack_depth frames of the first copy's stack,
   // innermost first: its Python frames when it has any, else native ones.
@@ -107,9 +108,8 @@ class CallSiteAnalysis : public Analysis {
 // Innermost Python frame of `stack_id`, "file:line function"; empty when the
 // stack is unknown or has no Python frames.
 std::string InnermostPythonFrame(const ProcessState& process, uint64_t stack_id);
-// Innermost native frame of `stack_id` outside libpinscope, as
-// "module+0xoffset" (basename, offset of the call instruction) or "0x..";
-// empty when the stack is unknown or has no native pcs.
+// Innermost native frame of `stack_id` outside libpinscope, spelled as
+// CallSite::native; empty when the stack is unknown or has no native pcs.
 std::string InnermostNativeFrame(const ProcessState& process, uint64_t stack_id);
 // Up to `depth` native frames (innermost first, shim frames skipped) in the
 // same spelling.

@@ -15,6 +15,7 @@
 
 #include "analyzer/common/format.h"
 #include "analyzer/common/trace_names.h"
+#include "analyzer/diff/diff_work.h"
 #include "analyzer/read/calibration.h"
 #include "analyzer/read/run_loader.h"
 #include "analyzer/report/report.h"
@@ -294,13 +295,22 @@ namespace {
 class DiffTextWriter {
  public:
   DiffTextWriter(const DiffSide& a, const DiffSide& b, bool color, std::ostream& out)
-      : a_(a), b_(b), ra_(*a.report), rb_(*b.report), style_(color), out_(out) {}
+      : a_(a),
+        b_(b),
+        ra_(*a.report),
+        rb_(*b.report),
+        work_a_(WorkOf(a)),
+        work_b_(WorkOf(b)),
+        style_(color),
+        out_(out) {}
 
   void Write() {
     Header();
+    WriteWorkSection(work_a_, work_b_, CompareWork(work_a_, work_b_), style_, out_);
     VerdictSection();
     PredictionSection();
     MainLoopSection();
+    WriteNormalizedSection(work_a_, work_b_, style_, out_);
     ClassSection();
     CopySection();
     ProblemSection();
@@ -458,6 +468,8 @@ class DiffTextWriter {
   const DiffSide& b_;
   const Report& ra_;
   const Report& rb_;
+  const RunWork work_a_;
+  const RunWork work_b_;
   Style style_;
   std::ostream& out_;
 };
@@ -518,6 +530,9 @@ json JsonDiff(const DiffSide& a, const DiffSide& b) {
   j["tool"] = {{"name", "pinscope"}, {"version", PINSCOPE_VERSION}};
   j["a"] = RunJson(ra);
   j["b"] = RunJson(rb);
+  // What each run did, and the copy figures per batch and per second.
+  const RunWork wa = WorkOf(a), wb = WorkOf(b);
+  j["work"] = WorkJson(wa, wb, CompareWork(wa, wb));
   j["verdict"] = {{"moved", ra.verdict().id != rb.verdict().id},
                   {"text", "verdict: " + VerdictTitle(ra) + " -> " + VerdictTitle(rb)}};
   // A's prediction for the one change B applied, and what B measured.

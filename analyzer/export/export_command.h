@@ -5,12 +5,16 @@
 #include <iosfwd>
 #include <string>
 
+#include "analyzer/symbols/run_symbols.h"
+
 namespace pinscope {
 
 struct ExportOptions {
   std::string run_dir;
   std::string perfetto_path;  // --perfetto FILE
   bool gzip = false;          // --gzip (also when FILE ends in .gz)
+  // Names of native frames in the stacks: RUN/symbols.pb, then the binaries here.
+  SymbolSource symbols = SymbolSource::kAuto;
 };
 
 int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err);

@@ -619,7 +619,12 @@ int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err
   std::ostream& stream = gzip ? gzip_stream : file;
 
   PerfettoExport exporter(&stream);
-  ReplayEngine engine(std::move(listing));
+  std::string warning;
+  std::unique_ptr<NativeNames> names = OpenRunNames(options.run_dir, options.symbols, &warning);
+  if (!warning.empty()) err << "pinscope export: warning: " << warning << '\n';
+  ReplayOptions replay;
+  replay.names = names.get();
+  ReplayEngine engine(std::move(listing), replay);
   engine.AddAnalysis(&exporter);
   engine.Run();
   bool failed = stream.fail();

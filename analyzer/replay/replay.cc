@@ -93,13 +93,7 @@ std::vector<std::string> ProcessState::DescribeStack(uint64_t stack_id, int dept
                      (function != nullptr ? *function : std::string("?")));
   }
   if (!frames.empty()) return frames;
-  for (uint64_t pc : stack->native_pcs()) {
-    if (frames.size() == limit) break;
-    char text[32];
-    std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(pc));
-    frames.push_back(text);
-  }
-  return frames;
+  return DescribeNativeStack(*this, stack_id, depth);
 }
 
 // ---------------------------------------------------------------------------
@@ -130,6 +124,7 @@ ReplayEngine::ReplayEngine(RunListing listing, ReplayOptions options)
   info_.problems = listing_.problems;
   for (size_t i = 0; i < listing_.files.size(); ++i) {
     processes_.push_back(std::make_unique<ProcessState>(static_cast<int>(i), listing_.files[i]));
+    processes_.back()->names_ = options_.names;
   }
 }
 

@@ -15,6 +15,7 @@
 #include "analyzer/common/interval_map.h"
 #include "analyzer/common/status.h"
 #include "analyzer/read/run_loader.h"
+#include "analyzer/replay/native_names.h"
 #include "trace.pb.h"
 
 namespace pinscope {
@@ -110,6 +111,9 @@ class ProcessState {
   const trace::Stack* Stack(uint64_t id) const;
   const trace::PythonFrame* PythonFrame(uint64_t id) const;
   const std::vector<trace::Module>& modules() const { return modules_; }
+  // Names of native frames (ReplayOptions::names); nullptr: none, frames are
+  // spelled module+offset.
+  NativeNames* names() const { return names_; }
 
   const IntervalMap<LiveAlloc>& allocations() const { return allocations_; }
   const IntervalMap<ShmMapping>& mappings() const { return mappings_; }
@@ -118,8 +122,8 @@ class ProcessState {
   HostBuffer ResolveHost(uint64_t address) const;
 
   // Up to `depth` frames of an interned stack, innermost first: its Python
-  // frames as "file:line function" when it has any, else its native return
-  // addresses as hex (symbolized later). Empty for an unknown stack.
+  // frames as "file:line function" when it has any, else its native frames
+  // (DescribeNativeStack, native_names.h). Empty for an unknown stack.
   std::vector<std::string> DescribeStack(uint64_t stack_id, int depth) const;
 
  private:
@@ -142,6 +146,7 @@ class ProcessState {
   std::unordered_map<uint64_t, trace::Stack> stacks_;
   std::unordered_map<uint64_t, trace::PythonFrame> frames_;
   std::vector<trace::Module> modules_;
+  NativeNames* names_ = nullptr;
   IntervalMap<LiveAlloc> allocations_;
   IntervalMap<ShmMapping> mappings_;
   std::unordered_map<int32_t, ShmSegment*> fds_;
@@ -228,6 +233,9 @@ class Analysis {
 
 struct ReplayOptions {
   size_t chunk_bytes = 256 * 1024;  // per-file read buffer
+  // Names for native frames (analyzer/symbols OpenRunNames); must outlive
+  // the engine. nullptr: frames are spelled module+offset.
+  NativeNames* names = nullptr;
   // Closed shm segments kept so a later map of the same inode (through an
   // untracked fd) joins the same segment; older ones are forgotten. A
   // DataLoader's main process maps a batch's segments (one per tensor)

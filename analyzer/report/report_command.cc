@@ -39,7 +39,12 @@ std::unique_ptr<Report> BuildReport(const ReportOptions& options, std::ostream& 
   ReportOptions effective = options;
   if (effective.top < 0) effective.top = 0;
   auto report = std::make_unique<Report>(std::move(*calibration), effective);
-  ReplayEngine engine(std::move(listing));
+  std::string warning;
+  std::unique_ptr<NativeNames> names = OpenRunNames(options.run_dir, options.symbols, &warning);
+  if (!warning.empty()) err << "pinscope report: warning: " << warning << '\n';
+  ReplayOptions replay;
+  replay.names = names.get();
+  ReplayEngine engine(std::move(listing), replay);
   report->Attach(&engine);
   engine.Run();
   report->Evaluate(engine.info());

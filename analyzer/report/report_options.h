@@ -4,6 +4,7 @@
 #include <string>
 
 #include "analyzer/common/color.h"
+#include "analyzer/symbols/run_symbols.h"
 
 namespace pinscope {
 
@@ -16,6 +17,8 @@ struct ReportOptions {
   std::string calibration_path;  // --calibration FILE; empty: search (calibration.h)
   int top = 10;                  // rows in "largest"/"top" tables
   bool show_helpers = false;     // --all-processes: unfold helper processes
+  // Names of native frames: RUN/symbols.pb, then the binaries here (kAuto).
+  SymbolSource symbols = SymbolSource::kAuto;
 };
 
 }  // namespace pinscope

@@ -1,7 +1,8 @@
 // `pinscope diff`: the same loop before (pageable batches) and after (pinned)
 // must show the verdict moving, the staging time gone, the copy rows side by
 // side and the main loop's rate doubling; text fits 100 columns; JSON keeps
-// its documented schema.
+// its documented schema. Checked-in H200 runs of different length and of
+// different commands: figures per batch and per second, and the work flagged.
 #include "analyzer/diff/diff.h"
 
 #include <gtest/gtest.h>
@@ -196,6 +197,92 @@ TEST(DiffTest, MainLoopNeedsARecurringSizeOnTheRootsMainThread) {
   ASSERT_EQ(Diff({dir, dir}, false, &text), 0);
   EXPECT_NE(text.find("no recurring H2D copy on the root process's main thread"), std::string::npos)
       << text;
+}
+
+const std::string kH200 = std::string(PINSCOPE_TEST_DATA_DIR) + "/h200/";
+
+// Two H200 runs of seedbench's num_workers=0 loop, the second over twice the
+// samples (10 and 20 batches of 73.5 MiB): the totals double, the figures
+// per batch must not, and the diff must say the work differs.
+TEST(DiffTest, RunsOfDifferentLengthCompareByBatchAndFlagTheWork) {
+  const Pair runs{kH200 + "seed_0f", kH200 + "pin_reuse0"};
+  std::string text, err;
+  ASSERT_EQ(Diff(runs, false, &text, &err), 0) << err;
+  EXPECT_NE(text.find("\nWork (what each run did)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("note: The runs did different amounts of work: B made 2.00x A's batches "
+                      "(20 vs 10) and copied 2.00x"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Compare the figures per batch and per second, not the"), std::string::npos)
+      << text;
+  // Per batch: the same 2 copies of 73.5 MiB each; per second: twice as many.
+  EXPECT_NE(text.find("\nPer unit of work (per batch, per second of the run)\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("  copies                      2.00      2.00   +0.0%"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  bytes copied            73.5 MiB  73.5 MiB   +0.0%"), std::string::npos)
+      << text;
+  for (size_t start = 0; start < text.size();) {
+    const size_t end = text.find('\n', start);
+    const std::string line = text.substr(start, end - start);
+    EXPECT_LE(line.size(), 100u) << line;
+    start = end == std::string::npos ? text.size() : end + 1;
+  }
+
+  std::string json_text;
+  ASSERT_EQ(Diff(runs, true, &json_text), 0);
+  const nlohmann::json work = nlohmann::json::parse(json_text)["work"];
+  EXPECT_EQ(work["a"]["batches"], 10);
+  EXPECT_EQ(work["b"]["batches"], 20);
+  EXPECT_EQ(work["a"]["bytes"], 770713600);
+  EXPECT_EQ(work["b"]["bytes"], 2 * 770713600ull);
+  EXPECT_EQ(work["batches_ratio"], 2.0);
+  EXPECT_EQ(work["bytes_ratio"], 2.0);
+  EXPECT_EQ(work["same_work"], false);
+  // The same program and script with other arguments (--samples, --json).
+  EXPECT_EQ(work["same_command"], false);
+  EXPECT_EQ(work["same_program"], true);
+  EXPECT_EQ(work["per_batch"]["bytes"]["a"], 77071360.0);
+  EXPECT_EQ(work["per_batch"]["bytes"]["b"], 77071360.0);
+  EXPECT_EQ(work["per_batch"]["bytes"]["change_fraction"], 0.0);
+  EXPECT_EQ(work["per_batch"]["copies"]["a"], 2.0);
+  // Per second: bytes over each run's own duration.
+  const double seconds_a = double(work["a"]["duration_ns"]) / 1e9;
+  EXPECT_DOUBLE_EQ(double(work["per_second"]["bytes"]["a"]), 770713600 / seconds_a);
+  EXPECT_GT(double(work["per_second"]["bytes"]["b"]),
+            1.9 * double(work["per_second"]["bytes"]["a"]));
+}
+
+TEST(DiffTest, DifferentCommandsAreSaid) {
+  const Pair runs{kH200 + "seed_0f", kH200 + "loader_pin"};
+  std::string text, err;
+  ASSERT_EQ(Diff(runs, false, &text, &err), 0) << err;
+  EXPECT_NE(text.find("note: The runs ran different commands (another program or script): they "
+                      "may not be the same job.\n"
+                      "    A  python3 tools/bench/seedbench.py --samples 1280 --configs 0f\n"
+                      "    B  python3 tests/gpu/pinning_check.py loader --json "
+                      "/tmp/psw/loader_pin.json\n"),
+            std::string::npos)
+      << text;
+  std::string json_text;
+  ASSERT_EQ(Diff(runs, true, &json_text), 0);
+  const nlohmann::json work = nlohmann::json::parse(json_text)["work"];
+  EXPECT_EQ(work["same_command"], false);
+  EXPECT_EQ(work["same_program"], false);
+  EXPECT_EQ(work["b"]["command"][1], "tests/gpu/pinning_check.py");
+}
+
+TEST(DiffTest, SameCommandAndWorkHasNoNotes) {
+  const std::string run = kH200 + "seed_0f";
+  std::string text, err;
+  ASSERT_EQ(Diff({run, run}, false, &text, &err), 0) << err;
+  EXPECT_EQ(text.find("note: The runs"), std::string::npos) << text;
+  std::string json_text;
+  ASSERT_EQ(Diff({run, run}, true, &json_text), 0);
+  const nlohmann::json work = nlohmann::json::parse(json_text)["work"];
+  EXPECT_EQ(work["same_command"], true);
+  EXPECT_EQ(work["same_work"], true);
+  EXPECT_TRUE(work["notes"].empty());
 }
 
 TEST(DiffTest, MissingRunIsUsageError) {
