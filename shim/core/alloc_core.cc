@@ -69,9 +69,9 @@ void* Reuse(uint32_t api, size_t n, size_t alignment, uint64_t t) {
   if (!PinTakeKept(n, alignment, &k)) return nullptr;
   void* p = reinterpret_cast<void*>(k.base);
   if (!Track(api, p, n, alignment, nullptr, t)) {
-    // Not recorded, so its free would never reach pinning: unpin it now.
-    PinOnFree(p, "free");
-    g_real.free(p);
+    // Not recorded, so its free would never reach pinning: unpin it now
+    // (kept allocated if CUDA will not unregister it).
+    if (!PinOnFree(p, "free")) g_real.free(p);
     return nullptr;
   }
   PinNoteReuse(k);
@@ -82,20 +82,19 @@ void* Reuse(uint32_t api, size_t n, size_t alignment, uint64_t t) {
 // recording its free if this process recorded it (a forked child does not
 // record frees of blocks it inherited: they are the parent's allocations).
 // Must run before the real free/realloc. Returns false if p is not recorded.
-// *kept: pinning kept the block registered for reuse (a plain free only);
-// the caller must then not free it.
-bool Untrack(void* p, bool by_realloc, HostBlock* out, bool* kept = nullptr) {
+// *kept: pinning kept the block registered - for reuse (a plain free only),
+// or because CUDA would not unregister it - and the caller must then not
+// free it nor realloc it.
+bool Untrack(void* p, bool by_realloc, HostBlock* out, bool* kept) {
   uint64_t addr = reinterpret_cast<uintptr_t>(p);
   if (!Registry().RemoveBlock(addr, out)) return false;
   bool own = out->epoch == Registry().epoch();
   // Registered memory must be unregistered before glibc may unmap or reuse
   // it (one relaxed load when pinscope pinned nothing).
-  bool keep = PinOnFree(p, by_realloc ? "realloc" : "free", kept != nullptr && own);
-  if (kept) *kept = keep;
+  *kept = PinOnFree(p, by_realloc ? "realloc" : "free", !by_realloc && own);
   if (own) RecordFree(addr, by_realloc, MonoNs());
   return true;
 }
-
 
 }  // namespace
 
@@ -243,8 +242,20 @@ void* ReallocSlow(void* p, size_t n, uint32_t api, const void* caller) {
   HookScope scope;
   uint64_t t = MonoNs();
   HostBlock old;
-  bool had_old = maybe_old && Untrack(p, true, &old);
-  void* q = g_real.realloc(p, n);
+  bool held = false;  // pinning keeps p allocated: CUDA would not unregister it
+  bool had_old = maybe_old && Untrack(p, true, &old, &held);
+  void* q = nullptr;
+  if (!held) {
+    q = g_real.realloc(p, n);
+  } else if (n != 0) {
+    // What realloc does when it moves the block, without giving p back
+    // (realloc(p, 0) frees p and returns NULL: p just stays allocated).
+    q = g_real.malloc(n);
+    if (q) {
+      size_t keep = UsableSize(p);
+      memcpy(q, p, keep < n ? keep : n);
+    }
+  }
   if (q == nullptr) {
     int err = errno;
     if (had_old && n != 0 && old.epoch == Registry().epoch()) {

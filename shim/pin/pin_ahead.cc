@@ -37,7 +37,7 @@ namespace {
 void AheadRegisterLocked(const AheadItem& it) {
   PinState& s = Pins();
   if (s.forking.load(std::memory_order_acquire) > 0 || s.forked_from_cuda ||
-      FindLocked(it.base) >= 0)
+      s.unpin_failed.load(std::memory_order_relaxed) || FindLocked(it.base) >= 0)
     return;
   uint64_t budget = PinBudget();  // ready: a copy registered before any item was queued
   if (s.pinned_bytes.load(std::memory_order_relaxed) + it.size > budget) return;
@@ -71,7 +71,10 @@ void AheadRegisterLocked(const AheadItem& it) {
   FreeSlotLocked(slot);
   uint64_t after = s.pinned_bytes.fetch_sub(it.size, std::memory_order_relaxed) - it.size;
   pthread_mutex_unlock(&s.mu);
-  if (called) Emit(f::kRegisterFailed, it.base, it.size, t1 - t0, rc, "shm_ahead", after, t0);
+  if (called) {
+    Emit(f::kRegisterFailed, it.base, it.size, t1 - t0, rc, "shm_ahead", after, t0);
+    NoteRegisterFailed(rc, it.size);
+  }
   pthread_mutex_lock(&s.mu);
 }
 

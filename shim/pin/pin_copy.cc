@@ -119,6 +119,7 @@ using pinning::kEmpty;
 using pinning::kFailed;
 using pinning::kPinned;
 using pinning::kRegistering;
+using pinning::NoteRegisterFailed;
 using pinning::Pins;
 using pinning::PinState;
 using pinning::RecordBlockEvent;
@@ -187,7 +188,9 @@ PinTicket PinBeforeCopy(CopyCall* r) {
     r->pin = f::kPinByProgram;
     return t;
   }
-  if (mode == PinMode::kOff || *kind != f::kPageable || s.forked_from_cuda || !Recording())
+  // After a failed unregister (NoteUnpinFailed) pinning is off: PIN_NONE.
+  if (mode == PinMode::kOff || *kind != f::kPageable || s.forked_from_cuda || !Recording() ||
+      s.unpin_failed.load(std::memory_order_relaxed))
     return t;
   HostBuffer buf;
   if (!FindHostBuffer(host, &buf) || host + r->bytes > buf.base + buf.size) {
@@ -256,6 +259,7 @@ PinTicket PinBeforeCopy(CopyCall* r) {
     r->pin = f::kPinFailed;
     Emit(f::kRegisterFailed, buf.base, buf.size, t1 - t0, rc, buf.shm ? "shm" : "malloc", after,
          t0);
+    NoteRegisterFailed(rc, buf.size);
     return t;
   }
   BumpPointerGeneration();

@@ -41,6 +41,18 @@ void ReleaseKept(const Kept& k, const char* reason, bool own_thread) {
   if (own_thread) UseDeviceOnOwnThread(k.device);
   uint64_t t0, t1;
   cudaError_t rc = UnregisterRange(k.base, &t0, &t1);
+  if (rc != cudaSuccess) {
+    // The driver may keep it registered: it stays allocated (never given to
+    // glibc, which could reuse or unmap it), back in the table as pinned so
+    // that queries stay masked and a program register there tries again.
+    pthread_mutex_lock(&s.mu);
+    PlaceLocked(k.base, k.size, kPinned, false);  // full table: just kept allocated
+    uint64_t held = s.pinned_bytes.load(std::memory_order_relaxed);
+    pthread_mutex_unlock(&s.mu);
+    NoteUnpinFailed(rc, k.size, reason);
+    Emit(f::kUnregister, k.base, k.size, t1 - t0, rc, reason, held, t0);
+    return;
+  }
   pthread_mutex_lock(&s.mu);
   uint64_t after = GiveBackLocked(k.size);
   pthread_mutex_unlock(&s.mu);
@@ -100,7 +112,10 @@ bool TryKeep(uintptr_t p) {
   const Config& c = GetConfig();
   // Passive recorder: no allocation is recorded any more, so none could
   // take the block (a reuse must be recorded like a fresh allocation).
-  if (c.pin == PinMode::kOff || c.pin_keep == 0 || s.forked_from_cuda || !Recording()) return false;
+  // After a failed unregister nothing is kept: pinning is off.
+  if (c.pin == PinMode::kOff || c.pin_keep == 0 || s.forked_from_cuda || !Recording() ||
+      s.unpin_failed.load(std::memory_order_relaxed))
+    return false;
   uint64_t cap = KeepCap();
   int i = -1;
   pthread_mutex_lock(&s.mu);

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "shim/base/config.h"
+#include "shim/base/log.h"
 #include "shim/pin/pinning.h"
 #include "shim/record/host_facts.h"
 #include "shim/record/recorder.h"
@@ -47,6 +48,24 @@ void Emit(uint32_t op, uintptr_t addr, size_t size, uint64_t dur, int rc, const 
   r.reason = reason;
   r.t = t;
   RecordPin(r);
+}
+
+void NoteRegisterFailed(cudaError_t rc, size_t size) {
+  if (rc == cudaErrorHostMemoryAlreadyRegistered) return;
+  LogOnce(&Pins().said_register_failed,
+          "cudaHostRegister failed (CUDA error %d) for a %llu-byte buffer: buffers it refuses "
+          "are copied pageable (said once)",
+          static_cast<int>(rc), static_cast<unsigned long long>(size));
+}
+
+void NoteUnpinFailed(cudaError_t rc, size_t size, const char* reason) {
+  PinState& s = Pins();
+  s.unpin_failed.store(true, std::memory_order_relaxed);
+  LogOnce(&s.said_unpin_failed,
+          "cudaHostUnregister failed (CUDA error %d) releasing a %llu-byte buffer (%s): "
+          "pinning off; what pinscope pinned stays registered, freed memory it still holds "
+          "registered is not given back",
+          static_cast<int>(rc), static_cast<unsigned long long>(size), reason);
 }
 
 }  // namespace pinning

@@ -103,6 +103,15 @@ struct PinState {
   bool forked_from_cuda = false;  // true in a forked child of a CUDA process: never pins
   bool cuda_at_fork = false;      // CudaSeen() when fork was prepared
 
+  // Failures of pinscope's CUDA calls (pin_state.cc: NoteRegisterFailed,
+  // NoteUnpinFailed). unpin_failed: a cudaHostUnregister of pinscope's
+  // failed, the driver may keep that registration, so pinscope registers
+  // nothing new (each block it holds is memory that might have to be kept
+  // from the allocator to stay safe: bounded by what is pinned now).
+  std::atomic<bool> unpin_failed{false};
+  std::atomic<bool> said_unpin_failed{false};
+  std::atomic<bool> said_register_failed{false};
+
   // The budget (PinBudget), computed once.
   std::atomic<bool> said_budget{false};
   std::atomic<uint64_t> budget{0};
@@ -200,6 +209,16 @@ inline void FreeSlotLocked(int i) {
 }
 
 // --- shared helpers (pin_state.cc) ------------------------------------------
+
+// Says once per process on stderr that cudaHostRegister refused a buffer
+// (rc, its size): that buffer and any other it refuses are copied pageable.
+// Not for cudaErrorHostMemoryAlreadyRegistered: the program registered that
+// memory itself, and the copy is what it would be without pinscope.
+void NoteRegisterFailed(cudaError_t rc, size_t size);
+// A cudaHostUnregister of pinscope's failed (rc) while releasing a block of
+// `size` bytes for `reason`: turns pinning off (unpin_failed) and says so
+// once per process on stderr. The caller keeps the block registered.
+void NoteUnpinFailed(cudaError_t rc, size_t size, const char* reason);
 
 // 50 us: the wait for a busy block or a thread inside a CUDA call.
 void ShortSleep();

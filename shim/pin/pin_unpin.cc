@@ -22,12 +22,25 @@ namespace {
 
 // Unregisters block i, which the caller marked kUnpinning: waits until no
 // copy holds it and its async copies are done, then frees the slot and
-// records the UNREGISTER.
-void UnpinBusy(int i, const char* reason) {
+// records the UNREGISTER. If CUDA refuses, the driver may still hold the
+// registration: the block goes back to kPinned (its queries stay masked, a
+// later release tries again, the program's register of the range makes
+// pinscope try first), the UNREGISTER carries the error and pinning turns
+// off (NoteUnpinFailed). Returns false then.
+bool UnpinBusy(int i, const char* reason) {
   PinState& s = Pins();
   Block b = WaitIdle(i);
   uint64_t t0, t1;
   cudaError_t rc = UnregisterRange(b.base, &t0, &t1);
+  if (rc != cudaSuccess) {
+    pthread_mutex_lock(&s.mu);
+    s.blocks[i].state = kPinned;
+    uint64_t held = s.pinned_bytes.load(std::memory_order_relaxed);
+    pthread_mutex_unlock(&s.mu);
+    NoteUnpinFailed(rc, b.size, reason);
+    Emit(f::kUnregister, b.base, b.size, t1 - t0, rc, reason, held, t0);
+    return false;
+  }
   pthread_mutex_lock(&s.mu);
   FreeSlotLocked(i);
   uint64_t after = GiveBackLocked(b.size);
@@ -43,6 +56,7 @@ void UnpinBusy(int i, const char* reason) {
              static_cast<unsigned long long>(b.size), kAheadMissLimit);
     RecordNotice(f::kInfo, "pin_ahead_stopped", text);
   }
+  return true;
 }
 
 }  // namespace
@@ -71,9 +85,12 @@ Block WaitIdle(int i) {
   return b;
 }
 
-void UnpinWhere(uintptr_t p, size_t n, bool only_private, const char* reason) {
+bool UnpinWhere(uintptr_t p, size_t n, bool only_private, const char* reason) {
   PinState& s = Pins();
-  if (s.count.load(std::memory_order_relaxed) == 0) return;
+  if (s.count.load(std::memory_order_relaxed) == 0) return true;
+  // Blocks CUDA refused to unregister in this call: not tried again here.
+  uint64_t refused[kMaxBlocks / 64] = {};
+  bool all_released = true;
   for (;;) {
     int victim = -1;
     bool pending = false;
@@ -84,7 +101,7 @@ void UnpinWhere(uintptr_t p, size_t n, bool only_private, const char* reason) {
       bool hit = only_private ? !b.shm
                  : n == 0     ? b.base == p
                               : (b.base < p + n && p < b.base + b.size);
-      if (!hit) continue;
+      if (!hit || (refused[i / 64] >> (i % 64) & 1)) continue;
       if (b.state == kFailed) {
         if (!only_private) FreeSlotLocked(i);  // nothing to unregister
       } else if (b.state != kPinned) {
@@ -96,11 +113,14 @@ void UnpinWhere(uintptr_t p, size_t n, bool only_private, const char* reason) {
     }
     pthread_mutex_unlock(&s.mu);
     if (victim >= 0) {
-      UnpinBusy(victim, reason);
+      if (!UnpinBusy(victim, reason)) {
+        refused[victim / 64] |= uint64_t{1} << (victim % 64);
+        all_released = false;
+      }
     } else if (pending) {
       ShortSleep();
     } else {
-      return;
+      return all_released;
     }
   }
 }
@@ -143,8 +163,12 @@ bool PinProgramUnregister(void* p, int* rc) {
 bool PinOnFree(void* p, const char* reason, bool may_keep) {
   if (Pins().count.load(std::memory_order_relaxed) == 0 || !p) return false;
   if (may_keep && TryKeep(reinterpret_cast<uintptr_t>(p))) return true;
-  UnpinWhere(reinterpret_cast<uintptr_t>(p), 0, false, reason);
-  return false;
+  // A block CUDA would not unregister stays registered and so may not go
+  // back to glibc: reused by another allocation, or unmapped by glibc and
+  // mapped anew, its pages could differ from those the driver pinned. It
+  // stays allocated (pinning is off from here on, so this is bounded by
+  // what was pinned).
+  return !UnpinWhere(reinterpret_cast<uintptr_t>(p), 0, false, reason);
 }
 
 void PinOnUnmap(void* p, size_t n) {

@@ -17,7 +17,10 @@ Block WaitIdle(int i);
 // Unpins every block overlapping [p, p+n) (n == 0: the block starting at
 // p), or with only_private every private (non-shm) block. Returns once none
 // is left: a block another thread is registering or unregistering right now
-// is waited for (the caller may be about to give the memory back).
-void UnpinWhere(uintptr_t p, size_t n, bool only_private, const char* reason);
+// is waited for (the caller may be about to give the memory back). Returns
+// false if CUDA refused to unregister one of them: that block stays
+// registered and in the table (UnpinBusy in pin_unpin.cc), and the memory
+// must not go back to the allocator.
+bool UnpinWhere(uintptr_t p, size_t n, bool only_private, const char* reason);
 
 }  // namespace pinscope::shim::pinning

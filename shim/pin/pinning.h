@@ -21,7 +21,7 @@ namespace pinscope::shim {
 struct PinTicket {
   bool wait_after = false;  // synchronize so the copy keeps pageable semantics
   uint64_t stream = 0;
-  uint64_t block = 0;       // 1 + slot of the pinned block held in use, 0 if none
+  uint64_t block = 0;  // 1 + slot of the pinned block held in use, 0 if none
 };
 
 // Called before the real copy with the classified record; may register the
@@ -44,8 +44,8 @@ struct PinBatchTicket {
   bool wait = false;  // synchronize the stream after the call
   uint64_t stream = 0;
 };
-void PinBeforeBatch(void* const* dsts, const void* const* srcs, const size_t* sizes,
-                    size_t count, uint64_t stream, PinBatchTicket* t);
+void PinBeforeBatch(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                    uint64_t stream, PinBatchTicket* t);
 void PinAfterBatch(PinBatchTicket* t, int rc);
 // Sets the pin outcome and the host side's kind of one recorded element.
 void PinNoteBatchCopy(const PinBatchTicket* t, CopyCall* r);
@@ -70,7 +70,9 @@ bool PinProgramUnregister(void* p, int* rc);
 // With may_keep (a plain free of a block this process recorded), a malloc
 // block pinscope registered whole may be kept registered for reuse instead
 // (the recycle list, PINSCOPE_PIN_KEEP): then it returns true and the
-// caller must NOT hand the memory back to the allocator.
+// caller must NOT hand the memory back to the allocator. It also returns
+// true, whatever may_keep, when CUDA refused to unregister the block: the
+// driver still holds it registered, so the memory stays allocated.
 bool PinOnFree(void* p, const char* reason, bool may_keep = false);
 void PinOnUnmap(void* p, size_t n);
 
@@ -109,7 +111,6 @@ bool PinOwnsRange(uintptr_t p, size_t n);
 // Keeps pageable semantics after a call that may have used pinscope's
 // pinned memory asynchronously: waits for `stream`.
 void PinWaitStream(uint64_t stream);
-
 
 // Bytes pinscope holds pinned now.
 uint64_t PinnedBytes();

@@ -59,6 +59,17 @@ int fakecuda_host_query(const void* p, int* device, unsigned* flags);
 // large ranges: lets tests catch a registration under way.
 void fakecuda_set_register_delay_ms(unsigned ms);
 
+// Fault injection, by environment variable (read at every call, so it
+// reaches a program run unmodified under a preloaded shim):
+//   FAKE_CUDART_FAIL_REGISTER=SPEC    cudaHostRegister fails with
+//                                     cudaErrorMemoryAllocation, nothing registered
+//   FAKE_CUDART_FAIL_UNREGISTER=SPEC  cudaHostUnregister fails with
+//                                     cudaErrorUnknown, the range stays registered
+// SPEC: "all" (every call), or call numbers and ranges counted from 1 over
+// the process's calls of that function, whoever makes them ("1", "2-3,5").
+// The failed call counts in the statistics and sets the last error like any
+// failed call.
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

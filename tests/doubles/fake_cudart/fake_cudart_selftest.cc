@@ -118,6 +118,31 @@ TEST_F(Fake, PointerKinds) {
   cudaGetLastError();
 }
 
+// FAKE_CUDART_FAIL_REGISTER / _UNREGISTER (fake_cudart.h): read at every
+// call; a failed register registers nothing, a failed unregister leaves the
+// range registered; a malformed spec fails nothing.
+TEST_F(Fake, InjectedRegisterAndUnregisterFailures) {
+  std::vector<char> buf(8192);
+  char* p = buf.data();
+  ASSERT_EQ(setenv("FAKE_CUDART_FAIL_REGISTER", "all", 1), 0);
+  EXPECT_EQ(cudaHostRegister(p, 4096, 0), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaHostRegister(p, 4096, 0), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+  EXPECT_EQ(fakecuda_is_registered(p), 0);
+  ASSERT_EQ(setenv("FAKE_CUDART_FAIL_REGISTER", "x7", 1), 0);
+  ASSERT_CUDA(cudaHostRegister(p, 4096, 0));
+  ASSERT_EQ(unsetenv("FAKE_CUDART_FAIL_REGISTER"), 0);
+  ASSERT_EQ(setenv("FAKE_CUDART_FAIL_UNREGISTER", "all", 1), 0);
+  EXPECT_EQ(cudaHostUnregister(p), cudaErrorUnknown);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorUnknown);
+  EXPECT_EQ(fakecuda_is_registered(p), 1);
+  EXPECT_EQ(cudaHostRegister(p, 4096, 0), cudaErrorHostMemoryAlreadyRegistered);
+  ASSERT_EQ(unsetenv("FAKE_CUDART_FAIL_UNREGISTER"), 0);
+  ASSERT_CUDA(cudaHostUnregister(p));
+  EXPECT_EQ(fakecuda_is_registered(p), 0);
+  cudaGetLastError();
+}
+
 TEST_F(Fake, HostRegisterErrorsAndStats) {
   fakecuda_reset_stats();
   fakecuda_stats st0;

@@ -1,16 +1,18 @@
 // The CUDA runtime double's host memory: cudaHostAlloc / cudaMallocHost (a
 // MAP_SHARED anonymous mapping, like the real one) and cudaFreeHost,
 // cudaHostRegister / cudaHostUnregister of the program's own pages (with
-// the real call's errors and an optional delay), cudaPointerGetAttributes,
-// and the test-only statistics of fake_cudart.h.
-#include "fake_cudart_internal.h"
-
+// the real call's errors, an optional delay and injected failures:
+// FAKE_CUDART_FAIL_REGISTER / FAKE_CUDART_FAIL_UNREGISTER, fake_cudart.h),
+// cudaPointerGetAttributes, and the test-only statistics of fake_cudart.h.
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <thread>
+
+#include "fake_cudart_internal.h"
 
 namespace fakecuda {
 namespace {
@@ -23,8 +25,7 @@ cudaError_t host_alloc(void** out, size_t size, unsigned flags) {
   if (size == 0) return cudaSuccess;
   long page = sysconf(_SC_PAGESIZE);
   size_t len = (size + page - 1) / page * page;
-  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                 -1, 0);
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return cudaErrorMemoryAllocation;
   insert_range(p, Range{size, RK::PinnedAlloc, t_device, len, flags});
   *out = p;
@@ -39,8 +40,7 @@ cudaError_t free_host(void* p) {
     Global& g = G();
     std::lock_guard<std::mutex> lk(g.rmu);
     auto it = g.ranges.find(reinterpret_cast<uintptr_t>(p));
-    if (it == g.ranges.end() || it->second.kind != RK::PinnedAlloc)
-      return cudaErrorInvalidValue;
+    if (it == g.ranges.end() || it->second.kind != RK::PinnedAlloc) return cudaErrorInvalidValue;
   }
   sync_device(-1);  // like the real call: no pending copy may touch it
   size_t len;
@@ -48,8 +48,7 @@ cudaError_t free_host(void* p) {
     Global& g = G();
     std::lock_guard<std::mutex> lk(g.rmu);
     auto it = g.ranges.find(reinterpret_cast<uintptr_t>(p));
-    if (it == g.ranges.end() || it->second.kind != RK::PinnedAlloc)
-      return cudaErrorInvalidValue;
+    if (it == g.ranges.end() || it->second.kind != RK::PinnedAlloc) return cudaErrorInvalidValue;
     len = it->second.map_size;
     g.ranges.erase(it);
   }
@@ -59,10 +58,47 @@ cudaError_t free_host(void* p) {
 
 std::atomic<unsigned> g_register_delay_ms{0};  // fakecuda_set_register_delay_ms
 
+// Fault injection (fake_cudart.h): whether call number `nth` (1-based) of a
+// function must fail, by the spec in environment variable `var`: "all", or
+// a comma-separated list of call numbers and ranges ("2", "1-3,5"). Read at
+// every call, so a test may change it between calls; unset or empty: no
+// failure. A malformed spec fails nothing.
+bool InjectedFailure(const char* var, unsigned long nth) {
+  const char* spec = getenv(var);
+  if (spec == nullptr || *spec == '\0') return false;
+  if (strcmp(spec, "all") == 0) return true;
+  const char* p = spec;
+  while (*p) {
+    char* end = nullptr;
+    unsigned long lo = strtoul(p, &end, 10);
+    if (end == p) return false;
+    unsigned long hi = lo;
+    p = end;
+    if (*p == '-') {
+      hi = strtoul(p + 1, &end, 10);
+      if (end == p + 1) return false;
+      p = end;
+    }
+    if (nth >= lo && nth <= hi) return true;
+    if (*p == ',')
+      ++p;
+    else if (*p)
+      return false;
+  }
+  return false;
+}
+
+// Calls counted for fault injection (never reset, unlike the statistics).
+std::atomic<unsigned long> g_register_nth{0}, g_unregister_nth{0};
+
 cudaError_t host_register(void* p, size_t size, unsigned flags) {
   Global& g = G();
   g.host_register_calls.fetch_add(1, std::memory_order_relaxed);
   CHECK_DEVICE();
+  // The real call's answer when the driver cannot lock the pages (memlock
+  // limit, no memory): nothing is registered.
+  if (InjectedFailure("FAKE_CUDART_FAIL_REGISTER", g_register_nth.fetch_add(1) + 1))
+    return cudaErrorMemoryAllocation;
   // The real call takes milliseconds for a batch-sized range (4-14 ms for
   // 73.5 MiB on the H200); the range is registered only when it returns.
   if (unsigned ms = g_register_delay_ms.load(std::memory_order_relaxed))
@@ -98,6 +134,9 @@ cudaError_t host_unregister(void* p) {
   Global& g = G();
   g.host_unregister_calls.fetch_add(1, std::memory_order_relaxed);
   CHECK_DEVICE();
+  // A failure the driver does not explain: the range stays registered.
+  if (InjectedFailure("FAKE_CUDART_FAIL_UNREGISTER", g_unregister_nth.fetch_add(1) + 1))
+    return cudaErrorUnknown;
   if (p == nullptr) return cudaErrorInvalidValue;
   uintptr_t a = reinterpret_cast<uintptr_t>(p);
   {
@@ -231,10 +270,14 @@ FAKE_API int fakecuda_host_query(const void* p, int* device, unsigned* flags) {
     if (it != g.ranges.end()) *flags = it->second.flags;
   }
   switch (l.mem) {
-    case Mem::Pageable: return 0;
-    case Mem::Pinned: return 1;
-    case Mem::Device: return 2;
-    case Mem::Managed: return 3;
+    case Mem::Pageable:
+      return 0;
+    case Mem::Pinned:
+      return 1;
+    case Mem::Device:
+      return 2;
+    case Mem::Managed:
+      return 3;
   }
   return 0;
 }

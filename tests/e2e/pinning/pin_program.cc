@@ -144,6 +144,10 @@ int RunScenario(const std::string& s) {
   else if (s == "ahead_unused") AheadUnused();
   else if (s == "ahead_threads") AheadThreads();
   else if (s == "hidden") Hidden();
+  else if (s == "fault_register") FaultRegister();
+  else if (s == "fault_budget") FaultBudget();
+  else if (s == "fault_unregister_fork") FaultUnregisterFork();
+  else if (s == "fault_unregister_free") FaultUnregisterFree();
   else {
     fprintf(stderr, "unknown scenario %s\n", s.c_str());
     return 2;

@@ -7,6 +7,7 @@
 //   recycle_scenarios.cc     9: the recycle list
 //   pin_ahead_scenarios.cc   10: pin-ahead
 //   hidden_scenarios.cc      11: pinscope's registrations hidden from the program
+//   fault_scenarios.cc       12: pinning's CUDA calls failing, a full budget
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -75,5 +76,9 @@ void Ahead();
 void AheadUnused();
 void AheadThreads();
 void Hidden();
+void FaultRegister();
+void FaultBudget();
+void FaultUnregisterFork();
+void FaultUnregisterFree();
 
 }  // namespace pin_program
