@@ -21,6 +21,7 @@
 #include "analyzer/report/report_command.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/env_check.h"
 #include "cli/launcher.h"
 #include "cli/run_setup.h"
 
@@ -178,6 +179,15 @@ void PrintRunSummary(const RunOptions& options, const RunFolder& folder) {
 int RunCommand(int argc, char** argv) {
   RunOptions options;
   if (int status = ParseRunOptions(argc, argv, &options); status >= 0) return status;
+  // A value the shim would replace by its default is a run measuring
+  // something else than asked: stop before anything is created or started.
+  if (const auto bad = CheckShimEnvironment(options.pin_set); !bad.empty()) {
+    for (const std::string& complaint : bad) {
+      std::fprintf(stderr, "pinscope run: %s\n", complaint.c_str());
+    }
+    std::fprintf(stderr, "pinscope run: the job was not started (docs/environment.md)\n");
+    return kRunExitLauncher;
+  }
 
   std::string shim, error;
   if (!FindShimLibrary(&shim, &error)) {

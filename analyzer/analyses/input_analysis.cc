@@ -354,10 +354,16 @@ const device::DeviceBusy* InputAnalysis::MainDevice(std::optional<int> process_i
 
 void InputAnalysis::FinishSyncWaits() {
   for (WaitThread& thread : wait_threads_) {
-    std::vector<WaitCall>& calls = thread.calls;
+    std::deque<WaitCall>& calls = thread.calls;
     if (calls.empty()) continue;
-    std::stable_sort(calls.begin(), calls.end(),
-                     [](const WaitCall& a, const WaitCall& b) { return a.start_ns < b.start_ns; });
+    const auto by_start = [](const WaitCall& a, const WaitCall& b) {
+      return a.start_ns < b.start_ns;
+    };
+    // One thread's calls come in order; sorting an ordered run would only
+    // allocate a buffer of half their size.
+    if (!std::is_sorted(calls.begin(), calls.end(), by_start)) {
+      std::stable_sort(calls.begin(), calls.end(), by_start);
+    }
     SyncThread out;
     out.process_index = thread.process_index;
     out.pid = thread.pid;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -180,7 +181,9 @@ class InputAnalysis : public Analysis {
   struct WaitThread {
     int process_index = 0;
     uint32_t pid = 0, tid = 0;
-    std::vector<WaitCall> calls;
+    // A deque: up to kMaxWaitCalls (2 M) are kept, and a vector's doubling
+    // would hold the old and the new copy at once (docs/benchmarks.md).
+    std::deque<WaitCall> calls;
     std::unordered_map<uint64_t, uint32_t> by_call;  // call id -> first index
   };
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -101,7 +102,7 @@ class PipelineAnalysis : public Analysis {
   };
   struct Thread {
     std::vector<Span> next, fetch, pin, recv;
-    std::vector<Call> calls;
+    std::deque<Call> calls;  // up to kMaxKept: no doubling copy (docs/benchmarks.md)
     // (time, duration) of pinscope's unregistrations and registrations on the thread.
     std::vector<std::pair<uint64_t, uint64_t>> unregister, registers;
   };

@@ -65,7 +65,18 @@ void ShmAnalysis::OnShm(const ShmContext& context) {
     bus.pid = process.pid();
     bus.time_ns = now;
     bus.address = shm.address();
-    if (context.segment != nullptr) bus.segment = context.segment->name;
+    bus.offset = shm.offset();
+    if (const ShmMapping* mapping = process.mappings().Find(shm.address())) {
+      bus.offset = mapping->offset + (shm.address() - mapping->base_address);
+    }
+    if (context.segment != nullptr) {
+      bus.segment = context.segment->name;
+      auto known = open_.find(context.segment->id);
+      if (known != open_.end() && known->second.size_known) {
+        bus.size_known = true;
+        bus.segment_size = known->second.current_size;
+      }
+    }
     sigbus_.push_back(std::move(bus));
   }
   if (shm.error() != 0) {
@@ -88,6 +99,12 @@ void ShmAnalysis::OnShm(const ShmContext& context) {
   const bool was_timed = open.timed();
   const uint64_t old_end = open.end_ns;
   open.size = std::max(open.size, segment->size);
+  if (shm.op() == trace::SHM_TRUNCATE) {
+    open.current_size = shm.size();
+    open.size_known = true;
+  } else if (shm.op() == trace::SHM_FALLOCATE && open.size_known) {
+    open.current_size = std::max(open.current_size, shm.offset() + shm.size());
+  }
   if (open.start_ns == 0 && segment->sized_ns != 0) open.start_ns = segment->sized_ns;
   // Any event on the segment shows it alive at that time.
   open.end_ns = std::max(open.end_ns, now);

@@ -31,6 +31,15 @@ struct ShmSigbus {
   uint64_t address = 0;
   std::string segment;    // name of the mapping's segment, if resolved
   std::string diagnosis;  // the shim's "sigbus_shm" notice text, if any
+  // The fault's offset into the segment, and the segment's size then: its
+  // last successful ftruncate (or fallocate past it) before the fault.
+  uint64_t offset = 0;
+  bool size_known = false;
+  uint64_t segment_size = 0;
+  // The access lies at or past the end of the segment (it was shrunk, or
+  // never sized that far): the kernel's SIGBUS for a page past EOF, which
+  // no amount of /dev/shm would have avoided.
+  bool past_end() const { return size_known && offset >= segment_size; }
 };
 
 class ShmAnalysis : public Analysis {
@@ -85,6 +94,10 @@ class ShmAnalysis : public Analysis {
     uint64_t start_ns = 0;  // first sized; 0 until then
     uint64_t end_ns = 0;    // its latest event so far
     uint64_t size = 0;      // largest extent so far
+    // Its size now: the last truncate, or a fallocate past it (a SIGBUS past
+    // it is an access past the end, not /dev/shm running out).
+    uint64_t current_size = 0;
+    bool size_known = false;
     int creator = -1;
     bool unlinked = false;
     bool memfd = false;

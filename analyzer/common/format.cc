@@ -142,6 +142,48 @@ std::string Truncate(const std::string& text, size_t width) {
   return result + "...";
 }
 
+std::string SanitizeTerminalText(const std::string& text, bool keep_color) {
+  std::string out;
+  out.reserve(text.size());
+  const auto escape = [&](unsigned char byte) { out += StringPrintf("\\x%02x", byte); };
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte == '\n' || (byte >= 0x20 && byte < 0x7f)) {
+      out += static_cast<char>(byte);
+      ++i;
+      continue;
+    }
+    if (byte == 0x1b && keep_color && i + 1 < n && text[i + 1] == '[') {
+      size_t j = i + 2;
+      while (j < n && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == ';')) ++j;
+      if (j < n && text[j] == 'm') {
+        out.append(text, i, j + 1 - i);
+        i = j + 1;
+        continue;
+      }
+    }
+    // A UTF-8 sequence: lead 0xC2..0xF4 and its continuation bytes, not a
+    // C1 control (U+0080..U+009F, encoded C2 80..C2 9F).
+    size_t length = byte >= 0xC2 && byte <= 0xDF   ? 2
+                    : byte >= 0xE0 && byte <= 0xEF ? 3
+                    : byte >= 0xF0 && byte <= 0xF4 ? 4
+                                                   : 0;
+    for (size_t k = 1; length != 0 && k < length; ++k) {
+      if (i + k >= n || (static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) length = 0;
+    }
+    if (length == 2 && byte == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0) length = 0;
+    if (length == 0) {
+      escape(byte);
+      ++i;
+      continue;
+    }
+    out.append(text, i, length);
+    i += length;
+  }
+  return out;
+}
+
 std::string Style::Wrap(const char* code, const std::string& text) const {
   if (!color_ || text.empty()) return text;
   return std::string("\x1b[") + code + "m" + text + "\x1b[0m";

@@ -40,6 +40,15 @@ std::string WrapWords(const std::string& text, size_t first_width, size_t width,
 // Cuts `text` to `width` columns, ending in "..." when cut.
 std::string Truncate(const std::string& text, size_t width);
 
+// Text from a trace (run id, command line, paths, thread names, Python
+// frames) made safe to print on a terminal: every control byte but '\n'
+// (C0, DEL, C1 whether UTF-8 encoded or a lone byte, bytes of broken UTF-8)
+// becomes a visible "\xHH", so no escape sequence from a trace can clear
+// the screen, move the cursor or set the title. With `keep_color`, the
+// colour codes Style writes (ESC [ digits and ';' m) stay. Valid UTF-8
+// text is unchanged. JSON output is not passed through it (it stays exact).
+std::string SanitizeTerminalText(const std::string& text, bool keep_color);
+
 // ANSI styling; every function returns the text unchanged when disabled.
 class Style {
  public:

@@ -21,6 +21,7 @@ Severity Status::severity() const {
       return Severity::kInfo;
     case Code::kTruncated:
     case Code::kEmpty:
+    case Code::kNotRegular:
       return Severity::kWarning;
     default:
       return Severity::kError;

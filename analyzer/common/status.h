@@ -26,6 +26,7 @@ struct Status {
     kOtherRun,     // file belongs to another run_id than the run reported
     kDuplicate,    // same process written twice
     kNoRun,        // folder missing or holds no trace file
+    kNotRegular,   // a FIFO, device or socket named *.pstrace: skipped, not read
   };
 
   Code code = Code::kOk;
@@ -40,8 +41,8 @@ struct Status {
   }
 
   bool ok() const { return code == Code::kOk; }
-  // Truncated and empty files are warnings (a killed job leaves them); every
-  // other problem is an error that makes `pinscope report` exit 1.
+  // Truncated and empty files are warnings (a killed job leaves them), and
+  // so is a non-regular file skipped; every other problem is an error.
   Severity severity() const;
 };
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "analyzer/common/format.h"
@@ -19,6 +20,7 @@
 #include "analyzer/read/calibration.h"
 #include "analyzer/read/run_loader.h"
 #include "analyzer/report/report.h"
+#include "analyzer/report/report_command.h"
 
 namespace pinscope {
 
@@ -619,13 +621,14 @@ int LoadSide(const std::string& run_dir, const DiffOptions& options, std::ostrea
   }
   // Each run resolves its calibration as `pinscope report` would (so the
   // diff's numbers are the two reports' numbers); --calibration sets both.
-  std::string error;
+  std::string error, warning;
   std::optional<Calibration> calibration =
-      ResolveCalibration(options.calibration_path, run_dir, &error);
+      ResolveCalibration(options.calibration_path, run_dir, &error, &warning);
   if (!calibration) {
     err << "pinscope diff: " << error << '\n';
     return 2;
   }
+  if (!warning.empty()) err << "pinscope diff: warning: " << warning << '\n';
   ReportOptions report_options;
   report_options.run_dir = run_dir;
   report_options.color = ColorMode::kNever;
@@ -657,16 +660,15 @@ int DiffRuns(const DiffOptions& options, bool color, std::ostream& out, std::ost
   b.report = report_b.get();
   if (options.json) {
     out << JsonDiff(a, b).dump(2) << '\n';
-    for (const Report* report : {report_a.get(), report_b.get()}) {
-      for (const Problem& problem : report->problems()) {
-        if (problem.severity == Severity::kError)
-          err << "pinscope diff: " << problem.message << '\n';
-      }
-    }
   } else {
-    WriteTextDiff(a, b, color, out);
+    std::ostringstream text;
+    WriteTextDiff(a, b, color, text);
+    out << SanitizeTerminalText(text.str(), color);
   }
-  return report_a->HasErrors() || report_b->HasErrors() ? 1 : 0;
+  for (const Report* report : {report_a.get(), report_b.get()}) {
+    WriteProblems(*report, "pinscope diff", err);
+  }
+  return report_a->HasProblems() || report_b->HasProblems() ? 1 : 0;
 }
 
 int RunDiff(const DiffOptions& options, std::ostream& out, std::ostream& err) {

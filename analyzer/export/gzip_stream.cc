@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "analyzer/common/private_file.h"
+
 namespace pinscope {
 
 namespace {
@@ -13,6 +15,7 @@ constexpr size_t kOutBuffer = 1 << 18;
 GzipFileBuf::~GzipFileBuf() { Close(); }
 
 bool GzipFileBuf::Open(const std::string& path) {
+  if (!CreatePrivateFile(path, nullptr)) return false;
   file_ = std::fopen(path.c_str(), "wb");
   if (file_ == nullptr) return false;
   // Level 6 (zlib's default), gzip wrapper, default memory; deflateInit2

@@ -12,6 +12,7 @@
 
 #include "analyzer/analyses/copy_analysis.h"
 #include "analyzer/common/format.h"
+#include "analyzer/common/private_file.h"
 #include "analyzer/common/trace_names.h"
 #include "analyzer/export/gzip_stream.h"
 #include "analyzer/read/run_loader.h"
@@ -609,6 +610,11 @@ int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err
       return 2;
     }
   } else {
+    std::string error;
+    if (!CreatePrivateFile(path, &error)) {
+      err << "pinscope export: " << error << '\n';
+      return 2;
+    }
     file.open(path, std::ios::binary | std::ios::trunc);
     if (!file) {
       err << "pinscope export: cannot write " << path << '\n';
@@ -640,8 +646,9 @@ int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err
   }
   bool errors = false;
   for (const Problem& problem : engine.info().problems) {
-    err << "pinscope export: " << SeverityName(problem.severity) << ": " << problem.message << '\n';
-    errors = errors || problem.severity == Severity::kError;
+    err << "pinscope export: " << SeverityName(problem.severity) << ": "
+        << SanitizeTerminalText(problem.message, false) << '\n';
+    errors = errors || problem.severity != Severity::kInfo;
   }
   const ExportStats& stats = exporter.stats();
   out << "wrote " << options.perfetto_path << ": " << FormatCount(stats.process_tracks)

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "analyzer/common/format.h"
+#include "analyzer/common/private_file.h"
 #include "analyzer/common/trace_names.h"
 #include "analyzer/html/html_charts.h"
 #include "analyzer/html/html_escape.h"
@@ -399,6 +400,11 @@ int RunHtmlReport(const ReportOptions& options, std::ostream& out, std::ostream&
   if (options.html_path == "-") {
     WriteHtmlReport(*report, out);
   } else {
+    std::string error;
+    if (!CreatePrivateFile(options.html_path, &error)) {
+      err << "pinscope report: " << error << '\n';
+      return 2;
+    }
     std::ofstream file(options.html_path, std::ios::binary | std::ios::trunc);
     if (!file) {
       err << "pinscope report: cannot write " << options.html_path << '\n';
@@ -411,9 +417,8 @@ int RunHtmlReport(const ReportOptions& options, std::ostream& out, std::ostream&
       return 2;
     }
   }
-  for (const Problem& problem : report->problems())
-    if (problem.severity == Severity::kError) err << "pinscope report: " << problem.message << '\n';
-  return report->HasErrors() ? 1 : 0;
+  WriteProblems(*report, "pinscope report", err);
+  return report->HasProblems() ? 1 : 0;
 }
 
 }  // namespace pinscope::html

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "analyzer/common/private_file.h"
+
 namespace pinscope {
 
 namespace {
@@ -37,9 +39,11 @@ double Interpolate(const std::vector<BandwidthPoint>& points, uint64_t bytes,
   return points.back().*field;
 }
 
-bool FileExists(const std::string& path) {
+// Anything at `path`, a broken file included (it is warned about, not
+// skipped silently as a missing one).
+bool Exists(const std::string& path) {
   std::error_code ec;
-  return !path.empty() && std::filesystem::is_regular_file(path, ec);
+  return !path.empty() && std::filesystem::exists(path, ec);
 }
 
 }  // namespace
@@ -110,8 +114,14 @@ std::optional<Calibration> LoadCalibration(const std::string& path, std::string*
     if (error != nullptr) *error = "calibration " + path + ": " + why;
     return std::nullopt;
   };
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) return fail("cannot open");
+  // A FIFO would block the open; a folder opens and reads as nothing.
+  if (!std::filesystem::is_regular_file(status)) return fail("not a regular file");
   std::ifstream in(path);
   if (!in) return fail("cannot open");
+  if (in.peek() == std::ifstream::traits_type::eof()) return fail("empty (0 bytes)");
   nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return fail("not valid JSON");
   if (!doc.is_object()) return fail("not a JSON object");
@@ -193,6 +203,10 @@ bool SaveCalibration(const Calibration& calibration, const std::string& path, st
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   // Write beside the target and rename, so a reader never sees half a file.
   const std::string temporary = path + ".tmp";
+  if (!CreatePrivateFile(temporary, error)) {
+    if (error != nullptr) *error = "calibration " + path + ": " + *error;
+    return false;
+  }
   {
     std::ofstream out(temporary, std::ios::trunc);
     if (!out) {
@@ -229,16 +243,26 @@ std::string DefaultCalibrationPath() {
 }
 
 std::optional<Calibration> ResolveCalibration(const std::string& explicit_path,
-                                              const std::string& run_dir, std::string* error) {
+                                              const std::string& run_dir, std::string* error,
+                                              std::string* warning) {
   if (!explicit_path.empty()) return LoadCalibration(explicit_path, error);
-  // A calibration saved with the run, or on this machine, is loaded; one
-  // that exists but is broken is an error rather than a silent fallback.
+  // The first file found is the one meant; if it cannot be used, the next
+  // in the order may be another machine's, so the built-in table stands in
+  // and the warning says which file to fix. A report never fails for it.
+  const auto use = [&](const std::string& path) -> std::optional<Calibration> {
+    std::string problem;
+    if (std::optional<Calibration> loaded = LoadCalibration(path, &problem)) return loaded;
+    Calibration fallback = DefaultCalibration();
+    fallback.source += " (" + path + " is unusable)";
+    if (warning != nullptr) *warning = problem + "; the built-in table is used instead";
+    return fallback;
+  };
   if (!run_dir.empty()) {
     const std::string in_run = run_dir + "/calibration.json";
-    if (FileExists(in_run)) return LoadCalibration(in_run, error);
+    if (Exists(in_run)) return use(in_run);
   }
   const std::string cached = DefaultCalibrationPath();
-  if (FileExists(cached)) return LoadCalibration(cached, error);
+  if (Exists(cached)) return use(cached);
   return DefaultCalibration();
 }
 

@@ -82,10 +82,14 @@ bool SaveCalibration(const Calibration& calibration, const std::string& path, st
 // else $HOME/.cache/pinscope/calibration.json.
 std::string DefaultCalibrationPath();
 
-// The calibration a report of `run_dir` uses: explicit path if given (error
-// if unreadable), else RUN/calibration.json, else DefaultCalibrationPath(),
-// else DefaultCalibration().
+// The calibration a report of `run_dir` uses: explicit path if given
+// (nullopt with *error when it cannot be used: the user named that file),
+// else RUN/calibration.json, else DefaultCalibrationPath(), else
+// DefaultCalibration(). A file found there that is empty, corrupt or not a
+// regular file is not fatal: *warning names it and the problem, and the
+// built-in table is returned (its source says which file it replaces).
 std::optional<Calibration> ResolveCalibration(const std::string& explicit_path,
-                                              const std::string& run_dir, std::string* error);
+                                              const std::string& run_dir, std::string* error,
+                                              std::string* warning = nullptr);
 
 }  // namespace pinscope

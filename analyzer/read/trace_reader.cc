@@ -46,12 +46,82 @@ TraceReader::~TraceReader() {
   if (fd_ >= 0) close(fd_);
 }
 
-bool TraceReader::Open() {
-  fd_ = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) {
-    done_ = true;
+int TraceReader::OpenRegular() {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // forever. It changes nothing for a regular file, which is all we read.
+  const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
     status_ = Status::Error(Status::Code::kIoError,
                             "file " + path_ + ": cannot open: " + std::strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    status_ = Status::Error(Status::Code::kIoError,
+                            "file " + path_ + ": cannot stat: " + std::strerror(errno));
+    close(fd);
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISFIFO(st.st_mode)   ? "a FIFO"
+                       : S_ISDIR(st.st_mode)  ? "a folder"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a device";
+    status_ = Status::Error(Status::Code::kNotRegular,
+                            "file " + path_ + ": is " + kind + ", not a regular file: skipped");
+    close(fd);
+    return -1;
+  }
+  if (released_ &&
+      (static_cast<uint64_t>(st.st_dev) != device_ || static_cast<uint64_t>(st.st_ino) != inode_)) {
+    status_ = Status::Error(Status::Code::kIoError,
+                            "file " + path_ + ": replaced while being read (after byte " +
+                                std::to_string(consumed_bytes()) + "): reading stopped");
+    close(fd);
+    return -1;
+  }
+  device_ = static_cast<uint64_t>(st.st_dev);
+  inode_ = static_cast<uint64_t>(st.st_ino);
+  return fd;
+}
+
+bool TraceReader::Open() {
+  fd_ = OpenRegular();
+  if (fd_ < 0) {
+    done_ = true;
+    return false;
+  }
+  buffer_.resize(chunk_bytes_);
+  return true;
+}
+
+void TraceReader::Release() {
+  if (fd_ < 0 || done_) return;
+  close(fd_);
+  fd_ = -1;
+  released_ = true;
+  // Unread bytes are read again after the reopen: the buffer goes.
+  buffer_offset_ += begin_;
+  begin_ = 0;
+  end_ = 0;
+  eof_ = false;
+  buffer_.clear();
+  buffer_.shrink_to_fit();
+}
+
+bool TraceReader::Reopen() {
+  fd_ = OpenRegular();
+  if (fd_ < 0) {
+    done_ = true;
+    return false;
+  }
+  if (lseek(fd_, static_cast<off_t>(buffer_offset_), SEEK_SET) < 0) {
+    status_ = Status::Error(Status::Code::kIoError, "file " + path_ + ": cannot seek to byte " +
+                                                        std::to_string(buffer_offset_) + ": " +
+                                                        std::strerror(errno));
+    close(fd_);
+    fd_ = -1;
+    done_ = true;
     return false;
   }
   buffer_.resize(chunk_bytes_);
@@ -116,7 +186,8 @@ bool TraceReader::Fail(Status::Code code, const std::string& reason) {
 }
 
 bool TraceReader::Next(trace::TracePacket* packet) {
-  if (done_ || fd_ < 0) return false;
+  if (done_) return false;
+  if (fd_ < 0 && (!released_ || !Reopen())) return false;
   const size_t available = Fill(1);
   if (!status_.ok()) {
     done_ = true;

@@ -29,8 +29,17 @@ class TraceReader {
   TraceReader(const TraceReader&) = delete;
   TraceReader& operator=(const TraceReader&) = delete;
 
-  // Opens the file. On failure returns false; status() says why.
+  // Opens the file. On failure returns false; status() says why. A FIFO,
+  // device or folder is refused without blocking (kNotRegular).
   bool Open();
+
+  // Closes the file and frees the read buffer, remembering where the next
+  // packet starts; the next Next() reopens the same file (checked by device
+  // and inode) and goes on from there. Lets a replay stream more files than
+  // it keeps open (ReplayOptions::max_open_files). No-op when not open.
+  void Release();
+  // True between a successful Open() (or a reopen) and Release() or the end.
+  bool is_open() const { return fd_ >= 0; }
 
   // Reads the next packet into *packet. Returns false at the end of the
   // stream: status().ok() for a clean end, otherwise a truncated last packet
@@ -55,6 +64,10 @@ class TraceReader {
   // returns how many are available (fewer only at end of file or on error).
   size_t Fill(size_t want);
   bool Fail(Status::Code code, const std::string& reason);
+  // Opens path_ without blocking and checks it is a regular file; sets
+  // status_ and returns -1 otherwise.
+  int OpenRegular();
+  bool Reopen();
 
   std::string path_;
   size_t chunk_bytes_;
@@ -67,6 +80,9 @@ class TraceReader {
   bool done_ = false;
   uint64_t packet_offset_ = 0;
   uint64_t packets_read_ = 0;
+  bool released_ = false;
+  uint64_t device_ = 0;  // identity of the file opened first, for reopening
+  uint64_t inode_ = 0;
   Status status_;
 };
 

@@ -3,6 +3,8 @@
 // run-wide shm segment registry joined on (device, inode).
 #include "analyzer/replay/replay.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <limits>
@@ -103,6 +105,8 @@ std::vector<std::string> ProcessState::DescribeStack(uint64_t stack_id, int dept
 struct ReplayEngine::Stream {
   ProcessState* process = nullptr;
   std::unique_ptr<TraceReader> reader;
+  // Position in open_streams_ while the reader holds its file open.
+  std::optional<std::list<size_t>::iterator> open_at;
   trace::TracePacket next;
   // Merge key of `next`: its timestamp, raised to the previous key of this
   // file. Events are appended when calls return but stamped at entry, so a
@@ -160,7 +164,65 @@ void ReplayEngine::BuildTree() {
   if (info_.root == nullptr && !processes_.empty()) info_.root = processes_[0].get();
 }
 
+ScopedOpenFileLimit::ScopedOpenFileLimit(uint64_t want) {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const auto value = [](rlim_t v) {
+    return v == RLIM_INFINITY ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(v);
+  };
+  soft_ = value(limit.rlim_cur);
+  if (soft_ >= want || limit.rlim_cur == limit.rlim_max) return;
+  saved_ = static_cast<uint64_t>(limit.rlim_cur);
+  limit.rlim_cur = value(limit.rlim_max) > want ? static_cast<rlim_t>(want) : limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  raised_ = true;
+  soft_ = value(limit.rlim_cur);
+}
+
+ScopedOpenFileLimit::~ScopedOpenFileLimit() {
+  if (!raised_) return;
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  limit.rlim_cur = static_cast<rlim_t>(saved_);
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
+
+void ReplayEngine::TouchStream(std::vector<Stream>& streams, size_t i) {
+  Stream& stream = streams[i];
+  if (stream.open_at) {
+    open_streams_.splice(open_streams_.end(), open_streams_, *stream.open_at);
+  } else {
+    stream.open_at = open_streams_.insert(open_streams_.end(), i);
+  }
+  while (open_streams_.size() > open_limit_) {
+    Stream& oldest = streams[open_streams_.front()];
+    oldest.reader->Release();
+    oldest.open_at.reset();
+    open_streams_.pop_front();
+  }
+  peak_open_files_ = std::max(peak_open_files_, open_streams_.size());
+}
+
+void ReplayEngine::ForgetStream(Stream& stream) {
+  if (stream.open_at) open_streams_.erase(*stream.open_at);
+  stream.open_at.reset();
+}
+
 void ReplayEngine::Run() {
+  // Every file opens once, for its header and first packet, and then
+  // stays open while the limit allows; see ReplayOptions::max_open_files.
+  ScopedOpenFileLimit fd_limit(
+      std::min<uint64_t>(processes_.size() + ReplayOptions::kReservedFds,
+                         ReplayOptions::kMaxOpenFiles + ReplayOptions::kReservedFds));
+  open_streams_.clear();
+  open_limit_ = options_.max_open_files;
+  if (open_limit_ == 0) {
+    const uint64_t soft = fd_limit.soft();
+    open_limit_ = soft > ReplayOptions::kReservedFds + 8
+                      ? static_cast<size_t>(std::min<uint64_t>(soft - ReplayOptions::kReservedFds,
+                                                               ReplayOptions::kMaxOpenFiles))
+                      : 8;
+  }
   BuildTree();
   info_.start_ns = std::numeric_limits<uint64_t>::max();
   for (const auto& process : processes_) {
@@ -179,8 +241,25 @@ void ReplayEngine::Run() {
   const auto finish_stream = [&](Stream& stream) {
     const Status& status = stream.reader->status();
     if (!status.ok()) info_.problems.push_back(ProblemFrom(stream.process->path(), status));
+    const ProcessState& p = *stream.process;
+    if (const uint64_t reversed = p.reversed_copies_ + p.reversed_syncs_ + p.reversed_device_) {
+      std::string kinds;
+      for (auto [n, one, many] :
+           {std::tuple{p.reversed_copies_, "copy", "copies"},
+            std::tuple{p.reversed_syncs_, "sync", "syncs"},
+            std::tuple{p.reversed_device_, "device activity", "device activities"}}) {
+        if (n == 0) continue;
+        kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + (n == 1 ? one : many);
+      }
+      info_.problems.push_back(Problem{p.path(), Severity::kWarning,
+                                       "file " + p.path() + ": " + std::to_string(reversed) +
+                                           (reversed == 1 ? " interval ends before it starts ("
+                                                          : " intervals end before they start (") +
+                                           kinds + "): taken as 0 long"});
+    }
     EndProcess(*stream.process);
     EvictClosedSegments();
+    ForgetStream(stream);
     stream.reader.reset();  // releases the file and its buffer
   };
   for (size_t i = 0; i < processes_.size(); ++i) {
@@ -193,7 +272,9 @@ void ReplayEngine::Run() {
       finish_stream(stream);  // the file changed since the listing
       continue;
     }
+    TouchStream(streams, i);
     if (stream.Advance()) {
+      ClampReversed(*stream.process, &stream.next);
       heap.emplace(stream.key, i);
     } else {
       finish_stream(stream);
@@ -207,7 +288,9 @@ void ReplayEngine::Run() {
     Dispatch(*stream.process, stream.next, stream.key);
     EvictClosedSegments();  // only between events: handlers hold segment pointers
     ++info_.packets;
+    TouchStream(streams, i);  // may reopen it below, so it must count as open
     if (stream.Advance()) {
+      ClampReversed(*stream.process, &stream.next);
       heap.emplace(stream.key, i);
     } else {
       finish_stream(stream);
@@ -222,6 +305,28 @@ void ReplayEngine::Run() {
 
 // ---------------------------------------------------------------------------
 // Dispatch
+
+void ReplayEngine::ClampReversed(ProcessState& process, trace::TracePacket* packet) {
+  if (packet->has_copy()) {
+    trace::CopyEvent* copy = packet->mutable_copy();
+    if (copy->end_ns() != 0 && copy->end_ns() < packet->timestamp_ns()) {
+      copy->set_end_ns(packet->timestamp_ns());
+      ++process.reversed_copies_;
+    }
+  } else if (packet->has_sync()) {
+    trace::SyncEvent* sync = packet->mutable_sync();
+    if (sync->end_ns() != 0 && sync->end_ns() < packet->timestamp_ns()) {
+      sync->set_end_ns(packet->timestamp_ns());
+      ++process.reversed_syncs_;
+    }
+  } else if (packet->has_device()) {
+    trace::DeviceActivity* activity = packet->mutable_device();
+    if (activity->end_ns() < activity->start_ns()) {
+      if (activity->end_ns() != 0) ++process.reversed_device_;  // 0: no end recorded
+      activity->set_end_ns(activity->start_ns());
+    }
+  }
+}
 
 void ReplayEngine::Dispatch(ProcessState& process, const trace::TracePacket& packet,
                             uint64_t time_ns) {

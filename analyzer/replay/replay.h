@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -150,6 +151,11 @@ class ProcessState {
   IntervalMap<LiveAlloc> allocations_;
   IntervalMap<ShmMapping> mappings_;
   std::unordered_map<int32_t, ShmSegment*> fds_;
+  // Intervals whose end precedes their start (a clock stepped back, a
+  // damaged file), set to 0 long before any consumer sees them.
+  uint64_t reversed_copies_ = 0;
+  uint64_t reversed_syncs_ = 0;
+  uint64_t reversed_device_ = 0;
 };
 
 // What every hook receives: the process, the packet and the merge time (the
@@ -244,6 +250,33 @@ struct ReplayOptions {
   // and as much in ShmAnalysis (docs/benchmarks.md, "Replay speed"); a map
   // later than that counts as a new segment of an untraced creator.
   size_t closed_segments_kept = 4096;
+  // Process files open at once; the others wait closed, their lookahead
+  // packet and offset kept, and the least recently read is closed when one
+  // must be reopened (a long job leaves thousands of files, mostly of
+  // processes that do not overlap in time). 0: as many as the soft
+  // RLIMIT_NOFILE allows (raised to the hard limit for the replay, then
+  // restored), less kReservedFds, at most kMaxOpenFiles.
+  size_t max_open_files = 0;
+  static constexpr size_t kMaxOpenFiles = 1024;
+  static constexpr size_t kReservedFds = 64;
+};
+
+// Raises the soft RLIMIT_NOFILE towards the hard limit (to `want` at most)
+// for its lifetime and restores it after, so that a job `pinscope run` or
+// `pinscope tune` starts later inherits the limit it would have had.
+class ScopedOpenFileLimit {
+ public:
+  explicit ScopedOpenFileLimit(uint64_t want);
+  ~ScopedOpenFileLimit();
+  ScopedOpenFileLimit(const ScopedOpenFileLimit&) = delete;
+  ScopedOpenFileLimit& operator=(const ScopedOpenFileLimit&) = delete;
+  // The soft limit in force (unlimited reads as UINT64_MAX).
+  uint64_t soft() const { return soft_; }
+
+ private:
+  uint64_t saved_ = 0;
+  uint64_t soft_ = 0;
+  bool raised_ = false;
 };
 
 // Replays one run. Memory: one read buffer per file, the live state of each
@@ -261,13 +294,23 @@ class ReplayEngine {
   // Replays the whole run, then calls Finish() on every analysis.
   void Run();
 
+  // Most process files that were open at once during Run() (for tests).
+  size_t peak_open_files() const { return peak_open_files_; }
+
   const RunInfo& info() const { return info_; }
 
  private:
   struct Stream;
 
   void BuildTree();
+  // Marks stream `i` as the one read now: it goes to the back of the open
+  // list, and the least recently read beyond the limit are released.
+  void TouchStream(std::vector<Stream>& streams, size_t i);
+  void ForgetStream(Stream& stream);
   void Dispatch(ProcessState& process, const trace::TracePacket& packet, uint64_t time_ns);
+  // Makes an interval that ends before it starts 0 long, and counts it: no
+  // consumer then computes a duration that wraps (docs/trace-format.md).
+  static void ClampReversed(ProcessState& process, trace::TracePacket* packet);
   void HandleCopy(const Event& event);
   void HandleAlloc(ProcessState& process, const Event& event);
   void HandleFree(ProcessState& process, const Event& event);
@@ -297,6 +340,10 @@ class ReplayEngine {
   size_t closed_head_ = 0;
   uint64_t next_segment_id_ = 1;
   uint64_t next_alloc_id_ = 1;
+  // Open streams, least recently read first (indices into Run()'s streams).
+  std::list<size_t> open_streams_;
+  size_t open_limit_ = 0;
+  size_t peak_open_files_ = 0;
 };
 
 }  // namespace pinscope

@@ -187,6 +187,38 @@ class PageableStagingRule : public BottleneckRule {
 // /dev/shm: a SIGBUS in a mapping is a failure; a peak past half the
 // capacity is a risk (a bigger batch or more workers will fail).
 class ShmCapacityRule : public BottleneckRule {
+  // The first SIGBUS lies past the end of its segment: the segment was
+  // shrunk (or never sized that far) under a mapping still in use. The
+  // kernel raises SIGBUS for a page past the end of the file however much
+  // /dev/shm is free, so the advice is about the program, not --shm-size.
+  static Finding PastTheEnd(const ShmAnalysis& shm) {
+    const ShmSigbus& bus = shm.sigbus().front();
+    const std::string segment = bus.segment.empty() ? "a shared-memory segment" : bus.segment;
+    Finding finding;
+    finding.id = "shm_past_end";
+    finding.title = "access past the end of a shared-memory segment";
+    finding.kind = Finding::Kind::kFailure;
+    finding.severity = Severity::kError;
+    finding.verdict = "pid " + std::to_string(bus.pid) +
+                      " got SIGBUS (Bus error): an access past the end of the segment " + segment +
+                      " (it was truncated to " + FormatCount(bus.segment_size) +
+                      " bytes; the access was at offset " + FormatCount(bus.offset) +
+                      "); /dev/shm space is not the cause";
+    finding.evidence = "SIGBUS at offset " + FormatCount(bus.offset) + " of " + segment +
+                       ", whose last ftruncate set " + FormatCount(bus.segment_size) + " bytes.";
+    if (shm.capacity_bytes() > 0) {
+      finding.evidence += " /dev/shm had room: the job's segments peaked at " +
+                          FormatBytes(shm.peak_bytes()) + " of its " +
+                          FormatBytes(shm.capacity_bytes()) + ".";
+    }
+    if (!bus.diagnosis.empty()) finding.evidence += " The shim said: " + bus.diagnosis;
+    finding.action =
+        "Find what shrinks the segment while it is still mapped and used (an ftruncate to a "
+        "smaller size, often a segment reused for a smaller tensor), or map only the size it "
+        "has; a larger --shm-size does not help.";
+    return finding;
+  }
+
  public:
   const char* id() const override { return "shm_capacity"; }
   const char* title() const override { return "/dev/shm capacity"; }
@@ -195,6 +227,10 @@ class ShmCapacityRule : public BottleneckRule {
     const ShmAnalysis& shm = report.shm();
     const std::string size_flag =
         "--shm-size=" + std::to_string(shm.RecommendedShmSize() / kMiB) + "m";
+    if (!shm.sigbus().empty() && shm.sigbus().front().past_end()) {
+      findings->push_back(PastTheEnd(shm));
+      return;
+    }
     if (!shm.sigbus().empty()) {
       const ShmSigbus& bus = shm.sigbus().front();
       Finding finding;

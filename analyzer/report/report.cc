@@ -47,6 +47,11 @@ bool Report::HasErrors() const {
                      [](const Problem& p) { return p.severity == Severity::kError; });
 }
 
+bool Report::HasProblems() const {
+  return std::any_of(problems_.begin(), problems_.end(),
+                     [](const Problem& p) { return p.severity != Severity::kInfo; });
+}
+
 uint64_t Report::ProcessDuration(int process_index) const {
   if (process_index < 0 || static_cast<size_t>(process_index) >= processes().size()) return 0;
   const ProcessSummary& process = processes()[process_index];

@@ -83,6 +83,9 @@ class Report {
   const std::optional<trace::CudaRuntimeInfo>& cuda() const { return cuda_; }
   // A problem of error severity: `pinscope report` exits 1.
   bool HasErrors() const;
+  // Any problem with a file of the run, warnings (truncated, empty,
+  // skipped) included: what makes report, diff and export exit 1.
+  bool HasProblems() const;
   // Life of a process (end - start), 0 if unknown.
   uint64_t ProcessDuration(int process_index) const;
   // "pid 1000 main thread", "pid 1000 thread 1002 (pin_memory)".

@@ -5,7 +5,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <sstream>
 
+#include "analyzer/common/format.h"
 #include "analyzer/read/calibration.h"
 #include "analyzer/read/run_loader.h"
 #include "analyzer/replay/replay.h"
@@ -29,13 +31,14 @@ std::unique_ptr<Report> BuildReport(const ReportOptions& options, std::ostream& 
     for (const Problem& problem : listing.problems) err << "  " << problem.message << '\n';
     return nullptr;
   }
-  std::string error;
+  std::string error, warning;
   std::optional<Calibration> calibration =
-      ResolveCalibration(options.calibration_path, options.run_dir, &error);
+      ResolveCalibration(options.calibration_path, options.run_dir, &error, &warning);
   if (!calibration) {
     err << "pinscope report: " << error << '\n';
     return nullptr;
   }
+  if (!warning.empty()) err << "pinscope report: warning: " << warning << '\n';
   ReportOptions effective = options;
   if (effective.top < 0) effective.top = 0;
   auto report = std::make_unique<Report>(std::move(*calibration), effective);
@@ -58,15 +61,25 @@ int RunReport(const ReportOptions& options, std::ostream& out, std::ostream& err
 
   if (options.json) {
     out << JsonReport(report).dump(2) << '\n';
-    // The JSON carries the problems too; a person watching stderr sees them.
-    for (const Problem& problem : report.problems()) {
-      if (problem.severity == Severity::kError)
-        err << "pinscope report: " << problem.message << '\n';
-    }
   } else {
-    WriteTextReport(report, UseColor(options.color, out), out);
+    // Sanitized whole: every string the trace gave is in it somewhere.
+    const bool color = UseColor(options.color, out);
+    std::ostringstream text;
+    WriteTextReport(report, color, text);
+    out << SanitizeTerminalText(text.str(), color);
   }
-  return report.HasErrors() ? 1 : 0;
+  // The report carries the problems too; a person watching stderr, or a
+  // script reading stdout, sees them there. `pinscope run` writes both to
+  // one stream: once is enough.
+  if (&out != &err) WriteProblems(report, "pinscope report", err);
+  return report.HasProblems() ? 1 : 0;
+}
+
+void WriteProblems(const Report& report, const char* command, std::ostream& err) {
+  for (const Problem& problem : report.problems()) {
+    err << command << ": " << SeverityName(problem.severity) << ": "
+        << SanitizeTerminalText(problem.message, false) << '\n';
+  }
 }
 
 }  // namespace pinscope

@@ -20,4 +20,9 @@ int RunReport(const ReportOptions& options, std::ostream& out, std::ostream& err
 // (then the exit code is 2). For the writers above this layer (analyzer/html).
 std::unique_ptr<Report> BuildReport(const ReportOptions& options, std::ostream& err);
 
+// The run's problems, one line each ("<command>: warning: file ...: ..."),
+// on `err`: report, diff and export print them there whatever the output
+// (docs/cli.md), the text report lists them again at its end.
+void WriteProblems(const Report& report, const char* command, std::ostream& err);
+
 }  // namespace pinscope

@@ -415,6 +415,9 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                       {"time_offset_ns", Since(bus.time_ns, report.start_ns())},
                       {"address", bus.address},
                       {"segment", bus.segment},
+                      {"offset", bus.offset},
+                      {"segment_size", bus.size_known ? json(bus.segment_size) : json(nullptr)},
+                      {"past_end", bus.past_end()},
                       {"diagnosis", bus.diagnosis}});
   }
   const uint64_t room =

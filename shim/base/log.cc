@@ -10,12 +10,18 @@
 namespace pinscope::shim {
 namespace {
 
+std::atomic<LogSink> g_sink{nullptr};
+
 void VLog(const char* fmt, va_list ap) {
   char buf[1024];
   size_t n = CopyString(buf, sizeof buf, "pinscope: ");
   int m = vsnprintf(buf + n, sizeof buf - n - 1, fmt, ap);
   if (m < 0) return;
   n += static_cast<size_t>(m) < sizeof buf - n - 1 ? static_cast<size_t>(m) : sizeof buf - n - 2;
+  if (LogSink sink = g_sink.load(std::memory_order_acquire)) {
+    sink(buf, n);
+    return;
+  }
   buf[n++] = '\n';
   size_t off = 0;
   while (off < n) {
@@ -26,6 +32,8 @@ void VLog(const char* fmt, va_list ap) {
 }
 
 }  // namespace
+
+void SetLogSink(LogSink sink) { g_sink.store(sink, std::memory_order_release); }
 
 void Log(const char* fmt, ...) {
   va_list ap;

@@ -13,6 +13,13 @@ namespace pinscope::shim {
 // only, which glibc serves without malloc) and writes one line to fd 2.
 void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
+// Where Log lines go instead of fd 2 when set (nullptr: fd 2). For
+// `pinscope run`, which links this library to check the job's PINSCOPE_*
+// variables with LoadConfig before starting it; the shim never sets it.
+// `line` starts with "pinscope: ", has no newline and lives for the call.
+using LogSink = void (*)(const char* line, size_t length);
+void SetLogSink(LogSink sink);
+
 // Logs only the first time `flag` is seen false; forked children inherit the
 // flag, so a message said by the parent is not repeated by its workers.
 void LogOnce(std::atomic<bool>* flag, const char* fmt, ...) __attribute__((format(printf, 2, 3)));

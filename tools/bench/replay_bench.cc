@@ -5,9 +5,9 @@
 // `pinscope report`'s replay of it in a fresh process: events per second of
 // CPU time on one core, and peak RSS (getrusage ru_maxrss).
 //
-//   replay_bench [--events N,N,...] [--dir DIR] [--keep] [--no-shm]
+//   replay_bench [--events N,N,...] [--dir DIR] [--keep] [--no-shm | --copies]
 //                                                         generate + replay each N
-//   replay_bench [--no-shm] generate DIR N                write the run only
+//   replay_bench [--no-shm | --copies] generate DIR N     write the run only
 //   replay_bench replay DIR                               replay one run, print numbers
 //
 // Not a test: numbers depend on the machine. Packets are framed as the shim
@@ -53,6 +53,10 @@ constexpr int kHostAllocs = 40;
 // are left out), to show the replay's own memory without the per-segment
 // records the report keeps (see docs/benchmarks.md).
 bool g_shm = true;
+// --copies: the root process only, each step an H2D copy, a sync, a D2H
+// copy and a sync (half the events are copies): what grows with the number
+// of copies (docs/benchmarks.md, "Report memory against copies").
+bool g_copies = false;
 
 // Streams one process file: the shim's framing, a reused buffer.
 class FileWriter {
@@ -236,6 +240,13 @@ uint64_t WriteRoot(const std::string& dir, uint64_t steps, uint64_t step_ns) {
       sync.mutable_sync()->set_call_id(++call_id);
       out.Write(sync);
     };
+    if (g_copies) {
+      copy_event(trace::H2D, kBatchBytes, map_address, kMs);
+      sync_event();
+      copy_event(trace::D2H, 4, 0x600000000ull, 20000);
+      sync_event();
+      continue;
+    }
     if (g_shm) shm_event(trace::SHM_MAP, 30, kBatchBytes, map_address);
     copy_event(trace::H2D, kBatchBytes, map_address, kMs);
     sync_event();
@@ -277,10 +288,11 @@ constexpr uint64_t kEventsPerStep = kRootEventsPerStep + kWorkerEventsPerBatch;
 
 uint64_t Generate(const std::string& dir, uint64_t events) {
   std::filesystem::create_directories(dir);
-  const uint64_t per_step = kEventsPerStep - (g_shm ? 0 : 9);
+  const uint64_t per_step = g_copies ? 4 : kEventsPerStep - (g_shm ? 0 : 9);
   const uint64_t steps = (events + per_step - 1) / per_step;
   const uint64_t step_ns = 10 * kMs;
   uint64_t written = WriteRoot(dir, steps, step_ns);
+  if (g_copies) return written;
   for (int w = 0; w < kWorkers; ++w) {
     const uint64_t batches = (steps + kWorkers - 1 - static_cast<uint64_t>(w)) / kWorkers;
     written += WriteWorker(dir, w, batches, step_ns);
@@ -361,8 +373,13 @@ int ReplayChild(const std::string& self, const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::strcmp(argv[1], "--no-shm") == 0) {  // also before generate
-    g_shm = false;
+  if (argc >= 2 && (std::strcmp(argv[1], "--no-shm") == 0 ||
+                    std::strcmp(argv[1], "--copies") == 0)) {  // also before generate
+    if (std::strcmp(argv[1], "--copies") == 0) {
+      g_copies = true;
+    } else {
+      g_shm = false;
+    }
     argv[1] = argv[0];
     ++argv;
     --argc;
@@ -389,9 +406,12 @@ int main(int argc, char** argv) {
       keep = true;
     } else if (std::strcmp(argv[i], "--no-shm") == 0) {
       g_shm = false;
+    } else if (std::strcmp(argv[i], "--copies") == 0) {
+      g_copies = true;
     } else {
       std::fprintf(stderr,
-                   "usage: replay_bench [--events N,N,...] [--dir DIR] [--keep] [--no-shm]\n"
+                   "usage: replay_bench [--events N,N,...] [--dir DIR] [--keep] [--no-shm | "
+                   "--copies]\n"
                    "       replay_bench generate DIR N | replay_bench replay DIR\n");
       return 2;
     }

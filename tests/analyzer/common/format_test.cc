@@ -24,6 +24,22 @@ TEST(WrapWords, KeepsANumberWithItsUnit) {
   EXPECT_EQ(WrapWords("the s", 4, 10, ""), "the\ns");
 }
 
+TEST(SanitizeTerminalText, ControlBytesBecomeVisibleAndUtf8Stays) {
+  EXPECT_EQ(SanitizeTerminalText("a\x1b]0;title\ab\n", false), "a\\x1b]0;title\\x07b\n");
+  EXPECT_EQ(SanitizeTerminalText("\x1b[2J\x1b[31mred\x1b[0m", true),
+            "\\x1b[2J\x1b[31mred\x1b[0m");  // colour kept, clear-screen not
+  EXPECT_EQ(SanitizeTerminalText("\x1b[31mred", false), "\\x1b[31mred");
+  EXPECT_EQ(SanitizeTerminalText("\t\r\x7f", false), "\\x09\\x0d\\x7f");
+  // C1 controls, UTF-8 encoded (CSI U+009B) or a lone byte; broken UTF-8.
+  EXPECT_EQ(SanitizeTerminalText("\xc2\x9b"
+                                 "2J",
+                                 false),
+            "\\xc2\\x9b2J");
+  EXPECT_EQ(SanitizeTerminalText("\x9b\xe2\x82", false), "\\x9b\\xe2\\x82");
+  EXPECT_EQ(SanitizeTerminalText("caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x9a\x80 \xc2\xa0", false),
+            "caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x9a\x80 \xc2\xa0");
+}
+
 TEST(Format, HumanUnits) {
   EXPECT_EQ(FormatBytes(3 * 1024 * 1024), "3.0 MiB");
   EXPECT_EQ(FormatPercent(0.312), "31.2%");

@@ -143,7 +143,9 @@ TEST(PerfettoExportTest, UnwritableOutputAndMissingRun) {
   options.perfetto_path = "/nonexistent/dir/out.pftrace";
   std::ostringstream out, err;
   EXPECT_EQ(RunExport(options, out, err), 2);
-  EXPECT_EQ(err.str(), "pinscope export: cannot write /nonexistent/dir/out.pftrace\n");
+  EXPECT_EQ(err.str(),
+            "pinscope export: cannot write /nonexistent/dir/out.pftrace: No such file or "
+            "directory\n");
   std::ostringstream err2;
   options.run_dir = "/nonexistent/run";
   options.perfetto_path = dir + "/x.pftrace";

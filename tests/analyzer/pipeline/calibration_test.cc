@@ -3,8 +3,10 @@
 #include "analyzer/read/calibration.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "trace_builder.h"
 
@@ -44,7 +46,13 @@ TEST(CalibrationTest, SaveLoadRoundTrip) {
   calibration.hostname = "gpu-7";
   std::string error;
   const std::string path = dir + "/sub/calibration.json";
+  const mode_t old_umask = umask(022);
   ASSERT_TRUE(SaveCalibration(calibration, path, &error)) << error;
+  umask(old_umask);
+  // The machine's name and measurements: the owner's only, whatever the umask.
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
   auto loaded = LoadCalibration(path, &error);
   ASSERT_TRUE(loaded) << error;
   EXPECT_EQ(loaded->hostname, "gpu-7");
@@ -93,6 +101,37 @@ TEST(CalibrationTest, LoadErrorsNameTheProblem) {
   WriteFile(dir + "/d.json", R"({"version": 1, "points": []})");
   EXPECT_FALSE(LoadCalibration(dir + "/d.json", &error));
   EXPECT_NE(error.find("\"points\" must be a non-empty array"), std::string::npos);
+}
+
+// A broken calibration found on the way is a warning naming the file and
+// the problem, and the built-in table is used; only a file named with
+// --calibration is an error.
+TEST(CalibrationTest, BrokenFileFoundIsAWarningAndTheBuiltInTableIsUsed) {
+  const std::string dir = MakeTempDir("calibration_broken");
+  const std::string run = dir + "/run";
+  const std::string cache = dir + "/cache.json";
+  setenv("PINSCOPE_CALIBRATION", cache.c_str(), 1);
+  std::filesystem::create_directories(run);
+  struct Case {
+    std::string path, bytes, problem;
+  };
+  for (const Case& c : {Case{cache, "", "empty (0 bytes)"},
+                        Case{cache, "{\"version\": 1, \"points\": [", "not valid JSON"},
+                        Case{run + "/calibration.json", "", "empty (0 bytes)"},
+                        Case{run + "/calibration.json", "[1, 2]", "not a JSON object"}}) {
+    WriteFile(c.path, c.bytes);
+    std::string error, warning;
+    std::optional<Calibration> resolved = ResolveCalibration("", run, &error, &warning);
+    ASSERT_TRUE(resolved) << error;
+    EXPECT_EQ(warning,
+              "calibration " + c.path + ": " + c.problem + "; the built-in table is used instead");
+    EXPECT_EQ(resolved->source, DefaultCalibration().source + " (" + c.path + " is unusable)");
+    EXPECT_EQ(resolved->points.size(), DefaultCalibration().points.size());
+    EXPECT_FALSE(ResolveCalibration(c.path, run, &error, &warning)) << c.path;
+    EXPECT_EQ(error, "calibration " + c.path + ": " + c.problem);
+    std::filesystem::remove(c.path);
+  }
+  setenv("PINSCOPE_CALIBRATION", "/nonexistent/calibration.json", 1);  // as ctest sets it
 }
 
 TEST(CalibrationTest, ResolveOrder) {

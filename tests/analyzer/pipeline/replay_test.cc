@@ -4,6 +4,7 @@
 #include "analyzer/replay/replay.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 
@@ -72,6 +73,75 @@ TEST(ReplayTest, MergesByTimeAndKeepsEachFilesOrder) {
   // Processes announced first, in start order, with the tree.
   EXPECT_EQ(recording.lines[0], "process 100 parent -");
   EXPECT_EQ(recording.lines[1], "process 200 parent 100");
+}
+
+// More processes overlapping in time than files may be open: every packet
+// of this round robin needs a file that was closed to make room, reopened
+// where it stopped (64-byte chunks: in the middle of what was buffered).
+TEST(ReplayTest, StreamsMoreFilesThanItKeepsOpen) {
+  const std::string dir = MakeTempDir("replay_open_limit");
+  constexpr int kProcesses = 12;
+  constexpr int kNotices = 200;
+  std::vector<std::string> expected;
+  for (int p = 0; p < kProcesses; ++p) {
+    TraceBuilder process(100 + p, "r", kT0 + p, p == 0 ? trace::ORIGIN_ROOT : trace::ORIGIN_FORK,
+                         100);
+    for (int k = 0; k < kNotices; ++k) {
+      process.Notice(kT0 + 100 + k * 100 + p, trace::Notice::INFO, "n" + std::to_string(k), "");
+    }
+    process.Write(dir);
+  }
+  for (int k = 0; k < kNotices; ++k) {
+    for (int p = 0; p < kProcesses; ++p) {
+      expected.push_back("notice " + std::to_string(100 + p) + " n" + std::to_string(k));
+    }
+  }
+  RunListing listing;
+  ASSERT_TRUE(ScanRun(dir, &listing).ok());
+  ReplayOptions options;
+  options.max_open_files = 3;
+  options.chunk_bytes = 64;
+  ReplayEngine engine(std::move(listing), options);
+  RecordingAnalysis recording;
+  engine.AddAnalysis(&recording);
+  engine.Run();
+  EXPECT_TRUE(engine.info().problems.empty()) << engine.info().problems[0].message;
+  EXPECT_EQ(Matching(recording.lines, "notice"), expected);
+  EXPECT_EQ(Matching(recording.lines, "end ").size(), static_cast<size_t>(kProcesses));
+  EXPECT_EQ(engine.info().packets, static_cast<uint64_t>(kProcesses * kNotices));
+  EXPECT_EQ(engine.peak_open_files(), 3u);
+}
+
+// The soft fd limit is raised for the replay only: a job started after it
+// (pinscope run, tune) must see the limit it would have had.
+TEST(ReplayTest, RestoresTheSoftFileLimit) {
+  struct rlimit before;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &before), 0);
+  if (before.rlim_max != RLIM_INFINITY && before.rlim_max < 200) GTEST_SKIP() << "hard limit";
+  struct rlimit lowered = before;
+  lowered.rlim_cur = 100;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  const std::string dir = MakeTempDir("replay_rlimit");
+  for (int p = 0; p < 150; ++p) {
+    TraceBuilder process(100 + p, "r", kT0 + p, p == 0 ? trace::ORIGIN_ROOT : trace::ORIGIN_FORK,
+                         100);
+    process.Notice(kT0 + 1000 + p, trace::Notice::INFO, "late", "");  // all open till then
+    process.Write(dir);
+  }
+  RunListing listing;
+  ASSERT_TRUE(ScanRun(dir, &listing).ok());
+  ReplayEngine engine(std::move(listing));
+  RecordingAnalysis recording;
+  engine.AddAnalysis(&recording);
+  engine.Run();
+  struct rlimit after;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &after), 0);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &before), 0);
+  EXPECT_EQ(after.rlim_cur, 100u);
+  EXPECT_TRUE(engine.info().problems.empty());
+  EXPECT_EQ(Matching(recording.lines, "end ").size(), 150u);
+  // Raised to 150 files + the reserve, all of them open at once.
+  EXPECT_EQ(engine.peak_open_files(), 150u);
 }
 
 TEST(ReplayTest, ProcessTreeWithExecAndHelpers) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -187,6 +188,53 @@ TEST(ReportTest, ShmRiskAndSigbusVerdicts) {
   EXPECT_EQ(report["verdict"]["text"],
             "/dev/shm ran out: pid 100 got SIGBUS (Bus error) in a shared-memory mapping; start "
             "the container with --shm-size=256m or more");
+}
+
+// A SIGBUS past the end of a segment shrunk by ftruncate, with /dev/shm
+// nearly empty: the verdict is the shrink, never --shm-size. The worker
+// shrinks it; the main process faults in its own mapping.
+TEST(ReportTest, SigbusPastTheEndOfATruncatedSegment) {
+  const std::string dir = MakeTempDir("report_shm_past_end");
+  TraceBuilder main(100, "r", kT0);
+  TraceBuilder worker(101, "r", kT0 + 1, trace::ORIGIN_FORK, 100);
+  testing::SetHostFacts(&main.header(), 64 * kMiBytes, 64 * kMiBytes);
+  worker.Shm(kT0 + 10, trace::SHM_CREATE, "/torch_7", 5, 0, 0, 10);
+  worker.Shm(kT0 + 11, trace::SHM_TRUNCATE, "", 5, 8 * kMiBytes, 0, 10);
+  main.Shm(kT0 + 20, trace::SHM_OPEN, "/torch_7", 6, 0, 0, 10);
+  main.Shm(kT0 + 21, trace::SHM_MAP, "", 6, 8 * kMiBytes, 0x1000000, 10);
+  worker.Shm(kT0 + 30, trace::SHM_TRUNCATE, "", 5, 4096, 0, 10);
+  main.Shm(kT0 + 40, trace::SHM_SIGBUS, "", -1, 0, 0x1000000 + 3 * kMiBytes, 0);
+  main.Exit(kT0 + 50, trace::ProcessExit::SIGNAL, 7);
+  worker.Exit(kT0 + 50);
+  main.Write(dir);
+  worker.Write(dir);
+  nlohmann::json report = JsonOf(dir);
+  EXPECT_EQ(report["verdict"]["id"], "shm_past_end");
+  EXPECT_EQ(report["verdict"]["severity"], "error");
+  EXPECT_EQ(report["verdict"]["text"],
+            "pid 100 got SIGBUS (Bus error): an access past the end of the segment /torch_7 (it "
+            "was truncated to 4,096 bytes; the access was at offset 3,145,728); /dev/shm space is "
+            "not the cause");
+  ASSERT_EQ(report["shm"]["sigbus"].size(), 1u);
+  EXPECT_EQ(report["shm"]["sigbus"][0]["offset"], 3 * kMiBytes);
+  EXPECT_EQ(report["shm"]["sigbus"][0]["segment_size"], 4096);
+  EXPECT_EQ(report["shm"]["sigbus"][0]["past_end"], true);
+
+  // Inside the segment's size, the same fault is /dev/shm running out.
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  TraceBuilder full(100, "r", kT0);
+  testing::SetHostFacts(&full.header(), 64 * kMiBytes, 64 * kMiBytes);
+  full.Shm(kT0 + 1, trace::SHM_CREATE, "/y", 5, 0, 0, 10);
+  full.Shm(kT0 + 2, trace::SHM_TRUNCATE, "", 5, 96 * kMiBytes, 0, 10);
+  full.Shm(kT0 + 3, trace::SHM_MAP, "", 5, 96 * kMiBytes, 0x1000000, 10);
+  full.Shm(kT0 + 4, trace::SHM_SIGBUS, "", -1, 0, 0x1000000 + 80 * kMiBytes, 0);
+  full.Exit(kT0 + 5, trace::ProcessExit::SIGNAL, 7);
+  full.Write(dir);
+  report = JsonOf(dir);
+  EXPECT_EQ(report["verdict"]["id"], "shm_sigbus");
+  EXPECT_EQ(report["shm"]["sigbus"][0]["past_end"], false);
+  EXPECT_EQ(report["shm"]["sigbus"][0]["segment_size"], 96 * kMiBytes);
 }
 
 TEST(ReportTest, TopLimitsTheLargestCopies) {

@@ -43,6 +43,11 @@ class E2eAlloc : public ::testing::Test {
     if (!r.err.empty()) std::cerr << "stderr of " << argv[0] << ":\n" << r.err;
     return r;
   }
+  // `pinscope report --json` of the run folder, as a user would ask.
+  RunResult Report() {
+    return RunCommand({PINSCOPE_BIN, "report", "--json", run_},
+                      {"PINSCOPE_CALIBRATION=/nonexistent/calibration.json"}, dir_.path());
+  }
   std::map<uint32_t, ProcessTrace> Traces() {
     std::string error;
     auto run = ReadRun(run_, &error);
@@ -345,6 +350,10 @@ TEST_F(SmallShm, SigbusGivesOneDiagnosisThenTheDefaultAction) {
   ASSERT_NE(t->Exit(), nullptr);
   EXPECT_EQ(t->Exit()->how(), trace::ProcessExit::SIGNAL);
   EXPECT_EQ(t->Exit()->status(), SIGBUS);
+  // The report's verdict follows the same evidence: /dev/shm was full.
+  RunResult report = Report();
+  EXPECT_NE(report.out.find("\"id\": \"shm_sigbus\""), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("start the container with --shm-size="), std::string::npos);
 }
 
 TEST_F(SmallShm, ChainsToTheProgramsHandler) {
@@ -412,6 +421,18 @@ TEST_F(E2eAlloc, SigbusPastTheEndOfASegmentSaysSo) {
       << r.err;
   EXPECT_NE(r.err.find("so the access lies past the end of the segment"), std::string::npos)
       << r.err;
+  // The report's verdict is the shrink (offset 1 MiB of a segment truncated
+  // to 0), not --shm-size: /dev/shm had room.
+  RunResult report = Report();
+  EXPECT_NE(report.out.find("\"id\": \"shm_past_end\""), std::string::npos) << report.out;
+  EXPECT_NE(
+      report.out.find("pid " + std::to_string(run.begin()->first) +
+                      " got SIGBUS (Bus error): an access past the end of the segment " + name +
+                      " (it was truncated to 0 bytes; the access was at offset 1,048,576); "
+                      "/dev/shm space is not the cause"),
+      std::string::npos)
+      << report.out;
+  EXPECT_EQ(report.out.find("start the container with"), std::string::npos) << report.out;
 }
 
 }  // namespace

@@ -1,0 +1,397 @@
+// End-to-end tests of the `pinscope` binary on run folders a user or a long
+// job can leave (issue 17): thousands of process files under a low fd limit,
+// empty or corrupt calibration files, a FIFO named *.pstrace, escape bytes in
+// a trace, truncated files and clocks that step back; the modes of the files
+// it writes; and `pinscope run` refusing a bad PINSCOPE_* value before the
+// job starts. Traces are written with the test TraceBuilder (the shim's
+// framing); each command runs as its own process with a deadline, so a hang
+// fails the test instead of ctest.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "trace_builder.h"
+
+namespace pinscope {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::kMiBytes;
+using testing::kMs;
+using testing::TraceBuilder;
+
+constexpr uint64_t kT0 = 1000ull * 1000 * kMs;
+
+struct Result {
+  int status = 0;
+  std::string out, err;
+  bool exited(int code) const { return WIFEXITED(status) && WEXITSTATUS(status) == code; }
+  std::string Describe() const {
+    std::string s = WIFEXITED(status)     ? "exit " + std::to_string(WEXITSTATUS(status))
+                    : WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                          : "?";
+    return s + "\n--- stdout:\n" + out.substr(0, 4000) + "--- stderr:\n" + err.substr(0, 4000);
+  }
+};
+
+struct Limits {
+  rlim_t nofile = 0;  // 0: as inherited
+  int timeout_ms = 60000;
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
+class CliInputsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "pinscope-inputs-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+
+  // Runs `pinscope args...` in the temp folder, as from a plain shell with
+  // umask 022 and none of pinscope's variables; kills it at the deadline.
+  // $PINSCOPE_TEST_BIN runs them against another build (one from before a
+  // fix, to see them fail).
+  Result Run(const std::vector<std::string>& args, const Limits& limits = {}) {
+    const char* other = std::getenv("PINSCOPE_TEST_BIN");
+    std::vector<std::string> argv = {other != nullptr && *other ? other : PINSCOPE_BIN};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    const std::string out_path = Path(".stdout"), err_path = Path(".stderr");
+    const pid_t pid = fork();
+    if (pid == 0) {
+      for (const char* name :
+           {"LD_PRELOAD", "PINSCOPE_OUT", "PINSCOPE_RUN_ID", "PINSCOPE_ROOT_PID", "PINSCOPE_PIN",
+            "PINSCOPE_PIN_MIN", "NO_COLOR", "PINSCOPE_DISABLE"}) {
+        unsetenv(name);
+      }
+      setenv("PINSCOPE_CALIBRATION", Path("no-calibration.json").c_str(), 1);
+      for (const auto& [name, value] : limits.env) setenv(name.c_str(), value.c_str(), 1);
+      umask(022);
+      if (limits.nofile != 0) {
+        struct rlimit limit = {limits.nofile, limits.nofile};
+        if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(200);
+      }
+      if (chdir(dir_.c_str()) != 0) _exit(201);
+      const int in = open("/dev/null", O_RDONLY);
+      const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (in < 0 || out < 0 || err < 0) _exit(202);
+      dup2(in, 0);
+      dup2(out, 1);
+      dup2(err, 2);
+      execv(cargv[0], cargv.data());
+      _exit(203);
+    }
+    Result r;
+    bool done = false;
+    for (int waited = 0; waited < limits.timeout_ms; waited += 5) {
+      if (waitpid(pid, &r.status, WNOHANG) == pid) {
+        done = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!done) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &r.status, 0);
+      ADD_FAILURE() << "pinscope " << args[0] << " did not finish in " << limits.timeout_ms
+                    << " ms";
+    }
+    r.out = testing::ReadFile(out_path);
+    r.err = testing::ReadFile(err_path);
+    return r;
+  }
+
+  // A small run: the root and `workers` forked workers, each making one
+  // 4 MiB pageable copy; workers live 1 ms each, one after the other.
+  std::string WriteRun(const std::string& name, int workers) {
+    const std::string run = Path(name);
+    fs::create_directories(run);
+    TraceBuilder root(1000, "long-job", kT0);
+    root.Copy(kT0 + 5 * kMs, 2 * kMs, trace::H2D, trace::PAGEABLE, 4 * kMiBytes, 0x10000);
+    for (int i = 0; i < workers; ++i) {
+      const uint64_t start = kT0 + (10 + 2 * static_cast<uint64_t>(i)) * kMs;
+      TraceBuilder worker(1001 + i, "long-job", start, trace::ORIGIN_FORK, 1000);
+      worker.Copy(start + kMs / 2, kMs / 4, trace::H2D, trace::PAGEABLE, kMiBytes, 0x20000);
+      worker.Exit(start + kMs);
+      worker.Write(run);
+    }
+    root.Exit(kT0 + (20 + 2 * static_cast<uint64_t>(workers)) * kMs);
+    root.Write(run);
+    return run;
+  }
+
+  static nlohmann::json Json(const Result& r) {
+    return nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  }
+
+  std::string dir_;
+};
+
+// --- a long job's run folder ------------------------------------------------
+
+// 3,001 process files with 256 fds allowed: every process counted, no
+// "Too many open files" (the reader kept every file open: 2,700+ errors).
+TEST_F(CliInputsTest, ThreeThousandProcessFilesUnderALowFdLimit) {
+  const std::string run = WriteRun("long", 3000);
+  Limits limits;
+  limits.nofile = 256;
+  Result r = Run({"report", "--json", run}, limits);
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  const nlohmann::json report = Json(r);
+  ASSERT_FALSE(report.is_discarded()) << r.out.substr(0, 2000);
+  EXPECT_EQ(report["run"]["processes"], 3001);
+  EXPECT_EQ(report["problems"].size(), 0u) << report["problems"].dump();
+  EXPECT_EQ(report["copies"]["total"]["count"], 3001) << report["copies"].dump();
+  EXPECT_EQ(r.err, "");
+  // The diff replays both folders, one after the other, under the same limit.
+  r = Run({"diff", "--json", run, run}, limits);
+  EXPECT_TRUE(r.exited(0)) << r.Describe();
+}
+
+// --- calibration files ------------------------------------------------------
+
+TEST_F(CliInputsTest, EmptyOrCorruptCalibrationIsAWarningAndTheReportGoesOn) {
+  const std::string run = WriteRun("run", 2);
+  const std::string cache = Path("cache/calibration.json");
+  fs::create_directories(Path("cache"));
+  testing::WriteFile(cache, "");
+  Limits limits;
+  limits.env = {{"PINSCOPE_CALIBRATION", cache}};
+  Result r = Run({"report", "--json", run}, limits);
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  EXPECT_EQ(r.err, "pinscope report: warning: calibration " + cache +
+                       ": empty (0 bytes); the built-in table is used instead\n");
+  nlohmann::json report = Json(r);
+  EXPECT_EQ(report["calibration"]["source"],
+            "built-in default: H200 PCIe Gen5 x16, pinscope facts 2026-11-29 (" + cache +
+                " is unusable)");
+  r = Run({"report", "--no-color", run}, limits);
+  EXPECT_TRUE(r.exited(0)) << r.Describe();
+  EXPECT_NE(r.out.find("Verdict"), std::string::npos) << r.out;
+
+  // The run folder's own file, corrupt: the same, for report and diff.
+  testing::WriteFile(run + "/calibration.json", "{\"version\": 1, \"points\": [{\"bytes\": ");
+  r = Run({"report", "--json", run}, limits);
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  EXPECT_EQ(r.err, "pinscope report: warning: calibration " + run +
+                       "/calibration.json: not valid JSON; the built-in table is used instead\n");
+  r = Run({"diff", "--no-color", run, run}, limits);
+  EXPECT_TRUE(r.exited(0)) << r.Describe();
+  EXPECT_NE(r.err.find("pinscope diff: warning: calibration " + run +
+                       "/calibration.json: not valid JSON; the built-in table is used instead\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("verdict: "), std::string::npos) << r.out;
+  // Named with --calibration, the file is what was asked for: an error.
+  r = Run({"report", "--calibration", cache, run}, limits);
+  EXPECT_TRUE(r.exited(2)) << r.Describe();
+  EXPECT_EQ(r.err, "pinscope report: calibration " + cache + ": empty (0 bytes)\n");
+}
+
+#ifdef COPY_JOB
+// `pinscope run` with an empty saved calibration still prints the report.
+TEST_F(CliInputsTest, RunPrintsItsReportDespiteAnEmptyCalibration) {
+  const std::string cache = Path("calibration.json");
+  testing::WriteFile(cache, "");
+  Limits limits;
+  limits.env = {{"PINSCOPE_CALIBRATION", cache}};
+  Result r = Run({"run", "-o", "copies", "--", COPY_JOB, "3"}, limits);
+  EXPECT_TRUE(r.exited(3)) << r.Describe();
+  EXPECT_NE(r.err.find("Verdict"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pinscope report: warning: calibration " + cache +
+                       ": empty (0 bytes); the built-in table is used instead"),
+            std::string::npos)
+      << r.err;
+}
+#endif
+
+// --- what a run folder can hold ---------------------------------------------
+
+// A FIFO named like a trace: skipped with a warning, never opened for a
+// read that waits for a writer (report, export and diff hung).
+TEST_F(CliInputsTest, FifoNamedLikeATraceIsSkipped) {
+  const std::string run = WriteRun("run", 1);
+  ASSERT_EQ(mkfifo((run + "/4242.pstrace").c_str(), 0600), 0);
+  Limits limits;
+  limits.timeout_ms = 20000;
+  const std::string warning =
+      "warning: file " + run + "/4242.pstrace: is a FIFO, not a regular file: skipped\n";
+  Result r = Run({"report", "--json", run}, limits);
+  EXPECT_TRUE(r.exited(1)) << r.Describe();
+  EXPECT_EQ(r.err, "pinscope report: " + warning);
+  EXPECT_EQ(Json(r)["run"]["processes"], 2);
+  r = Run({"export", "--perfetto", Path("t.pftrace"), run}, limits);
+  EXPECT_TRUE(r.exited(1)) << r.Describe();
+  EXPECT_EQ(r.err, "pinscope export: " + warning);
+  r = Run({"diff", "--json", run, run}, limits);
+  EXPECT_TRUE(r.exited(1)) << r.Describe();
+  EXPECT_NE(r.err.find("pinscope diff: " + warning), std::string::npos) << r.err;
+}
+
+// Escape sequences in a trace (run id, command line, thread name, Python
+// frame) reach the text report as visible \xHH; the JSON keeps them exact.
+TEST_F(CliInputsTest, EscapeBytesFromATraceAreSanitizedInText) {
+  const std::string run = Path("run");
+  fs::create_directories(run);
+  const std::string run_id = "r\x1b]0;owned\x07";
+  // \xc2\x9b: U+009B, the C1 CSI (the trace's strings are UTF-8).
+  const std::string arg = "train.py\x1b[2J\x1b[H\r\xc2\x9b";
+  TraceBuilder root(100, run_id, kT0);
+  root.header().clear_cmdline();
+  root.header().add_cmdline("python");
+  root.header().add_cmdline(arg);
+  root.Thread(kT0 + 1, 101, "pin\x1b[31m\x08");
+  root.Copy(kT0 + 2 * kMs, kMs, trace::H2D, trace::PAGEABLE, 4 * kMiBytes, 0x10000, 101);
+  root.Exit(kT0 + 10 * kMs);
+  root.Write(run);
+  Result r = Run({"report", "--color=always", run});
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  // Only the report's own colour codes: ESC [ digits m.
+  for (size_t at = r.out.find('\x1b'); at != std::string::npos; at = r.out.find('\x1b', at + 1)) {
+    const size_t end = r.out.find_first_not_of("0123456789;", at + 2);
+    ASSERT_TRUE(r.out.compare(at, 2, "\x1b[") == 0 && end != std::string::npos && r.out[end] == 'm')
+        << "raw escape at " << at << ": " << r.out.substr(at, 20);
+  }
+  EXPECT_EQ(r.out.find("\x1b]"), std::string::npos);
+  EXPECT_EQ(r.out.find("\x1b[2J"), std::string::npos);
+  EXPECT_EQ(r.out.find('\x07'), std::string::npos);
+  EXPECT_EQ(r.out.find('\r'), std::string::npos);
+  EXPECT_NE(r.out.find("train.py\\x1b[2J\\x1b[H\\x0d\\xc2\\x9b"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("r\\x1b]0;owned\\x07"), std::string::npos) << r.out;
+  r = Run({"report", "--no-color", run});
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos);
+  r = Run({"report", "--json", run});
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  const nlohmann::json report = Json(r);
+  EXPECT_EQ(report["run"]["run_id"], run_id);
+  EXPECT_EQ(report["run"]["command"][1], arg);
+}
+
+// A truncated file: exit 1 and the problem on stderr (docs/cli.md), with
+// everything before the cut reported.
+TEST_F(CliInputsTest, TruncatedFileExitsOneWithTheProblemOnStderr) {
+  const std::string run = WriteRun("run", 1);
+  const std::string file = run + "/1001.pstrace";
+  const std::string bytes = testing::ReadFile(file);
+  testing::WriteFile(file, bytes.substr(0, bytes.size() - 3));
+  for (const char* format : {"--json", "--no-color"}) {
+    Result r = Run({"report", format, run});
+    EXPECT_TRUE(r.exited(1)) << format << ": " << r.Describe();
+    EXPECT_NE(r.err.find("pinscope report: warning: file " + file + ": truncated after byte "),
+              std::string::npos)
+        << format << ": " << r.err;
+  }
+  Result r = Run({"report", "--json", run});
+  EXPECT_EQ(Json(r)["run"]["processes"], 2);
+  r = Run({"export", "--perfetto", Path("t.pftrace"), run});
+  EXPECT_TRUE(r.exited(1)) << r.Describe();
+}
+
+// Clocks that step back: a copy, a sync and a device copy whose end precedes
+// their start are taken as 0 long (never a wrapped 18446744073 s) and
+// counted as a problem of their file.
+TEST_F(CliInputsTest, IntervalsEndingBeforeTheyStartAreClampedAndCounted) {
+  const std::string run = Path("run");
+  fs::create_directories(run);
+  TraceBuilder root(100, "r", kT0 + 3600ull * 1000 * kMs);
+  const uint64_t t = kT0 + 3600ull * 1000 * kMs;
+  for (int i = 0; i < 8; ++i) {
+    const uint64_t at = t + (1 + static_cast<uint64_t>(i)) * 10 * kMs;
+    trace::TracePacket& copy =
+        root.Copy(at, kMs, trace::H2D, trace::PAGEABLE, 64 * kMiBytes, 0x10000);
+    if (i == 3) copy.mutable_copy()->set_end_ns(at - 3384ull * 1000 * kMs);
+    trace::TracePacket& device = root.Add(at + kMs);
+    device.mutable_device()->set_kind(trace::ACT_MEMCPY);
+    device.mutable_device()->set_direction(trace::H2D);
+    device.mutable_device()->set_bytes(64 * kMiBytes);
+    device.mutable_device()->set_start_ns(at);
+    device.mutable_device()->set_end_ns(i == 5 ? at - 3384ull * 1000 * kMs : at + kMs / 2);
+    trace::TracePacket& sync = root.Add(at + 2 * kMs);
+    sync.mutable_sync()->set_end_ns(i == 6 ? kT0 : at + 3 * kMs);
+  }
+  root.Exit(t + 100 * kMs);
+  root.Write(run);
+  Result r = Run({"report", "--no-color", run});
+  EXPECT_TRUE(r.exited(1)) << r.Describe();
+  EXPECT_EQ(r.out.find("1844674"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("pinscope report: warning: file " + run +
+                       "/100.pstrace: 3 intervals end before they start (1 copy, 1 sync, 1 "
+                       "device activity): taken as 0 long"),
+            std::string::npos)
+      << r.err;
+  r = Run({"report", "--json", run});
+  EXPECT_TRUE(r.exited(1)) << r.Describe();
+  EXPECT_EQ(r.out.find("1844674"), std::string::npos);
+}
+
+// --- files pinscope writes --------------------------------------------------
+
+TEST_F(CliInputsTest, OutputFilesAreWrittenReadableByTheOwnerOnly) {
+  const std::string run = WriteRun("run", 1);
+  const auto mode = [](const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
+  };
+  testing::WriteFile(Path("old.pftrace"), "x");
+  ASSERT_EQ(chmod(Path("old.pftrace").c_str(), 0644), 0);
+  for (const std::string name : {"t.pftrace", "t.pftrace.gz", "old.pftrace"}) {
+    Result r = Run({"export", "--perfetto", Path(name), run});
+    EXPECT_TRUE(r.exited(0)) << r.Describe();
+    EXPECT_EQ(mode(Path(name)), 0600) << name;
+  }
+  Result r = Run({"report", "--html", Path("r.html"), run});
+  EXPECT_TRUE(r.exited(0)) << r.Describe();
+  EXPECT_EQ(mode(Path("r.html")), 0600);
+}
+
+// --- pinscope run checks the shim's variables first -------------------------
+
+TEST_F(CliInputsTest, RunRefusesABadShimVariableBeforeStartingTheJob) {
+  Limits limits;
+  limits.env = {{"PINSCOPE_PIN_MIN", "lots"}, {"PINSCOPE_STACKS", "999"}};
+  Result r = Run({"run", "-o", "out", "--", "/bin/sh", "-c", "touch started"}, limits);
+  EXPECT_TRUE(r.exited(125)) << r.Describe();
+  EXPECT_EQ(r.err,
+            "pinscope run: PINSCOPE_STACKS=\"999\" is not a whole number from 0 to 256\n"
+            "pinscope run: PINSCOPE_PIN_MIN=\"lots\" is not a size (use e.g. 1048576, 512K, 4M, "
+            "2G)\n"
+            "pinscope run: the job was not started (docs/environment.md)\n");
+  EXPECT_FALSE(fs::exists(Path("started")));
+  EXPECT_FALSE(fs::exists(Path("out")));
+  // --pin sets PINSCOPE_PIN for the job: the environment's value is not used.
+  limits.env = {{"PINSCOPE_PIN", "maybe"}};
+  r = Run({"run", "--pin", "--no-report", "-o", "out", "--", "/bin/sh", "-c", "touch started"},
+          limits);
+  EXPECT_TRUE(r.exited(0)) << r.Describe();
+  EXPECT_TRUE(fs::exists(Path("started")));
+  r = Run({"run", "--no-report", "-o", "out2", "--", "/bin/sh", "-c", "exit 4"}, limits);
+  EXPECT_TRUE(r.exited(125)) << r.Describe();
+  EXPECT_EQ(r.err,
+            "pinscope run: PINSCOPE_PIN=\"maybe\" is not 0, 1 or async\n"
+            "pinscope run: the job was not started (docs/environment.md)\n");
+}
+
+}  // namespace
+}  // namespace pinscope
