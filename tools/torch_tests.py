@@ -1,0 +1,439 @@
+#!/usr/bin/env python3
+"""PyTorch's own tests run plain, preloaded, and under transparent pinning
+(issue 17; tools/gpu_torch_tests.sh runs this on the GPU machine).
+
+    torch_tests.py run --tests DIR --shim LIB --work W [--modes plain,preload,pin]
+                       [--files test_dataloader.py,test_cuda.py,test_torch.py]
+                       [--deadline S] [--runner auto|pytest|unittest] [--pinscope BIN]
+
+Each test file's tests are listed once (plain): all of test_dataloader.py;
+of the others the copy tests, picked by name (COPY_NAME), in the classes that
+are not another device's instantiation (the *CPU/*META copies of a generic
+test). Each (mode, file) then runs in its own process, all at once: with
+pytest when the test Python has it (`-v`, node ids), else with unittest
+through this file's driver (`_drive`), which writes one line per test to a
+results file, so a test that kills its process is named. A process that
+dies is started again on the tests it did not reach, the one it died in
+marked `crash`. The modes:
+
+    plain    the tests as they are
+    preload  LD_PRELOAD=LIB, PINSCOPE_OUT=W/runs/preload-FILE
+    pin      also PINSCOPE_PIN=1 PINSCOPE_PIN_MIN=4K: every copy's buffer pinned
+
+Printed: each test's outcome per mode, the tests whose outcomes differ
+between modes, and counts. A test that differs is run again alone in each
+mode, one after the other (no other test process on the GPU), when time is
+left: a difference that the rerun repeats is `confirmed`. What counts is a
+difference: version skew between the test files and the installed torch
+fails a test in every mode. Writes W/outcomes.tsv and W/summary.txt.
+Exit 0: every test ran in every mode and none differs; 1: a confirmed
+difference (or one not rerun), or tests left unrun; 2: the check could not
+run. A test that runs --test-timeout seconds with no other ending is
+stopped (`timeout`) and the rest go on in a new process.
+"""
+import argparse
+import concurrent.futures
+import os
+import re
+import subprocess
+import sys
+import time
+
+# A copy test's method name, by its words: test_to_non_blocking,
+# test_copy_broadcast, test_pin_memory, test_is_pinned..., test_memory_stats.
+COPY_NAME = re.compile(r"^test(_.*)?_(to|copy|copy_|pin|pinned|pin_memory|non_blocking|nonblocking|is_pinned|memory)(_|$)")
+OTHER_DEVICE_CLASS = re.compile(r"(CPU|META|MPS|XLA|LAZY|PRIVATEUSE1)$")
+MODES = ("plain", "preload", "pin")
+PYTEST_LINE = re.compile(r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b")
+PYTEST_OUTCOME = {"PASSED": "pass", "FAILED": "fail", "SKIPPED": "skip", "ERROR": "error",
+                  "XFAIL": "xfail", "XPASS": "xpass"}
+
+
+def die(msg):
+    print("torch_tests.py: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+# ---- inside the test Python: list and drive (unittest) ----------------------
+
+def _import(test_dir, file):
+    sys.path.insert(0, test_dir)
+    os.chdir(test_dir)
+    sys.argv = [file]  # common_utils parses sys.argv when imported
+    import importlib
+    return importlib.import_module(file[:-3])
+
+
+def _walk(suite):
+    import unittest
+    for t in suite:
+        if isinstance(t, unittest.TestSuite):
+            yield from _walk(t)
+        else:
+            yield t
+
+
+def cmd_list(args):
+    import unittest
+    mod = _import(args.tests, args.file)
+    for t in _walk(unittest.TestLoader().loadTestsFromModule(mod)):
+        cls, meth = type(t).__name__, getattr(t, "_testMethodName", "")
+        if not meth or cls.startswith("_"):
+            continue  # _FailedTest and friends: the import of a part failed
+        if not args.all and (OTHER_DEVICE_CLASS.search(cls) or not COPY_NAME.search(meth)):
+            continue
+        print("%s::%s::%s" % (args.file, cls, meth))
+
+
+def cmd_drive(args):
+    import unittest
+    ids = open(args.ids).read().split()
+    out = os.open(args.results, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def note(line):
+        os.write(out, (line + "\n").encode())
+
+    mod = _import(args.tests, args.file)
+
+    class Result(unittest.TextTestResult):
+        def startTest(self, test):
+            note("start " + self._id(test))
+            super().startTest(test)
+
+        def _id(self, test):
+            return "%s::%s::%s" % (args.file, type(test).__name__, test._testMethodName)
+
+        def _end(self, test, outcome):
+            note("end %s %s" % (self._id(test), outcome))
+
+        def addSuccess(self, test):
+            super().addSuccess(test); self._end(test, "pass")
+
+        def addFailure(self, test, err):
+            super().addFailure(test, err); self._end(test, "fail")
+
+        def addError(self, test, err):
+            super().addError(test, err)
+            if hasattr(test, "_testMethodName"):
+                self._end(test, "error")
+
+        def addSkip(self, test, reason):
+            super().addSkip(test, reason); self._end(test, "skip")
+
+        def addExpectedFailure(self, test, err):
+            super().addExpectedFailure(test, err); self._end(test, "xfail")
+
+        def addUnexpectedSuccess(self, test):
+            super().addUnexpectedSuccess(test); self._end(test, "xpass")
+
+    suite = unittest.TestSuite()
+    loader = unittest.TestLoader()
+    for i in ids:
+        _, cls, meth = i.split("::")
+        suite.addTest(loader.loadTestsFromName(cls + "." + meth, mod))
+    unittest.TextTestRunner(verbosity=2, resultclass=Result, stream=sys.stderr).run(suite)
+
+
+# ---- the orchestrator ---------------------------------------------------------
+
+def env_for(mode, args, file, tag="list"):
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+    for k in ("LD_PRELOAD", "PINSCOPE_OUT", "PINSCOPE_PIN", "PINSCOPE_PIN_MIN"):
+        env.pop(k, None)
+    pylib = os.path.join(args.tests, "pylib")  # expecttest, psutil: last, a module installed wins
+    if os.path.isdir(pylib):
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), pylib]))
+    if mode != "plain":
+        env["LD_PRELOAD"] = args.shim
+        env["PINSCOPE_OUT"] = run_dir(args, mode, file, tag)
+    if mode == "pin":
+        env["PINSCOPE_PIN"] = "1"
+        env["PINSCOPE_PIN_MIN"] = "4K"
+    return env
+
+
+def run_dir(args, mode, file, tag):
+    # One run folder per process: a restarted process is another run.
+    return os.path.join(args.work, "runs", "%s-%s.%s" % (mode, file[:-3], tag))
+
+
+def list_tests(args, file):
+    cmd = [args.python, os.path.abspath(__file__), "_list", "--tests", args.tests, "--file", file]
+    if file == "test_dataloader.py":
+        cmd.append("--all")
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env_for("plain", args, file),
+                       timeout=max(30, args.deadline - time.monotonic()))
+    if p.returncode != 0:
+        return None, p.stderr.strip().splitlines()[-1:] or ["exit %d" % p.returncode]
+    return [l for l in p.stdout.split() if "::" in l], []
+
+
+def progress(args, log_path, results):
+    """({id: outcome} so far, the id started and not ended or None)."""
+    got, started = {}, None
+    if args.runner == "pytest":
+        text = open(log_path, errors="replace").read() if os.path.exists(log_path) else ""
+        for line in text.splitlines():
+            m = PYTEST_LINE.match(line)
+            if m:
+                got[m.group(1)] = PYTEST_OUTCOME[m.group(2)]
+        tail = text.rstrip("\n").rsplit("\n", 1)[-1].split(" ")[0]
+        if "::" in tail and tail not in got:
+            started = tail
+    elif os.path.exists(results):
+        for line in open(results, errors="replace"):
+            parts = line.split()
+            if parts[:1] == ["start"] and len(parts) == 2:
+                started = parts[1]
+            elif parts[:1] == ["end"] and len(parts) == 3:
+                got[parts[1]] = parts[2]
+                if parts[1] == started:
+                    started = None
+    return got, started
+
+
+def run_once(args, mode, file, ids, log, tag):
+    """One process on ids: ({id: outcome} it reported, why it died or "").
+    A test that runs past --test-timeout with no other test ending is
+    stopped with its process group (DataLoader workers too): `timeout`."""
+    env = env_for(mode, args, file, tag)
+    ids_file = "%s.%s.ids" % (log, tag)
+    log_path = "%s.%s.log" % (log, tag)
+    results = "%s.%s.results" % (log, tag)
+    with open(ids_file, "w") as f:
+        f.write("\n".join(ids) + "\n")
+    if args.deadline - time.monotonic() < 5:
+        return {}, "deadline"
+    if args.runner == "pytest":
+        cmd = [args.python, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-o", "addopts=",
+               "--rootdir", args.tests] + ids
+    else:
+        cmd = [args.python, os.path.abspath(__file__), "_drive", "--tests", args.tests,
+               "--file", file, "--ids", ids_file, "--results", results]
+    died, last_n, last_t = "", -1, time.monotonic()
+    with open(log_path, "w") as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=args.tests, env=env,
+                             start_new_session=True)
+        while p.poll() is None:
+            time.sleep(0.5)
+            got, started = progress(args, log_path, results)
+            now = time.monotonic()
+            if len(got) != last_n:
+                last_n, last_t = len(got), now
+            stop = ""
+            if now > args.deadline:
+                stop = "deadline"
+            elif now - last_t > args.test_timeout:
+                stop = "timeout"
+            if stop:
+                try:
+                    os.killpg(p.pid, 9)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+                died = stop
+    rc = p.returncode
+    try:  # whatever the tests left running in the group
+        os.killpg(p.pid, 9)
+    except (ProcessLookupError, PermissionError):
+        pass
+    got, started = progress(args, log_path, results)
+    if rc not in (0, 1) and not died:
+        died = "exit %s" % rc
+    if died and started and started in ids and started not in got:
+        got[started] = {"timeout": "timeout", "deadline": "notrun"}.get(died, "crash")
+    return got, died
+
+
+def run_mode_file(args, mode, file, ids):
+    """Runs ids in one mode, restarting after a crash; {id: outcome}."""
+    log = os.path.join(args.work, "logs", "%s-%s" % (mode, file[:-3]))
+    outcomes, todo, n = {}, list(ids), 0
+    while todo:
+        n += 1
+        got, died = run_once(args, mode, file, todo, log, "r%d" % n)
+        outcomes.update(got)
+        todo = [i for i in todo if i not in outcomes]
+        if not died or not todo:
+            break
+        print("  [%s %s] process %d ended (%s) with %d tests left" % (mode, file, n, died, len(todo)),
+              flush=True)
+        if died == "deadline" or time.monotonic() > args.deadline - 5 or not got:
+            break
+    for i in todo:
+        outcomes.setdefault(i, "notrun")
+    return outcomes
+
+
+def report_check(args, mode, file):
+    """The preloaded runs of (mode, file): trace files, and `pinscope report`'s exit."""
+    prefix = "%s-%s." % (mode, file[:-3])
+    runs = sorted(d for d in os.listdir(os.path.join(args.work, "runs")) if d.startswith(prefix))
+    traces, codes, first = 0, {}, ""
+    for d in runs:
+        d = os.path.join(args.work, "runs", d)
+        n = len([f for f in os.listdir(d) if f.endswith(".pstrace")])
+        traces += n
+        if not args.pinscope or n == 0:
+            continue
+        p = subprocess.run([args.pinscope, "report", d], capture_output=True, text=True)
+        codes[p.returncode] = codes.get(p.returncode, 0) + 1
+        # Exit 1: a file was cut or empty (a process killed at its timeout is).
+        probs = [l.strip() for l in (p.stderr + p.stdout).splitlines()
+                 if l.strip().startswith(("error ", "warning "))]
+        if p.returncode and not first:
+            first = (probs or p.stderr.strip().splitlines() or ["no message"])[0][:160]
+    out = "%d runs, %d trace files" % (len(runs), traces)
+    if codes:
+        out += ", report exit " + ", ".join("%d: %d" % (c, n) for c, n in sorted(codes.items()))
+    return out + ("; first problem: " + first if first else "")
+
+
+def cmd_run(args):
+    args.tests = os.path.abspath(args.tests)
+    args.work = os.path.abspath(args.work)
+    args.deadline = time.monotonic() + args.time
+    modes = args.modes.split(",")
+    for m in modes:
+        if m not in MODES:
+            die("unknown mode %r (the modes: %s)" % (m, ", ".join(MODES)))
+    files = args.files.split(",")
+    for f in files:
+        if not os.path.isfile(os.path.join(args.tests, f)):
+            die("no %s in %s (tools/gpu_fetch_torch_tests.sh puts it there)" % (f, args.tests))
+    if any(m != "plain" for m in modes):
+        if not args.shim or not os.path.isfile(args.shim):
+            die("the shim %r is not a file (--shim)" % args.shim)
+        args.shim = os.path.abspath(args.shim)
+    if args.pinscope:
+        if not (os.path.isfile(args.pinscope) and os.access(args.pinscope, os.X_OK)):
+            die("--pinscope %r is not an executable file" % args.pinscope)
+        args.pinscope = os.path.abspath(args.pinscope)
+    if args.runner == "auto":
+        has = subprocess.run([args.python, "-c", "import pytest"], capture_output=True).returncode == 0
+        args.runner = "pytest" if has else "unittest"
+    os.makedirs(os.path.join(args.work, "logs"), exist_ok=True)
+    os.makedirs(os.path.join(args.work, "runs"), exist_ok=True)
+    print("runner: %s; python: %s; modes: %s" % (args.runner, args.python, ", ".join(modes)), flush=True)
+
+    selected = {}
+    for f in files:
+        ids, err = list_tests(args, f)
+        if ids is None:
+            print("%s: cannot list its tests (import failed, plain): %s" % (f, " ".join(err)))
+            continue
+        if args.limit:
+            ids = ids[:args.limit]
+        selected[f] = ids
+        print("%s: %d tests selected" % (f, len(ids)), flush=True)
+    if not any(selected.values()):
+        die("no test selected")
+
+    table = {}  # id -> {mode: outcome}
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(modes) * len(selected)) as pool:
+        futs = {pool.submit(run_mode_file, args, m, f, ids): (m, f)
+                for f, ids in selected.items() for m in modes}
+        for fut in concurrent.futures.as_completed(futs):
+            m, f = futs[fut]
+            for i, o in fut.result().items():
+                table.setdefault(i, {})[m] = o
+            print("  [%s %s] done at %.0f s" % (m, f, time.monotonic() - t0), flush=True)
+
+    differ = [i for i in sorted(table) if len({table[i].get(m, "notrun") for m in modes}) > 1]
+    rerun = {}
+    for i in differ:
+        if time.monotonic() > args.deadline - 20:
+            break
+        f = i.split("::")[0]
+        rerun[i] = {m: run_once(args, m, f, [i], os.path.join(args.work, "logs", "rerun-" + m),
+                                re.sub(r"\W", "_", i))[0].get(i, "notrun") for m in modes}
+
+    lines = []
+    w = max([len(i) for i in table] + [10])
+    lines.append("%-*s  %s" % (w, "test", "  ".join("%-8s" % m for m in modes)))
+    for i in sorted(table):
+        row = "  ".join("%-8s" % table[i].get(m, "notrun") for m in modes)
+        mark = "  <- differs" if i in differ else ""
+        lines.append("%-*s  %s%s" % (w, i, row, mark))
+    lines.append("")
+    confirmed = []
+    if differ:
+        lines.append("Differences between modes (%d):" % len(differ))
+        for i in differ:
+            first = ", ".join("%s %s" % (m, table[i].get(m, "notrun")) for m in modes)
+            if i in rerun:
+                again = ", ".join("%s %s" % (m, rerun[i][m]) for m in modes)
+                differs = len(set(rerun[i].values())) > 1
+                if differs:
+                    confirmed.append(i)
+                lines.append("  %s: %s; alone: %s -> %s" % (i, first, again,
+                             "confirmed" if differs else "not repeated alone"))
+            else:
+                confirmed.append(i)
+                lines.append("  %s: %s; not rerun (no time left)" % (i, first))
+    else:
+        lines.append("Differences between modes: none")
+    lines.append("")
+    lines.append("Counts (%d tests):" % len(table))
+    kinds = ["pass", "fail", "error", "skip", "xfail", "xpass", "crash", "timeout", "notrun"]
+    for m in modes:
+        c = [(k, sum(1 for i in table if table[i].get(m, "notrun") == k)) for k in kinds]
+        lines.append("  %-8s %s" % (m, ", ".join("%s %d" % (k, n) for k, n in c if n)))
+    for f in selected:
+        for m in modes:
+            if m != "plain":
+                lines.append("  %s %s: %s" % (m, f, report_check(args, m, f)))
+    lines.append("")
+    notrun = [i for i in table if any(table[i].get(m, "notrun") == "notrun" for m in modes)]
+    if confirmed:
+        result = "%d tests differ between modes" % len(confirmed)
+    elif notrun:
+        result = "incomplete: %d of %d tests not run in every mode (time ran out)" % (len(notrun), len(table))
+    else:
+        result = "no difference between modes in %d tests" % len(table)
+    lines.append("result: " + result)
+    text = "\n".join(lines) + "\n"
+    sys.stdout.write(text)
+    with open(os.path.join(args.work, "summary.txt"), "w") as f:
+        f.write(text)
+    with open(os.path.join(args.work, "outcomes.tsv"), "w") as f:
+        f.write("test\t" + "\t".join(modes) + "\n")
+        for i in sorted(table):
+            f.write(i + "\t" + "\t".join(table[i].get(m, "notrun") for m in modes) + "\n")
+    return 1 if confirmed or notrun else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--tests", required=True, help="folder of the test files")
+    r.add_argument("--shim", default="", help="libpinscope.so")
+    r.add_argument("--work", required=True, help="folder for logs, run folders and results")
+    r.add_argument("--modes", default=",".join(MODES))
+    r.add_argument("--files", default="test_dataloader.py,test_cuda.py,test_torch.py")
+    r.add_argument("--python", default=sys.executable, help="the Python with torch")
+    r.add_argument("--runner", default="auto", choices=["auto", "pytest", "unittest"])
+    r.add_argument("--time", type=float, default=360, help="seconds for everything")
+    r.add_argument("--test-timeout", type=float, default=60,
+                   help="seconds one test may run with no other ending (then: timeout, process restarted)")
+    r.add_argument("--limit", type=int, default=0, help="at most this many tests per file")
+    r.add_argument("--pinscope", default="", help="pinscope binary: report every preloaded run")
+    for name in ("_list", "_drive"):
+        s = sub.add_parser(name)
+        s.add_argument("--tests", required=True)
+        s.add_argument("--file", required=True)
+        s.add_argument("--all", action="store_true")
+        s.add_argument("--ids")
+        s.add_argument("--results")
+    args = ap.parse_args()
+    if args.cmd == "run":
+        if args.time <= 0:
+            die("--time must be positive, not %s" % args.time)
+        sys.exit(cmd_run(args))
+    (cmd_list if args.cmd == "_list" else cmd_drive)(args)
+
+
+if __name__ == "__main__":
+    main()
