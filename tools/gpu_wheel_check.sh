@@ -27,7 +27,7 @@ step() { echo; echo "=== $* ($(date +%T), ${SECONDS} s)"; }
 finish() {
   step "pack"
   echo "wheel check: $fails failed"
-  (cd "$W" && tar czf "$OUT/wheel-check.tgz" --exclude=venv --exclude='run-*' . $(ls -d run-*/report.txt 2>/dev/null))
+  (cd "$W" && tar czf "$OUT/wheel-check.tgz" --exclude=venv --exclude='run-*' .)
   ls -la "$OUT"
   exit $((fails > 0))
 }
@@ -80,6 +80,7 @@ for mode in plain pin; do
   tail -3 "$W/$mode.err"
   [ $rc -eq 0 ] || { fail "pinscope run ($mode): exit $rc"; continue; }
   run pinscope report "$dir" > "$dir/report.txt" 2>"$dir/report.err" || fail "pinscope report ($mode): $(tail -2 "$dir/report.err")"
+  cp "$dir/report.txt" "$W/$mode.report.txt"
   sed -n '1,/^What to change/p' "$dir/report.txt"
   grep -qE '^ +H2D +(pageable|shm|pinned)' "$dir/report.txt" || fail "($mode) no H2D copies in the report"
   grep -q "timed by pinscope's Python hook" "$dir/report.txt" ||
