@@ -14,7 +14,7 @@ pkgs=(cmake make g++ pkg-config
       clang-14 libclang-rt-14-dev
       libjemalloc2 libtcmalloc-minimal4 valgrind
       util-linux zlib1g-dev
-      python3-venv dpkg-dev)  # tools.wheel: a fresh venv for the wheel; dpkg-shlibdeps for the .deb
+      python3-venv dpkg-dev patchelf)  # tools.wheel: a venv; dpkg-shlibdeps (.deb); RUNPATH of carried libs
 
 # chromium-headless-shell (Debian bookworm's, from the chromium source):
 # the HTML report's browser test opens the page and takes a screenshot (with

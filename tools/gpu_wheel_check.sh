@@ -88,6 +88,8 @@ for mode in plain pin; do
   if [ "$mode" = pin ]; then
     grep -q '^Pinning' "$dir/report.txt" || fail "(pin) no Pinning section"
   fi
+  grep -q "cannot load libunwind" "$W/$mode.err" &&
+    fail "($mode) the shim did not load the wheel's libunwind.so.8: $(grep -m1 'cannot load libunwind' "$W/$mode.err")"
   n=$(ls "$dir"/*.pstrace | wc -l)
   [ "$n" -ge 9 ] || fail "($mode) $n trace files; the main process and 8 workers make 9"
   ok "($mode) exit 0, $n trace files, report made"

@@ -2,7 +2,7 @@
 """Assembles pinscope's wheel from a CMake install tree (tools/build_wheel.sh
 runs it; issue 18).
 
-    make_wheel.py STAGE OUTDIR --version V
+    make_wheel.py STAGE OUTDIR --version V [--carry /usr/lib/.../libunwind.so.8]
 
 STAGE is `cmake --install BUILD --prefix STAGE`: bin/pinscope,
 lib/libpinscope.so, share/pinscope/python, share/doc/pinscope. The wheel
@@ -15,6 +15,13 @@ the docs the messages name are in ENV/share/doc/pinscope. No Python code.
 Every ELF file is checked with readelf: it may need only glibc's libraries
 and the C++ runtime (PINSCOPE_STATIC_DEPS links protobuf and zlib in); the
 newest GLIBC_ symbol version any of them needs gives the manylinux tag.
+
+--carry LIB puts a library the shim dlopens next to libpinscope.so
+(libunwind.so.8: shim/stacks/stacks.cc looks there first), with the
+libraries it needs beyond glibc (Debian's needs liblzma.so.5, found with
+ldconfig -p), and sets the carried files' RUNPATH to $ORIGIN (patchelf), so
+they load each other from the environment's lib/ and nothing from the
+system.
 """
 import argparse
 import base64
@@ -52,11 +59,37 @@ def elf_facts(path):
     return needed, glibc, machine
 
 
+def system_library(soname):
+    p = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        parts = line.strip().split(" => ")
+        if len(parts) == 2 and parts[0].split(" ")[0] == soname and "x86-64" in parts[0]:
+            return parts[1]
+    die("%s: not found with ldconfig -p (a library to carry needs it)" % soname)
+
+
+def carried(libs):
+    """[(soname, path)]: libs and what they need beyond ALLOWED, transitively."""
+    out, todo = [], [(os.path.basename(l), l) for l in libs]
+    while todo:
+        name, path = todo.pop(0)
+        if any(n == name for n, _ in out):
+            continue
+        if not os.path.isfile(path):
+            die("--carry %s: not a file" % path)
+        out.append((name, path))
+        for n in elf_facts(path)[0]:
+            if n not in ALLOWED:
+                todo.append((n, system_library(n)))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("stage")
     ap.add_argument("outdir")
     ap.add_argument("--version", required=True)
+    ap.add_argument("--carry", action="append", default=[], help="a library to put next to libpinscope.so")
     args = ap.parse_args()
     if not re.fullmatch(r"\d+(\.\d+)*([a-z0-9.+-]*)", args.version):
         die("--version %r is not a version like 0.1.0" % args.version)
@@ -75,6 +108,19 @@ def main():
     # (path in the wheel, file on disk, executable)
     files = [("scripts/pinscope", exe, True),
              ("data/lib/libpinscope.so", os.path.join(stage, libdirs[0], "libpinscope.so"), True)]
+    patched = []
+    if args.carry:
+        import shutil
+        import tempfile
+        if not shutil.which("patchelf"):
+            die("--carry needs patchelf (apt install patchelf) to set the carried libraries' RUNPATH")
+        tmp = tempfile.mkdtemp(prefix="make_wheel.")
+        for name, path in carried(args.carry):
+            copy = os.path.join(tmp, name)
+            shutil.copyfile(path, copy)
+            subprocess.run(["patchelf", "--set-rpath", "$ORIGIN", copy], check=True)
+            files.append(("data/lib/" + name, copy, True))
+            patched.append(name)
     for top in ("share/pinscope", "share/doc/pinscope"):
         for root, dirs, names in os.walk(os.path.join(stage, top)):
             dirs.sort()
@@ -89,7 +135,7 @@ def main():
         if not is_elf(full):
             continue
         needed, g, m = elf_facts(full)
-        bad = [n for n in needed if n not in ALLOWED]
+        bad = [n for n in needed if n not in ALLOWED and n not in patched]
         if bad:
             die("%s needs %s, which a wheel cannot assume: configure with -DPINSCOPE_STATIC_DEPS=ON "
                 "(libprotobuf.a, libz.a)" % (os.path.relpath(full, stage), ", ".join(bad)))

@@ -29,13 +29,17 @@ python3 -m venv --without-pip "$tmp/venv" || { echo "FAIL: python3 -m venv (pyth
 python3 -m pip --python "$tmp/venv/bin/python" install -q --no-index --no-deps "$whl" > "$tmp/pip.log" 2>&1 ||
   { cat "$tmp/pip.log"; echo "FAIL: pip install of the wheel"; exit 1; }
 v=$tmp/venv
-for f in bin/pinscope lib/libpinscope.so share/pinscope/python/pinscope_hook.py \
+for f in bin/pinscope lib/libpinscope.so lib/libunwind.so.8 lib/liblzma.so.5 share/pinscope/python/pinscope_hook.py \
          share/pinscope/python/sitecustomize.py share/doc/pinscope/cli.md share/doc/pinscope/pinning.md; do
   [ -f "$v/$f" ] || fail "the venv has no $f"
 done
 [ -x "$v/bin/pinscope" ] || fail "bin/pinscope is not executable"
 
 allowed=" libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 librt.so.1 ld-linux-x86-64.so.2 libstdc++.so.6 libgcc_s.so.1 "
+for f in "$v/lib/libunwind.so.8" "$v/lib/liblzma.so.5"; do
+  [ "$(readelf -dW "$f" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')" = '$ORIGIN' ] ||
+    fail "$(basename "$f"): RUNPATH is not \$ORIGIN"
+done
 for f in "$v/bin/pinscope" "$v/lib/libpinscope.so"; do
   needed=$(readelf -dW "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
   [ -n "$needed" ] || fail "$f: readelf found no NEEDED entry"
@@ -69,6 +73,16 @@ ls "$tmp"/run/*.pstrace > /dev/null 2>&1 || fail "pinscope run left no trace in 
 grep -qE '^ +H2D +pageable +1 +4\.0 MiB' "$tmp/run.err" && grep -qE '^ +D2H +pageable +1 +4\.0 MiB' "$tmp/run.err" ||
   fail "the run's report (stderr: the job owns stdout) lacks its two copies: $(grep -A4 '^Copies by' "$tmp/run.err")"
 run pinscope report "$tmp/run" > /dev/null 2>&1 || fail "pinscope report of the run"
+
+# The shim's stacks load the carried libunwind, which loads the carried
+# liblzma (its RUNPATH), not the system's (this machine has both).
+rv=$(realpath "$v")
+run LD_DEBUG=libs pinscope run --no-report -o "$tmp/run-unwind" -- "$job" > /dev/null 2> "$tmp/ld.txt"
+grep -q "calling init: $rv/lib/libunwind.so.8\$" "$tmp/ld.txt" && grep -q "calling init: $rv/lib/liblzma.so.5\$" "$tmp/ld.txt" ||
+  fail "the job did not load the venv's libunwind.so.8 and liblzma.so.5: $(grep -E 'calling init: .*(unwind|lzma)' "$tmp/ld.txt")"
+grep -qE "calling init: /(usr/)?lib/x86_64-linux-gnu/(libunwind|liblzma)" "$tmp/ld.txt" &&
+  fail "the job loaded the system's libunwind or liblzma too"
+ok "the shim loads the carried libunwind.so.8 and liblzma.so.5"
 
 real_lib=$(realpath "$v/lib/libpinscope.so")
 seen=$(run pinscope run --no-report -o "$tmp/run2" -- /bin/sh -c 'printf "%s\n%s\n" "$LD_PRELOAD" "$PYTHONPATH"' 2>/dev/null)
