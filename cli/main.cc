@@ -8,8 +8,10 @@
 
 #include <google/protobuf/stubs/logging.h>
 
+#include "analyzer/common/doc_path.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/run_setup.h"
 
 namespace {
 
@@ -63,8 +65,9 @@ void PrintMainUsage(FILE* to) {
                "  pinscope run -- python train.py     # trace the job, report at the end\n"
                "  pinscope report pinscope-20261129-101500\n"
                "\n"
-               "See docs/cli.md for every option, exit status and environment variable.\n",
-               "help", "show this help, or a command's: pinscope help COMMAND");
+               "See %s for every option, exit status and environment variable.\n",
+               "help", "show this help, or a command's: pinscope help COMMAND",
+               pinscope::DocPath("cli.md").c_str());
 }
 
 int Help(int argc, char** argv) {
@@ -128,6 +131,7 @@ int main(int argc, char** argv) {
   // file and byte offset; libprotobuf's own stderr lines about it are noise.
   google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int,
                                      const std::string&) {});
+  pinscope::SetInstalledDocDir(pinscope::cli::FindInstalledDocDir());
   try {
     return Dispatch(argc, argv);
   } catch (const std::exception& e) {

@@ -138,6 +138,14 @@ std::string FindPythonHookDir() {
   return has_hook(dir) ? RealPath(dir) : std::string();
 }
 
+std::string FindInstalledDocDir() {
+  const std::string exe = SelfExePath();
+  const size_t slash = exe.rfind('/');
+  if (slash == std::string::npos) return "";
+  const std::string dir = exe.substr(0, slash) + "/../share/doc/pinscope";
+  return IsRegularFile(dir + "/cli.md") ? RealPath(dir) : std::string();
+}
+
 std::string BuildPythonPath(const std::string& hook_dir, const char* existing) {
   if (!existing || !*existing) return hook_dir;
   return hook_dir + ":" + existing;

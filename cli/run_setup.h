@@ -29,6 +29,11 @@ bool FindShimLibrary(std::string* path, std::string* error);
 // trees). Empty when not found: the job then runs without DataLoader timing.
 std::string FindPythonHookDir();
 
+// The installed docs, ../share/doc/pinscope next to this executable when it
+// holds cli.md (an install: the wheel, the .deb); empty in the build tree,
+// whose messages name docs/ (analyzer/common/doc_path.h).
+std::string FindInstalledDocDir();
+
 // PYTHONPATH for the job: the hook's folder first, then the user's entries.
 std::string BuildPythonPath(const std::string& hook_dir, const char* existing);
 

@@ -32,6 +32,7 @@
 #include <sstream>
 #include <string>
 
+#include "analyzer/common/doc_path.h"
 #include "analyzer/common/format.h"
 #include "analyzer/tune/host_checks.h"
 #include "analyzer/tune/trial_choice.h"
@@ -367,13 +368,13 @@ int Tuner::Baseline() {
                  "pinscope tune: no DataLoader to tune: %s (the baseline's report has no loader "
                  "events: pinscope report %s). Tune changes the settings of a "
                  "torch.utils.data.DataLoader through pinscope's Python hook; a job without one, "
-                 "or whose loader the hook cannot reach (docs/python-hook.md), has nothing to "
+                 "or whose loader the hook cannot reach (%s), has nothing to "
                  "tune.\n",
                  !last_.traced      ? "the job left no trace (no CUDA call, no DataLoader)"
                  : m.loader_present ? "a loader was inferred from workers' shared memory, but "
                                       "the Python hook never saw it iterate"
                                     : "the Python hook saw no DataLoader iterate",
-                 ShellQuote(folder).c_str());
+                 ShellQuote(folder).c_str(), DocPath("python-hook.md").c_str());
     return kTuneExitNothing;
   }
   if (t.Rate() <= 0) {

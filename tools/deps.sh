@@ -13,7 +13,8 @@ pkgs=(cmake make g++ pkg-config
       python3 python3-torch python3-numpy python3-protobuf python3-pip
       clang-14 libclang-rt-14-dev
       libjemalloc2 libtcmalloc-minimal4 valgrind
-      util-linux zlib1g-dev)
+      util-linux zlib1g-dev
+      python3-venv dpkg-dev patchelf)  # tools.wheel: a venv; dpkg-shlibdeps (.deb); RUNPATH of carried libs
 
 # chromium-headless-shell (Debian bookworm's, from the chromium source):
 # the HTML report's browser test opens the page and takes a screenshot (with

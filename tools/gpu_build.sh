@@ -5,7 +5,9 @@
 # put in .gpu/debs (libunwind, libdw, libelf, nlohmann-json: what that
 # machine lacks). libdw's pkg-config file asks for liblzma's, which the
 # machine lacks: a stub .pc answers; the .pc files name /usr/include, so the
-# unpacked headers are added by hand. About 30 s with -j16.
+# unpacked headers are added by hand. About 30 s with -j16. Protobuf stays
+# shared (PINSCOPE_STATIC_DEPS=OFF), as it always linked there; the wheel
+# (tools/build_wheel.sh, built elsewhere) is the glibc-only build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=${PINSCOPE_PREFIX:-/tmp/ps}
@@ -21,7 +23,7 @@ Cflags:
 PC
 export PKG_CONFIG_PATH="$deps/usr/lib/x86_64-linux-gnu/pkgconfig:$deps/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
 export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-cmake -S . -B /tmp/psbuild -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPINSCOPE_BUILD_TESTS=OFF \
+cmake -S . -B /tmp/psbuild -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPINSCOPE_BUILD_TESTS=OFF -DPINSCOPE_STATIC_DEPS=OFF \
   -DCMAKE_PREFIX_PATH="$deps/usr" -DCMAKE_CXX_FLAGS="-I$deps/usr/include" \
   -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib \
   -DCMAKE_INSTALL_RPATH="\$ORIGIN/../lib;$deps/usr/lib/x86_64-linux-gnu" >/tmp/psbuild.log 2>&1 ||

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "analyzer/common/doc_path.h"
 #include "analyzer/common/format.h"
 #include "analyzer/common/trace_names.h"
 #include "analyzer/report/report.h"
@@ -152,7 +153,7 @@ class PageableStagingRule : public BottleneckRule {
           "Pin the batches: pin_memory=True in the DataLoader, or run under PINSCOPE_PIN=1 so "
           "pinscope pins the shm mappings; with pin_memory, check the pin thread keeps up (it "
           "adds a host copy of every batch). PINSCOPE_PIN=1 registers every new shm batch once "
-          "(measured 5-10 ms per 55 MiB on an H200, docs/pinning.md), which eats into this "
+          "(measured 5-10 ms per 55 MiB on an H200, " + DocPath("pinning.md") + "), which eats into this "
           "saving: compare both with `pinscope diff`.";
       const BatchLoop& loop = report.input().loop();
       if (loop.found) {
@@ -584,7 +585,7 @@ class PinThreadRule : public BottleneckRule {
                  "; the copy from pinned memory takes " + FormatDuration(copy_pinned) + ".";
     f.action = "Set pin_memory=False and run under PINSCOPE_PIN=1: pinscope pins the workers' shm "
                "batches in place, so no thread copies them (it pays one registration per new "
-               "batch segment, docs/pinning.md). Estimated saving " +
+               "batch segment, " + DocPath("pinning.md") + "). Estimated saving " +
                FormatDuration(saving) + " (" + FormatPercent(f.fraction) +
                " of the main process's life), an upper bound: each interval shrinks to max(copy "
                "at the pinned bandwidth, the workers' interval) = " + FormatDuration(after) +

@@ -1,4 +1,5 @@
 // The report's word wrap and human units (analyzer/common/format.h).
+#include "analyzer/common/doc_path.h"
 #include "analyzer/common/format.h"
 
 #include <gtest/gtest.h>
@@ -45,6 +46,16 @@ TEST(Format, HumanUnits) {
   EXPECT_EQ(FormatPercent(0.312), "31.2%");
   EXPECT_EQ(Truncate("abcdefgh", 5), "ab...");
   EXPECT_EQ(DisplayWidth("\xc2\xb5s"), 2u);
+}
+
+// The docs a message names: docs/ in the source and build trees, the
+// install's folder once the CLI found one (a trailing slash dropped).
+TEST(DocPath, NamesDocsUnlessAnInstallFolderIsSet) {
+  EXPECT_EQ(DocPath("pinning.md"), "docs/pinning.md");
+  SetInstalledDocDir("/opt/venv/share/doc/pinscope/");
+  EXPECT_EQ(DocPath("pinning.md"), "/opt/venv/share/doc/pinscope/pinning.md");
+  SetInstalledDocDir("");
+  EXPECT_EQ(DocPath("cli.md"), "docs/cli.md");
 }
 
 }  // namespace

@@ -429,6 +429,16 @@ TEST_F(CliTest, WorksFromTheInstallTree) {
       Run({"run", "--", "/bin/sh", "-c", "printf %s \"$LD_PRELOAD\" > preload; exit 3"}, {}, bin);
   EXPECT_TRUE(r.exited(3)) << Describe(r);
   EXPECT_EQ(ReadFile(Path("preload")), Real(lib));
+  // The docs the messages name are installed, and the installed CLI names
+  // them there; the build tree's names docs/ (issue 18).
+  const std::string docs = Real(Path("prefix/share/doc/pinscope"));
+  EXPECT_TRUE(fs::exists(docs + "/cli.md"));
+  EXPECT_TRUE(fs::exists(docs + "/pinning.md"));
+  EXPECT_TRUE(fs::exists(docs + "/python-hook.md"));
+  r = Run({"help"}, {}, bin);
+  EXPECT_NE(r.out.find("See " + docs + "/cli.md for every option"), std::string::npos) << r.out;
+  r = Run({"help"});
+  EXPECT_NE(r.out.find("See docs/cli.md for every option"), std::string::npos) << r.out;
 }
 
 TEST_F(CliTest, FindsTheShimInAMultiarchLibdir) {
