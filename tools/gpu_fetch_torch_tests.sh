@@ -19,7 +19,9 @@
 # torch.testing._internal needs expecttest, and test_cuda.py imports psutil;
 # a torch wheel brings neither. Their wheels (pure Python, and psutil's
 # abi3 one for any CPython 3) are unpacked into DEST/pylib, which the check
-# puts last on PYTHONPATH: a module the test Python has wins.
+# puts last on PYTHONPATH: a module the test Python has wins. The same
+# tarball's torch/testing/_internal/*.py go to DEST/torch26/testing/_internal
+# (not importable as such: the shim reads names the installed torch lacks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -30,7 +32,7 @@ while [ $# -gt 0 ]; do
     --version) [ $# -ge 2 ] || { echo "gpu_fetch_torch_tests.sh: --version needs a value (e.g. 2.6)" >&2; exit 2; }
                want=$2; shift 2 ;;
     --version=*) want=${1#--version=}; shift ;;
-    -h|--help) sed -n 2,18p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,24p "$0"; exit 0 ;;
     -*) echo "gpu_fetch_torch_tests.sh: unknown option $1" >&2; exit 2 ;;
     *) dests+=("$1"); shift ;;
   esac
@@ -75,6 +77,12 @@ read -r version sha file <<< "$got"
 mkdir "$tmp/src"
 tar -xf "$tmp/$file" -C "$tmp/src" --wildcards '*/test/*.py' --no-wildcards-match-slash 2>/dev/null ||
   tar -xf "$tmp/$file" -C "$tmp/src" --wildcards '*/test/*.py'
+# torch/testing/_internal/*.py of the same version: where the check's
+# version-skew shim (tools/torch_tests_compat.py) takes what the GPU
+# machine's newer torch.testing._internal no longer defines.
+tar -xf "$tmp/$file" -C "$tmp/src" --wildcards '*/torch/testing/_internal/*.py' --no-wildcards-match-slash 2>/dev/null ||
+  tar -xf "$tmp/$file" -C "$tmp/src" --wildcards '*/torch/testing/_internal/*.py'
+internal=$(find "$tmp/src" -maxdepth 4 -type d -path '*/torch/testing/_internal' | head -1)
 testdir=$(find "$tmp/src" -maxdepth 2 -type d -name test | head -1)
 [ -n "$testdir" ] && [ -f "$testdir/test_dataloader.py" ] ||
   { echo "gpu_fetch_torch_tests.sh: $file has no test/test_dataloader.py" >&2; exit 1; }
@@ -114,8 +122,12 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
 for w in "$tmp"/whl/*.whl; do python3 -m zipfile -e "$w" "$tmp/pylib"; done
 for d in "${dests[@]}"; do
   mkdir -p "$d"
-  rm -rf "$d"/*.py "$d/pylib"
+  rm -rf "$d"/*.py "$d/pylib" "$d/torch26"
   cp -r "$tmp/pylib" "$d/pylib"
+  if [ -n "$internal" ]; then
+    mkdir -p "$d/torch26/testing/_internal"
+    cp "$internal"/*.py "$d/torch26/testing/_internal/"
+  fi
   for f in $files; do cp "$testdir/$f" "$d/"; done
   printf 'pytorch %s (Debian source %s, sha256 %s)\nfiles: %s\n' "$version" "$file" "$sha" "$(echo $files)" > "$d/SOURCE"
   echo "$d: $(echo $files) from pytorch $version"

@@ -4,13 +4,17 @@
 
     torch_tests.py run --tests DIR --shim LIB --work W [--modes plain,preload,pin]
                        [--files test_dataloader.py,test_cuda.py,test_torch.py]
-                       [--deadline S] [--runner auto|pytest|unittest] [--pinscope BIN]
+                       [--time S] [--test-timeout S] [--jobs N] [--shards N] [--reserve S]
+                       [--compat-src DIR] [--runner auto|pytest|unittest] [--pinscope BIN]
 
 Each test file's tests are listed once (plain): all of test_dataloader.py;
 of the others the copy tests, picked by name (COPY_NAME), in the classes that
 are not another device's instantiation (the *CPU/*META copies of a generic
-test). Each (mode, file) then runs in its own process, all at once: with
-pytest when the test Python has it (`-v`, node ids), else with unittest
+test). Each file's tests are dealt round-robin into shards (--shards per
+mode for the largest file, default --jobs / modes; the others in
+proportion), each (mode, shard) in its own process, --jobs (the cores) at
+once, largest first, none past the deadline less --reserve (the reruns'
+time). A process runs its tests with pytest when the test Python has it (`-v`, node ids), else with unittest
 through this file's driver (`_drive`), which writes one line per test to a
 results file, so a test that kills its process is named. A process that
 dies is started again on the tests it did not reach, the one it died in
@@ -23,7 +27,10 @@ marked `crash`. The modes:
 Printed: each test's outcome per mode, the tests whose outcomes differ
 between modes, and counts. A test that differs is run again alone in each
 mode, one after the other (no other test process on the GPU), when time is
-left: a difference that the rerun repeats is `confirmed`. What counts is a
+left: a difference that the rerun repeats is `confirmed`. Names the
+installed torch.testing._internal lacks are supplied as PyTorch 2.6's
+source defines them (--compat-src, default DIR/torch26/testing/_internal:
+tools/torch_tests_compat.py as sitecustomize, every mode alike; listed). What counts is a
 difference: version skew between the test files and the installed torch
 fails a test in every mode. Writes W/outcomes.tsv and W/summary.txt.
 Exit 0: every test ran in every mode and none differs; 1: a confirmed
@@ -141,8 +148,13 @@ def env_for(mode, args, file, tag="list"):
     for k in ("LD_PRELOAD", "PINSCOPE_OUT", "PINSCOPE_PIN", "PINSCOPE_PIN_MIN"):
         env.pop(k, None)
     pylib = os.path.join(args.tests, "pylib")  # expecttest, psutil: last, a module installed wins
-    if os.path.isdir(pylib):
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), pylib]))
+    first = [args.compat_dir] if args.compat_dir else []  # the version-skew shim: first, every mode
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, first + [env.get("PYTHONPATH")] +
+                                                [pylib if os.path.isdir(pylib) else ""]))
+    if args.compat_dir:
+        env["PINSCOPE_TT_COMPAT_SRC"] = args.compat_src
+        env["PINSCOPE_TT_COMPAT_PKG"] = args.compat_package
+        env["PINSCOPE_TT_COMPAT_LOG"] = os.path.join(args.work, "compat.log")
     if mode != "plain":
         env["LD_PRELOAD"] = args.shim
         env["PINSCOPE_OUT"] = run_dir(args, mode, file, tag)
@@ -192,17 +204,18 @@ def progress(args, log_path, results):
     return got, started
 
 
-def run_once(args, mode, file, ids, log, tag):
+def run_once(args, mode, file, ids, log, tag, stop_at):
     """One process on ids: ({id: outcome} it reported, why it died or "").
     A test that runs past --test-timeout with no other test ending is
-    stopped with its process group (DataLoader workers too): `timeout`."""
+    stopped with its process group (DataLoader workers too): `timeout`;
+    at stop_at (monotonic) the process is stopped: `deadline`."""
     env = env_for(mode, args, file, tag)
     ids_file = "%s.%s.ids" % (log, tag)
     log_path = "%s.%s.log" % (log, tag)
     results = "%s.%s.results" % (log, tag)
     with open(ids_file, "w") as f:
         f.write("\n".join(ids) + "\n")
-    if args.deadline - time.monotonic() < 5:
+    if stop_at - time.monotonic() < 5:
         return {}, "deadline"
     if args.runner == "pytest":
         cmd = [args.python, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-o", "addopts=",
@@ -221,7 +234,7 @@ def run_once(args, mode, file, ids, log, tag):
             if len(got) != last_n:
                 last_n, last_t = len(got), now
             stop = ""
-            if now > args.deadline:
+            if now > stop_at:
                 stop = "deadline"
             elif now - last_t > args.test_timeout:
                 stop = "timeout"
@@ -245,20 +258,23 @@ def run_once(args, mode, file, ids, log, tag):
     return got, died
 
 
-def run_mode_file(args, mode, file, ids):
-    """Runs ids in one mode, restarting after a crash; {id: outcome}."""
+def run_shard(args, mode, file, shard, ids, stop_at):
+    """Runs one shard's ids in one mode, restarting after a crash or a
+    timeout on the tests not reached; {id: outcome}."""
     log = os.path.join(args.work, "logs", "%s-%s" % (mode, file[:-3]))
     outcomes, todo, n = {}, list(ids), 0
+    where = "%s %s shard %d" % (mode, file, shard)
     while todo:
+        if time.monotonic() > stop_at - 5:
+            break
         n += 1
-        got, died = run_once(args, mode, file, todo, log, "r%d" % n)
+        got, died = run_once(args, mode, file, todo, log, "s%d.r%d" % (shard, n), stop_at)
         outcomes.update(got)
         todo = [i for i in todo if i not in outcomes]
         if not died or not todo:
             break
-        print("  [%s %s] process %d ended (%s) with %d tests left" % (mode, file, n, died, len(todo)),
-              flush=True)
-        if died == "deadline" or time.monotonic() > args.deadline - 5 or not got:
+        print("  [%s] process %d ended (%s) with %d tests left" % (where, n, died, len(todo)), flush=True)
+        if died == "deadline" or not got:
             break
     for i in todo:
         outcomes.setdefault(i, "notrun")
@@ -314,40 +330,77 @@ def cmd_run(args):
         args.runner = "pytest" if has else "unittest"
     os.makedirs(os.path.join(args.work, "logs"), exist_ok=True)
     os.makedirs(os.path.join(args.work, "runs"), exist_ok=True)
-    print("runner: %s; python: %s; modes: %s" % (args.runner, args.python, ", ".join(modes)), flush=True)
+    setup_compat(args)
+    jobs = args.jobs or os.cpu_count() or 1
+    shards = args.shards or max(1, jobs // len(modes))
+    print("runner: %s; python: %s; modes: %s; %d processes at once, up to %d shards per file and mode; "
+          "test timeout %.0f s; reruns reserved %.0f s" % (args.runner, args.python, ", ".join(modes), jobs,
+          shards, args.test_timeout, args.reserve), flush=True)
+    if args.compat_dir:
+        print("compat: %s first on PYTHONPATH (every mode), PyTorch 2.6's %s from %s"
+              % (args.compat_dir, args.compat_package, args.compat_src), flush=True)
 
-    selected = {}
+    selected, unlisted = {}, {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(files)) as pool:
+        listed = dict(zip(files, pool.map(lambda f: list_tests(args, f), files)))
     for f in files:
-        ids, err = list_tests(args, f)
+        ids, err = listed[f]
         if ids is None:
-            print("%s: cannot list its tests (import failed, plain): %s" % (f, " ".join(err)))
+            unlisted[f] = " ".join(err)
+            print("%s: cannot list its tests (import failed, plain): %s" % (f, unlisted[f]))
             continue
         if args.limit:
             ids = ids[:args.limit]
         selected[f] = ids
         print("%s: %d tests selected" % (f, len(ids)), flush=True)
     if not any(selected.values()):
-        die("no test selected")
+        die("no test selected" + ("; " + "; ".join("%s: %s" % kv for kv in unlisted.items()) if unlisted else ""))
 
+    # Shards: each file's tests dealt round-robin (a class's tests spread
+    # over them), the largest file getting `shards`, the others in
+    # proportion; the largest shards start first. No shard runs past
+    # deadline - reserve: the rest is the reruns' time.
+    n_max = max(len(ids) for ids in selected.values())
+    work = []
+    for f, ids in selected.items():
+        k = max(1, min(len(ids), round(shards * len(ids) / n_max)))
+        for j in range(k):
+            part = ids[j::k]
+            if part:
+                work += [(len(part), f, j, m, part) for m in modes]
+    work.sort(key=lambda w: -w[0])
+    stop_at = args.deadline - args.reserve
     table = {}  # id -> {mode: outcome}
     t0 = time.monotonic()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(modes) * len(selected)) as pool:
-        futs = {pool.submit(run_mode_file, args, m, f, ids): (m, f)
-                for f, ids in selected.items() for m in modes}
+    print("%d shard processes (%s)" % (len(work), ", ".join(
+        "%s %d" % (f, len({w[2] for w in work if w[1] == f})) for f in selected)), flush=True)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futs = {pool.submit(run_shard, args, m, f, j, part, stop_at): (m, f, j)
+                for _, f, j, m, part in work}
         for fut in concurrent.futures.as_completed(futs):
-            m, f = futs[fut]
-            for i, o in fut.result().items():
+            m, f, j = futs[fut]
+            got = fut.result()
+            for i, o in got.items():
                 table.setdefault(i, {})[m] = o
-            print("  [%s %s] done at %.0f s" % (m, f, time.monotonic() - t0), flush=True)
+            left = sum(1 for o in got.values() if o == "notrun")
+            print("  [%s %s shard %d] done at %.0f s%s" % (m, f, j, time.monotonic() - t0,
+                  ", %d not run" % left if left else ""), flush=True)
+    print("shards done at %.0f s" % (time.monotonic() - t0), flush=True)
 
     differ = [i for i in sorted(table) if len({table[i].get(m, "notrun") for m in modes}) > 1]
     rerun = {}
     for i in differ:
-        if time.monotonic() > args.deadline - 20:
-            break
         f = i.split("::")[0]
-        rerun[i] = {m: run_once(args, m, f, [i], os.path.join(args.work, "logs", "rerun-" + m),
-                                re.sub(r"\W", "_", i))[0].get(i, "notrun") for m in modes}
+        again = {}
+        for m in modes:  # alone: no other test process runs
+            if time.monotonic() > args.deadline - 10:
+                break
+            again[m] = run_once(args, m, f, [i], os.path.join(args.work, "logs", "rerun-" + m),
+                                re.sub(r"\W", "_", i), args.deadline)[0].get(i, "notrun")
+        if len(again) == len(modes) and "notrun" not in again.values():
+            rerun[i] = again
+    if differ:
+        print("reruns done at %.0f s" % (time.monotonic() - t0), flush=True)
 
     lines = []
     w = max([len(i) for i in table] + [10])
@@ -385,11 +438,35 @@ def cmd_run(args):
             if m != "plain":
                 lines.append("  %s %s: %s" % (m, f, report_check(args, m, f)))
     lines.append("")
-    notrun = [i for i in table if any(table[i].get(m, "notrun") == "notrun" for m in modes)]
+    shimmed = compat_report(args)
+    if args.compat_dir:
+        lines.append("Compat (PyTorch 2.6 definitions the installed torch lacks, supplied in every mode): %s"
+                     % (", ".join(shimmed) if shimmed else "none needed"))
+        lines.append("")
+
+    def ran_all(i):
+        return all(table.get(i, {}).get(m, "notrun") != "notrun" for m in modes)
+
+    lines.append("Per file, tests that ran in every mode:")
+    for f in files:
+        if f in unlisted:
+            lines.append("  %s: not listed (import failed): %s" % (f, unlisted[f][:200]))
+        else:
+            lines.append("  %s: %d of %d" % (f, sum(1 for i in selected[f] if ran_all(i)), len(selected[f])))
+    n_all = sum(len(ids) for ids in selected.values())
+    n_ran = sum(1 for ids in selected.values() for i in ids if ran_all(i))
+    complete = "complete: %d of %d tests ran in every mode" % (n_ran, n_all)
+    if unlisted:
+        complete += "; %d files not listed (%s)" % (len(unlisted), ", ".join(unlisted))
+    lines.append(complete)
+    notrun = n_ran < n_all or unlisted
     if confirmed:
         result = "%d tests differ between modes" % len(confirmed)
+        if notrun:
+            result += "; incomplete"
     elif notrun:
-        result = "incomplete: %d of %d tests not run in every mode (time ran out)" % (len(notrun), len(table))
+        result = "incomplete: %d of %d tests not run in every mode%s" % (
+            n_all - n_ran, n_all, ", files not listed" if unlisted else " (time ran out)")
     else:
         result = "no difference between modes in %d tests" % len(table)
     lines.append("result: " + result)
@@ -404,6 +481,52 @@ def cmd_run(args):
     return 1 if confirmed or notrun else 0
 
 
+def setup_compat(args):
+    """WORK/compat/sitecustomize.py (tools/torch_tests_compat.py), when there
+    is a PyTorch 2.6 torch/testing/_internal source to take names from."""
+    args.compat_dir = ""
+    src = args.compat_src
+    if src is None:
+        src = os.path.join(args.tests, "torch26", "testing", "_internal")
+    if not src or not os.path.isdir(src):
+        if args.compat_src:
+            die("--compat-src %r is not a folder" % args.compat_src)
+        return
+    args.compat_src = os.path.abspath(src)
+    d = os.path.join(args.work, "compat")
+    os.makedirs(d, exist_ok=True)
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "torch_tests_compat.py")) as f, open(os.path.join(d, "sitecustomize.py"), "w") as g:
+        g.write(f.read())
+    log = os.path.join(args.work, "compat.log")
+    if os.path.exists(log):
+        os.unlink(log)
+    args.compat_dir = d
+
+
+def compat_report(args):
+    """What the shim supplied, once each: MODULE.NAME, "module MODULE", or
+    "MODULE.NAME (2.6's fails: why)"."""
+    log = os.path.join(args.work, "compat.log")
+    out = []
+    if os.path.exists(log):
+        for line in open(log, errors="replace"):
+            kind, _, rest = line.strip().partition(" ")
+            if kind == "name":
+                item = ".".join(rest.split(" ", 1))
+            elif kind == "module":
+                item = "module " + rest
+            elif kind == "failed":
+                mod, _, why = rest.partition(" ")
+                name, _, why = why.partition(": ")
+                item = "%s.%s (2.6's fails: %s)" % (mod, name, why[:120])
+            else:
+                continue
+            if item not in out:
+                out.append(item)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -416,8 +539,17 @@ def main():
     r.add_argument("--python", default=sys.executable, help="the Python with torch")
     r.add_argument("--runner", default="auto", choices=["auto", "pytest", "unittest"])
     r.add_argument("--time", type=float, default=360, help="seconds for everything")
-    r.add_argument("--test-timeout", type=float, default=60,
+    r.add_argument("--test-timeout", type=float, default=30,
                    help="seconds one test may run with no other ending (then: timeout, process restarted)")
+    r.add_argument("--jobs", type=int, default=0, help="test processes at once (default: the cores)")
+    r.add_argument("--shards", type=int, default=0,
+                   help="processes per mode for the largest file (default: jobs / modes); the others in proportion")
+    r.add_argument("--reserve", type=float, default=None,
+                   help="seconds before the end kept for the reruns (default: 3 x (test timeout + 20))")
+    r.add_argument("--compat-src", default=None,
+                   help="PyTorch 2.6's torch/testing/_internal (default: TESTS/torch26/testing/_internal if there)")
+    r.add_argument("--compat-package", default="torch.testing._internal",
+                   help="the package whose missing names the shim supplies")
     r.add_argument("--limit", type=int, default=0, help="at most this many tests per file")
     r.add_argument("--pinscope", default="", help="pinscope binary: report every preloaded run")
     for name in ("_list", "_drive"):
@@ -431,6 +563,10 @@ def main():
     if args.cmd == "run":
         if args.time <= 0:
             die("--time must be positive, not %s" % args.time)
+        if args.reserve is None:
+            args.reserve = min(3 * (args.test_timeout + 20), args.time / 3)
+        if args.reserve < 0 or args.reserve >= args.time:
+            die("--reserve must be in [0, --time), not %s" % args.reserve)
         sys.exit(cmd_run(args))
     (cmd_list if args.cmd == "_list" else cmd_drive)(args)
 

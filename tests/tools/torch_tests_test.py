@@ -2,8 +2,9 @@
 """tools/torch_tests.py (the PyTorch-tests GPU check's harness) on test
 files planted here: a test that fails only preloaded, one that kills its
 process only under PINSCOPE_PIN=1, one that hangs only there, one that fails
-in every mode (version skew, not a difference), and the copy-test selection
-by name. Needs no torch: the harness's unittest driver runs plain unittest.
+in every mode (version skew, not a difference), the copy-test selection
+by name; a suite sharded over processes (a hang in every mode costing one
+timeout per mode, at once); the version-skew shim (tools/torch_tests_compat.py). Needs no torch: the harness's unittest driver runs plain unittest.
 
     torch_tests_test.py TOOLS_DIR LIBPINSCOPE
 """
@@ -115,6 +116,99 @@ with tempfile.TemporaryDirectory() as tmp:
     p = subprocess.run(base + ["--files", "test_cuda.py"], capture_output=True, text=True)
     check(p.returncode == 0 and "result: no difference between modes in 3 tests" in p.stdout,
           "identical outcomes exit 0: %d %s" % (p.returncode, p.stdout[-300:]))
+
+# Sharding: 12 tests and one that hangs in every mode, 4 shards per mode,
+# all 12 processes at once: every test's outcome in every mode, the hang
+# costing one timeout per mode, the three at the same time.
+MANY = """
+import os, time, unittest
+class TestMany(unittest.TestCase):
+    def test_hang_everywhere(self):
+        with open(os.path.join(os.environ["HANG_LOG"]), "a") as f:
+            f.write("%s %f\\n" % (os.environ.get("PINSCOPE_PIN", "0") + os.environ.get("LD_PRELOAD", ""), time.time()))
+        time.sleep(300)
+""" + "".join("""    def test_%02d(self):
+        pass
+""" % k for k in range(12))
+
+with tempfile.TemporaryDirectory() as tmp:
+    tests = os.path.join(tmp, "tests")
+    os.mkdir(tests)
+    with open(os.path.join(tests, "test_dataloader.py"), "w") as f:
+        f.write(MANY)
+    work = os.path.join(tmp, "work")
+    hang_log = os.path.join(tmp, "hangs")
+    timeout = 6
+    p = subprocess.run([sys.executable, harness, "run", "--tests", tests, "--shim", shim, "--work", work,
+                        "--python", sys.executable, "--time", "120", "--test-timeout", str(timeout),
+                        "--files", "test_dataloader.py", "--shards", "4", "--jobs", "12"],
+                       capture_output=True, text=True, env=dict(os.environ, HANG_LOG=hang_log))
+    print(p.stdout[-2500:], p.stderr[-1500:])
+    rows = {}
+    with open(os.path.join(work, "outcomes.tsv")) as f:
+        for r in csv.DictReader(f, delimiter="\t"):
+            rows[r["test"]] = (r["plain"], r["preload"], r["pin"])
+    d = "test_dataloader.py::TestMany::"
+    expect = dict((d + "test_%02d" % k, ("pass",) * 3) for k in range(12))
+    expect[d + "test_hang_everywhere"] = ("timeout",) * 3
+    check(rows == expect, "sharded: outcomes %r, expected %r" % (rows, expect))
+    check(p.returncode == 0, "a hang in every mode is no difference, all ran: exit 0, not %d" % p.returncode)
+    check("complete: 13 of 13 tests ran in every mode" in p.stdout, "the complete line")
+    check("  test_dataloader.py: 13 of 13" in p.stdout, "the per-file line")
+    shard_logs = [n for n in os.listdir(os.path.join(work, "logs")) if n.endswith(".ids")]
+    for m in ("plain", "preload", "pin"):
+        got = {n.split(".")[1] for n in shard_logs if n.startswith(m + "-test_dataloader.s")}
+        check(got == {"s0", "s1", "s2", "s3"}, "%s: 4 shards, got %s" % (m, sorted(got)))
+    starts = [float(l.split()[-1]) for l in open(hang_log)] if os.path.exists(hang_log) else []
+    check(len(starts) == 3, "the hanging test started once per mode, not %d times" % len(starts))
+    check(starts and max(starts) - min(starts) < timeout,
+          "the three modes' timeouts overlap (started %.1f s apart)" % (max(starts) - min(starts) if starts else -1))
+
+# The compat shim: a name (and a module) the installed package lacks, taken
+# from the 2.6 source; the installed definition wins where there is one; a
+# name neither has leaves its file unlisted: incomplete, exit 1.
+with tempfile.TemporaryDirectory() as tmp:
+    tests = os.path.join(tmp, "tests")
+    os.makedirs(os.path.join(tests, "fakepkg"))
+    src = os.path.join(tmp, "src26")
+    os.mkdir(src)
+    files = {
+        os.path.join(tests, "fakepkg", "__init__.py"): "",
+        os.path.join(tests, "fakepkg", "common_cuda.py"): "present = 'installed'\n",
+        os.path.join(src, "common_cuda.py"):
+            "import os\npresent = '2.6'\ndef tf32_is_not_fp32():\n    return 'as in 2.6 ' + os.sep\n",
+        os.path.join(src, "gone.py"): "thing = 42\n",
+        os.path.join(tests, "test_torch.py"):
+            "import unittest\n"
+            "from fakepkg.common_cuda import present, tf32_is_not_fp32\n"
+            "from fakepkg.gone import thing\n"
+            "class TestTorch(unittest.TestCase):\n"
+            "    def test_copy_shimmed(self):\n"
+            "        self.assertEqual(tf32_is_not_fp32(), 'as in 2.6 /')\n"
+            "        self.assertEqual(present, 'installed')\n"
+            "        self.assertEqual(thing, 42)\n",
+        os.path.join(tests, "test_cuda.py"):
+            "import unittest\nfrom fakepkg.common_cuda import nowhere\n"
+            "class TestCuda(unittest.TestCase):\n    def test_copy(self):\n        pass\n",
+    }
+    for path, text in files.items():
+        with open(path, "w") as f:
+            f.write(text)
+    work = os.path.join(tmp, "work")
+    base = [sys.executable, harness, "run", "--tests", tests, "--shim", shim, "--work", work,
+            "--python", sys.executable, "--time", "60", "--test-timeout", "5",
+            "--compat-src", src, "--compat-package", "fakepkg"]
+    p = subprocess.run(base + ["--files", "test_torch.py"], capture_output=True, text=True)
+    print(p.stdout[-1500:], p.stderr[-1500:])
+    check(p.returncode == 0, "compat: exit 0, not %d" % p.returncode)
+    check("test_torch.py::TestTorch::test_copy_shimmed  pass      pass      pass" in p.stdout,
+          "compat: the shimmed test passes in every mode")
+    check("fakepkg.common_cuda.tf32_is_not_fp32" in p.stdout and "module fakepkg.gone" in p.stdout
+          and "fakepkg.common_cuda.present" not in p.stdout, "compat: each supplied name reported, once")
+    p = subprocess.run(base + ["--files", "test_torch.py,test_cuda.py"], capture_output=True, text=True)
+    check(p.returncode == 1 and "test_cuda.py: not listed (import failed)" in p.stdout
+          and "complete: 1 of 1 tests ran in every mode; 1 files not listed (test_cuda.py)" in p.stdout,
+          "compat: a name 2.6 lacks too: the file unlisted, incomplete, exit 1: %d %s" % (p.returncode, p.stdout[-600:]))
 
 print("FAILED: %d checks" % len(fails) if fails else "ok")
 sys.exit(1 if fails else 0)
