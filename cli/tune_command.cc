@@ -40,6 +40,7 @@
 #include "analyzer/tune/tune_result.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/env_check.h"
 #include "cli/launcher.h"
 #include "cli/run_setup.h"
 #include "cli/tune_runner.h"
@@ -582,6 +583,16 @@ int Tuner::Run() {
 int TuneCommand(int argc, char** argv) {
   TuneOptions options;
   if (int status = ParseTuneOptions(argc, argv, &options); status >= 0) return status;
+  // As `pinscope run`: a value the shim would replace by its default makes
+  // every trial measure something else than asked. The baseline runs with
+  // the environment's PINSCOPE_PIN, so that one is checked too.
+  if (const auto bad = CheckShimEnvironment(false); !bad.empty()) {
+    for (const std::string& complaint : bad) {
+      std::fprintf(stderr, "pinscope tune: %s\n", complaint.c_str());
+    }
+    std::fprintf(stderr, "pinscope tune: no trial was started (docs/environment.md)\n");
+    return kTuneExitLauncher;
+  }
   std::string shim, error;
   if (!FindShimLibrary(&shim, &error)) {
     std::fprintf(stderr, "pinscope tune: %s\n", error.c_str());

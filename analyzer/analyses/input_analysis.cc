@@ -248,6 +248,14 @@ void InputAnalysis::OnPin(const Event& event, const trace::PinEvent& pin) {
       break;
     }
     case trace::UNREGISTER:
+      if (pin.result() != 0) {
+        // CUDA refused: the block stays registered (docs/pinning.md).
+        ++pins_.failed_unregisters;
+        ++pins_.failed_unregister_errors[pin.result()];
+        state.stuck_pins[pin.address()] = pin.size();
+        break;
+      }
+      state.stuck_pins.erase(pin.address());
       ++pins_.unregisters;
       ++pins_.unpin_reasons[pin.reason().empty() ? "unknown" : pin.reason()];
       if (pin.reason() == "fork") ++fork_unpins_;
@@ -329,6 +337,7 @@ void InputAnalysis::OnProcessEnd(const ProcessState& process) {
   if (it == per_process_.end()) return;
   PerProcess& state = it->second;
   pins_.peak_pinned_bytes += state.peak_pinned;
+  for (const auto& [address, size] : state.stuck_pins) pins_.stayed_pinned_bytes += size;
   if (state.device && state.records > 0) {
     ProcessDevice out;
     out.process_index = process.index();

@@ -109,8 +109,16 @@ struct PinStats {
   uint64_t register_failed = 0;
   uint64_t budget_full = 0;
   uint64_t recycles = 0, reuses = 0;
-  uint64_t unregisters = 0;
-  std::map<std::string, uint64_t> unpin_reasons;  // reason -> count
+  uint64_t unregisters = 0;  // successful ones only
+  std::map<std::string, uint64_t> unpin_reasons;  // reason -> count, successful ones
+  // UNREGISTERs CUDA refused (result != 0): the driver still holds the
+  // memory registered, so they unpin nothing. `failed_unregister_errors`
+  // counts them by CUDA error; `stayed_pinned_bytes` is what such blocks
+  // held at their process's end (a later successful UNREGISTER of the same
+  // block, e.g. reason "program_register", gives it back).
+  uint64_t failed_unregisters = 0;
+  std::map<int32_t, uint64_t> failed_unregister_errors;
+  uint64_t stayed_pinned_bytes = 0;
   uint64_t peak_pinned_bytes = 0;  // sum over processes of each one's peak
   // Copies that ran pinned because pinscope pinned them.
   uint64_t pinned_copies = 0;   // PIN_REGISTERED + PIN_CACHED
@@ -191,6 +199,9 @@ class InputAnalysis : public Analysis {
     std::unique_ptr<device::ProcessDeviceAnalysis> device;
     uint64_t records = 0;
     uint64_t peak_pinned = 0;
+    // Blocks whose UNREGISTER failed and that no later one gave back:
+    // address -> size.
+    std::map<uint64_t, uint64_t> stuck_pins;
     uint64_t last_advance_ns = 0;
     uint64_t last_batch_end_ns = 0;  // end of the last batch-sized H2D copy (root main thread)
     int wait_thread = -1;  // index into wait_threads_

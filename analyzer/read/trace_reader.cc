@@ -3,6 +3,8 @@
 // file can have, each turned into a Status naming the file and byte offset.
 #include "analyzer/read/trace_reader.h"
 
+#include "analyzer/read/text_rescue.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -233,9 +235,16 @@ bool TraceReader::Next(trace::TracePacket* packet) {
   const size_t frame = 1 + static_cast<size_t>(varint_bytes);
   const size_t total = frame + static_cast<size_t>(length);
   if (Fill(total) < total) return stop();
-  if (!packet->ParseFromArray(buffer_.data() + begin_ + frame, static_cast<int>(length))) {
-    return Fail(Status::Code::kCorrupt,
-                "protobuf parse failed (" + std::to_string(length) + "-byte packet)");
+  const uint8_t* bytes = buffer_.data() + begin_ + frame;
+  if (!packet->ParseFromArray(bytes, static_cast<int>(length))) {
+    // Invalid UTF-8 in a text field fails the strict parse: read it again
+    // with those bytes made visible as \xHH (text_rescue.h).
+    if (ParseRescuingText(bytes, static_cast<size_t>(length), packet)) {
+      ++rescued_packets_;
+    } else {
+      return Fail(Status::Code::kCorrupt,
+                  "protobuf parse failed (" + std::to_string(length) + "-byte packet)");
+    }
   }
   packet_offset_ = consumed_bytes();
   begin_ += total;

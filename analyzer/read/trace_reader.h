@@ -58,6 +58,9 @@ class TraceReader {
   // Bytes of complete packets consumed so far.
   uint64_t consumed_bytes() const { return buffer_offset_ + begin_; }
   uint64_t packets_read() const { return packets_read_; }
+  // Packets whose text fields held invalid UTF-8, read with those bytes
+  // escaped as \xHH (written by a shim that copied them as they were).
+  uint64_t rescued_packets() const { return rescued_packets_; }
 
  private:
   // Makes at least `want` unread bytes available if the file has them;
@@ -80,6 +83,7 @@ class TraceReader {
   bool done_ = false;
   uint64_t packet_offset_ = 0;
   uint64_t packets_read_ = 0;
+  uint64_t rescued_packets_ = 0;
   bool released_ = false;
   uint64_t device_ = 0;  // identity of the file opened first, for reopening
   uint64_t inode_ = 0;

@@ -42,9 +42,10 @@ std::unique_ptr<Report> BuildReport(const ReportOptions& options, std::ostream& 
   ReportOptions effective = options;
   if (effective.top < 0) effective.top = 0;
   auto report = std::make_unique<Report>(std::move(*calibration), effective);
-  warning.clear();
-  std::unique_ptr<NativeNames> names = OpenRunNames(options.run_dir, options.symbols, &warning);
-  if (!warning.empty()) err << "pinscope report: warning: " << warning << '\n';
+  std::string names_warning;
+  std::unique_ptr<NativeNames> names =
+      OpenRunNames(options.run_dir, options.symbols, &names_warning);
+  if (!names_warning.empty()) err << "pinscope report: warning: " << names_warning << '\n';
   ReplayOptions replay;
   replay.names = names.get();
   ReplayEngine engine(std::move(listing), replay);

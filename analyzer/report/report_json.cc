@@ -536,6 +536,10 @@ nlohmann::ordered_json JsonReport(const Report& report) {
     const PinStats& p = input.pins();
     nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
     for (const auto& [reason, count] : p.unpin_reasons) reasons[reason] = count;
+    nlohmann::ordered_json errors = nlohmann::ordered_json::object();
+    for (const auto& [error, count] : p.failed_unregister_errors) {
+      errors[std::to_string(error)] = count;
+    }
     j["pinning"] = {{"registers", p.registers},
                     {"register_bytes", p.register_bytes},
                     {"register_ns", p.register_ns},
@@ -550,6 +554,9 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                     {"recycles", p.recycles},
                     {"reuses", p.reuses},
                     {"unpin_reasons", reasons},
+                    {"failed_unregisters", p.failed_unregisters},
+                    {"failed_unregister_errors", errors},
+                    {"stayed_pinned_bytes", p.stayed_pinned_bytes},
                     {"peak_pinned_bytes", p.peak_pinned_bytes},
                     {"pinned_copies", p.pinned_copies},
                     {"pinned_registered", p.pinned_registered},

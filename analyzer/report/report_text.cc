@@ -641,6 +641,16 @@ void TextWriter::PinningSection() {
     }
     Para("Unpinned " + FormatCount(pins.unregisters) + ": " + reasons + ".");
   }
+  if (pins.failed_unregisters > 0) {
+    std::string errors;
+    for (const auto& [error, count] : pins.failed_unregister_errors) {
+      errors += (errors.empty() ? "" : ", ") + std::to_string(error);
+    }
+    Para(FormatCount(pins.failed_unregisters) +
+         (pins.failed_unregisters == 1 ? " unregistration" : " unregistrations") +
+         " failed (CUDA error " + errors + "): " + FormatBytes(pins.stayed_pinned_bytes) +
+         " stayed pinned.");
+  }
   if (pins.pinned_copies > 0) {
     const double achieved =
         pins.pinned_copy_blocked_ns == 0

@@ -39,30 +39,47 @@ class Encoder {
     Raw(data, n);
   }
   // proto3 `string` fields must hold valid UTF-8 (a parser rejects the
-  // whole packet otherwise), but argv, file and shm names are arbitrary
-  // bytes: invalid sequences are written as '?'.
+  // whole packet otherwise), but argv, file, shm and thread names are
+  // arbitrary bytes: each byte of an invalid sequence is written as the four
+  // characters \xHH (0xFF -> "\xff"), as the report prints control bytes.
+  // Where that would leave less than a quarter of the buffer (a packet is
+  // 4 KiB), each bad byte becomes '?' instead, which keeps the length.
+  // docs/trace-format.md, "Text fields".
   void String(uint32_t field, const char* s) {
     if (s && *s) StringN(field, s, strlen(s));
   }
   void StringN(uint32_t field, const char* s, size_t n) {
     if (!n) return;
     const uint8_t* u = reinterpret_cast<const uint8_t*>(s);
-    if (ValidUtf8(u, n)) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n;) {
+      const size_t len = Utf8SeqLen(u + i, n - i);
+      bad += len == 0;
+      i += len == 0 ? 1 : len;
+    }
+    if (bad == 0) {
       Bytes(field, s, n);
       return;
     }
+    const size_t escaped = n + 3 * bad;
+    const bool escape = ok_ && escaped + cap_ / 4 <= cap_ - pos_;
     Tag(field, 2);
-    RawVarint(n);  // replacement keeps the length: one '?' per bad byte
+    RawVarint(escape ? escaped : n);
     for (size_t i = 0; i < n;) {
-      size_t len = Utf8SeqLen(u + i, n - i);
-      if (len == 0) {
-        uint8_t q = '?';
-        Raw(&q, 1);
-        ++i;
-      } else {
+      const size_t len = Utf8SeqLen(u + i, n - i);
+      if (len != 0) {
         Raw(u + i, len);
         i += len;
+        continue;
       }
+      static constexpr char kHex[] = "0123456789abcdef";
+      const char hex[4] = {'\\', 'x', kHex[u[i] >> 4], kHex[u[i] & 0xF]};
+      if (escape) {
+        Raw(hex, 4);
+      } else {
+        Raw("?", 1);
+      }
+      ++i;
     }
   }
   // Length of the valid UTF-8 sequence at p, 0 if invalid.

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "analyzer/read/text_rescue.h"
+
 #include "trace_builder.h"
 
 namespace pinscope {
@@ -176,6 +178,44 @@ TEST(TraceReaderTest, UnparsablePacketIsCorruption) {
                                 ": protobuf parse failed"),
             std::string::npos)
       << status.message;
+}
+
+TEST(TextRescueTest, EscapesEachByteOutsideAValidSequence) {
+  EXPECT_EQ(EscapeInvalidUtf8("plain \xe2\x82\xac \xf0\x9f\x98\x80"), "plain \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(EscapeInvalidUtf8("a\xff\xfe"), "a\\xff\\xfe");
+  EXPECT_EQ(EscapeInvalidUtf8("cut\xe2\x82"), "cut\\xe2\\x82");
+  EXPECT_EQ(EscapeInvalidUtf8("\xc0\xaf"), "\\xc0\\xaf");          // overlong '/'
+  EXPECT_EQ(EscapeInvalidUtf8("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(EscapeInvalidUtf8(std::string("\0\x80", 2)), std::string("\0\\x80", 5));
+}
+
+// A header and a thread name with bytes that are not UTF-8 (an older shim
+// copied them as they were): protobuf refuses them as `string`s; the reader
+// reads them with the bytes escaped and goes on to the next packet.
+TEST(TraceReaderTest, InvalidUtf8IsReadEscapedNotLost) {
+  const std::string dir = MakeTempDir("reader_utf8");
+  TraceBuilder trace = SmallTrace();
+  trace.header().add_cmdline("in\xff" "put");
+  trace.Thread(kT0 + 40 * kMs, 7, "w\xe2\x82");
+  const std::string path = dir + "/100.pstrace";
+  WriteFile(path, trace.Bytes());
+  TraceReader reader(path);
+  ASSERT_TRUE(reader.Open());
+  trace::ProcessHeader header;
+  ASSERT_TRUE(reader.ReadHeader(&header, nullptr)) << reader.status().message;
+  EXPECT_EQ(header.cmdline(header.cmdline_size() - 1), "in\\xffput");
+  EXPECT_EQ(header.run_id(), "run-a");
+  trace::TracePacket packet;
+  std::string thread_name;
+  int copies = 0;
+  while (reader.Next(&packet)) {
+    if (packet.has_thread()) thread_name = packet.thread().name();
+    copies += packet.has_copy();
+  }
+  EXPECT_TRUE(reader.status().ok()) << reader.status().message;
+  EXPECT_EQ(thread_name, "w\\xe2\\x82");
+  EXPECT_EQ(copies, 20);
+  EXPECT_EQ(reader.rescued_packets(), 2u);
 }
 
 TEST(TraceReaderTest, EmptyFile) {

@@ -289,6 +289,98 @@ TEST_F(CliInputsTest, EscapeBytesFromATraceAreSanitizedInText) {
   EXPECT_EQ(report["run"]["command"][1], arg);
 }
 
+// Bytes that are not UTF-8 in a trace written by an older shim (which copied
+// argv and names as they were): the header and thread packets used to fail
+// protobuf's parse and the whole file was lost. Now read, the bytes shown as
+// \xHH in the text and the JSON, the copy counted.
+TEST_F(CliInputsTest, InvalidUtf8FromAnOlderShimIsReadWithTheBytesVisible) {
+  const std::string run = Path("run");
+  fs::create_directories(run);
+  TraceBuilder root(100, "r1", kT0);
+  root.header().clear_cmdline();
+  root.header().add_cmdline("python");
+  root.header().add_cmdline("train\xff\xfe.py");
+  root.header().set_exe("/opt/\xc3(bin");
+  root.Thread(kT0 + 1, 101, "worker\xe2\x82");  // a name cut mid-character
+  root.Copy(kT0 + 2 * kMs, kMs, trace::H2D, trace::PAGEABLE, 4 * kMiBytes, 0x10000, 101);
+  root.Exit(kT0 + 10 * kMs);
+  root.Write(run);
+  Result r = Run({"report", "--json", run});
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  EXPECT_EQ(r.err, "");
+  const nlohmann::json report = Json(r);
+  EXPECT_EQ(report["run"]["processes"], 1);
+  EXPECT_EQ(report["run"]["command"][1], "train\\xff\\xfe.py");
+  EXPECT_EQ(report["copies"]["total"]["count"], 1);
+  EXPECT_EQ(report["processes"][0]["exe"], "/opt/\\xc3(bin");
+  r = Run({"report", "--no-color", run});
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  EXPECT_NE(r.out.find("train\\xff\\xfe.py"), std::string::npos) << r.out;
+}
+
+#ifdef COPY_JOB
+// A job exec'd with an argument that is not UTF-8, under the preload: the
+// shim writes the bytes as \xHH (it wrote '?' before, and older shims the raw
+// bytes, which lost the file), and the report counts the job's two copies.
+TEST_F(CliInputsTest, InvalidUtf8InAJobsCommandLineIsRecordedVisibly) {
+  Result r = Run({"run", "-o", "bad", "--", COPY_JOB, "0", "in\xff\xfeput"});
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  EXPECT_NE(r.err.find("in\\xff\\xfeput"), std::string::npos) << r.err;
+  r = Run({"report", "--json", Path("bad")});
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  const nlohmann::json report = Json(r);
+  EXPECT_EQ(report["run"]["processes"], 1);
+  EXPECT_EQ(report["run"]["command"][2], "in\\xff\\xfeput");
+  EXPECT_EQ(report["copies"]["total"]["count"], 2);
+}
+#endif
+
+// An UNREGISTER that CUDA refused (its error recorded) unpinned nothing: the
+// report counts it apart, says which error, and how many bytes stayed
+// pinned; a later successful UNREGISTER of the block gives them back.
+TEST_F(CliInputsTest, FailedUnregisterLeavesItsBytesPinnedInTheReport) {
+  const std::string run = Path("run");
+  fs::create_directories(run);
+  TraceBuilder root(100, "r1", kT0);
+  uint64_t t = kT0;
+  const auto pin = [&](trace::PinOp op, uint64_t address, uint64_t size, int32_t result,
+                       const std::string& reason, uint64_t pinned_after) {
+    trace::PinEvent* p = root.Add(t += kMs, 100).mutable_pin();
+    p->set_op(op);
+    p->set_address(address);
+    p->set_size(size);
+    p->set_result(result);
+    p->set_reason(reason);
+    p->set_pinned_bytes(pinned_after);
+  };
+  pin(trace::REGISTER, 0x100000, 4 * kMiBytes, 0, "malloc", 4 * kMiBytes);
+  pin(trace::UNREGISTER, 0x100000, 4 * kMiBytes, 999, "free", 4 * kMiBytes);  // stays
+  pin(trace::REGISTER, 0x900000, 8 * kMiBytes, 0, "malloc", 12 * kMiBytes);
+  pin(trace::UNREGISTER, 0x900000, 8 * kMiBytes, 0, "free", 4 * kMiBytes);
+  pin(trace::REGISTER, 0x2000000, 2 * kMiBytes, 0, "malloc", 6 * kMiBytes);
+  pin(trace::UNREGISTER, 0x2000000, 2 * kMiBytes, 999, "fork", 6 * kMiBytes);
+  pin(trace::UNREGISTER, 0x2000000, 2 * kMiBytes, 0, "program_register", 4 * kMiBytes);
+  root.Copy(t += kMs, kMs, trace::H2D, trace::PAGEABLE, 4 * kMiBytes, 0x4000000, 100);
+  root.Exit(t += kMs);
+  root.Write(run);
+  Result r = Run({"report", "--json", run});
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  const nlohmann::json pinning = Json(r)["pinning"];
+  EXPECT_EQ(pinning["failed_unregisters"], 2) << pinning.dump();
+  EXPECT_EQ(pinning["failed_unregister_errors"], nlohmann::json({{"999", 2}})) << pinning.dump();
+  EXPECT_EQ(pinning["stayed_pinned_bytes"], 4 * kMiBytes);
+  EXPECT_EQ(pinning["unpin_reasons"], nlohmann::json({{"free", 1}, {"program_register", 1}}));
+  EXPECT_EQ(pinning["peak_pinned_bytes"], 12 * kMiBytes);
+  r = Run({"report", "--no-color", run});
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  EXPECT_NE(r.out.find("2 unregistrations failed (CUDA error 999): 4.0 MiB stayed pinned."),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Unpinned 2: 1 free, 1 program_register."), std::string::npos) << r.out;
+  // The refused "fork" unregister left the block pinned: no fork cost.
+  EXPECT_EQ(r.out.find("costly forks"), std::string::npos) << r.out;
+}
+
 // A truncated file: exit 1 and the problem on stderr (docs/cli.md), with
 // everything before the cut reported.
 TEST_F(CliInputsTest, TruncatedFileExitsOneWithTheProblemOnStderr) {
@@ -391,6 +483,22 @@ TEST_F(CliInputsTest, RunRefusesABadShimVariableBeforeStartingTheJob) {
   EXPECT_EQ(r.err,
             "pinscope run: PINSCOPE_PIN=\"maybe\" is not 0, 1 or async\n"
             "pinscope run: the job was not started (docs/environment.md)\n");
+}
+
+// `pinscope tune` checks them the same way before its first trial: exit 125,
+// each bad variable named, no trial run, no trial folder.
+TEST_F(CliInputsTest, TuneRefusesABadShimVariableBeforeItsFirstTrial) {
+  Limits limits;
+  limits.env = {{"PINSCOPE_PIN_MIN", "lots"}, {"PINSCOPE_PIN", "maybe"}};
+  Result r = Run({"tune", "-o", "out", "--", "/bin/sh", "-c", "touch started"}, limits);
+  EXPECT_TRUE(r.exited(125)) << r.Describe();
+  EXPECT_EQ(r.err,
+            "pinscope tune: PINSCOPE_PIN=\"maybe\" is not 0, 1 or async\n"
+            "pinscope tune: PINSCOPE_PIN_MIN=\"lots\" is not a size (use e.g. 1048576, 512K, 4M, "
+            "2G)\n"
+            "pinscope tune: no trial was started (docs/environment.md)\n");
+  EXPECT_FALSE(fs::exists(Path("started")));
+  EXPECT_FALSE(fs::exists(Path("out")));
 }
 
 }  // namespace

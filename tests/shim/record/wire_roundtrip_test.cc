@@ -824,3 +824,34 @@ TEST(WireRoundTrip, HostFactsOfThisMachine) {
 }
 
 }  // namespace
+
+namespace {
+
+// A thread name packet with `name`, encoded into a buffer of `cap` bytes.
+std::string EncodedName(const std::string& name, size_t cap) {
+  std::vector<uint8_t> buf(cap);
+  Encoder e(buf.data(), buf.size());
+  size_t m = e.BeginNested(f::packet::kThread);
+  e.StringN(f::thread::kName, name.data(), name.size());
+  e.EndNested(m);
+  EXPECT_TRUE(e.ok());
+  pt::TracePacket p;
+  EXPECT_TRUE(p.ParseFromArray(e.data(), static_cast<int>(e.size())));
+  return p.thread().name();
+}
+
+// Bytes that are not UTF-8 (argv, paths, names) are written as \xHH, so the
+// packet parses as proto3 and the report shows what the bytes were; valid
+// multi-byte text is kept as is.
+TEST(WireStrings, InvalidUtf8IsWrittenAsHexEscapes) {
+  EXPECT_EQ(EncodedName("a\xff\xfe" "b", 4096), "a\\xff\\xfeb");
+  EXPECT_EQ(EncodedName("cut\xe2\x82", 4096), "cut\\xe2\\x82");
+  EXPECT_EQ(EncodedName("\xc0\xaf\xed\xa0\x80", 4096), "\\xc0\\xaf\\xed\\xa0\\x80");
+  EXPECT_EQ(EncodedName("\xe2\x82\xac\xf0\x9f\x98\x80", 4096), "\xe2\x82\xac\xf0\x9f\x98\x80");
+  // Where the escapes would crowd the buffer, '?' keeps the length.
+  const std::string bad(1000, '\xff');
+  EXPECT_EQ(EncodedName(bad, 2048), std::string(1000, '?'));
+  EXPECT_EQ(EncodedName(bad, 8192).size(), 4000u);
+}
+
+}  // namespace
