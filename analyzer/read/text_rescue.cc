@@ -96,9 +96,8 @@ int EscapeFields(pb::Message* message) {
     };
     if (field->is_repeated()) {
       for (int i = 0; i < reflection->FieldSize(*message, field); ++i) {
-        fix(reflection->GetRepeatedString(*message, field, i), [&](std::string v) {
-          reflection->SetRepeatedString(message, field, i, std::move(v));
-        });
+        fix(reflection->GetRepeatedString(*message, field, i),
+            [&](std::string v) { reflection->SetRepeatedString(message, field, i, std::move(v)); });
       }
     } else {
       fix(reflection->GetString(*message, field),
@@ -128,8 +127,7 @@ std::string EscapeInvalidUtf8(std::string_view text) {
   return out;
 }
 
-bool ParseRescuingText(const uint8_t* data, size_t size, trace::TracePacket* packet,
-                       int* escaped) {
+bool ParseRescuingText(const uint8_t* data, size_t size, trace::TracePacket* packet, int* escaped) {
   static const LenientSchema schema;
   std::unique_ptr<pb::Message> lenient = schema.New();
   if (lenient == nullptr || !lenient->ParseFromArray(data, static_cast<int>(size))) return false;

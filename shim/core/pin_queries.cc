@@ -37,8 +37,12 @@ void PutBackAttribute(CUpointer_attribute a, void* data, uintptr_t p) {
   }
 }
 
-const void* AsPtr(CUdeviceptr p) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(p)); }
-CUdeviceptr AsDev(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
+const void* AsPtr(CUdeviceptr p) {
+  return reinterpret_cast<const void*>(static_cast<uintptr_t>(p));
+}
+CUdeviceptr AsDev(const void* p) {
+  return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+}
 
 // --- the wrappers handed out for driver entry points ----------------------------
 
@@ -113,9 +117,8 @@ bool HiddenRegistration(const void* p) {
 
 cudaError_t QueryPointerAttributes(PointerAttributesFn real, cudaPointerAttributes* attr,
                                    const void* p) {
-  cudaError_t rc = AskAsWithoutPinscope(p, cudaSuccess, [&](const void* at) {
-    return real(attr, at);
-  });
+  cudaError_t rc =
+      AskAsWithoutPinscope(p, cudaSuccess, [&](const void* at) { return real(attr, at); });
   if (rc == cudaSuccess && attr && p != NeverRegisteredAddress()) {
     PutBackPtr(&attr->hostPointer, p);
     PutBackPtr(&attr->devicePointer, p);
@@ -124,16 +127,14 @@ cudaError_t QueryPointerAttributes(PointerAttributesFn real, cudaPointerAttribut
 }
 
 cudaError_t QueryHostGetFlags(HostGetFlagsFn real, unsigned int* flags, void* p) {
-  return AskAsWithoutPinscope(p, cudaSuccess, [&](const void* at) {
-    return real(flags, const_cast<void*>(at));
-  });
+  return AskAsWithoutPinscope(p, cudaSuccess,
+                              [&](const void* at) { return real(flags, const_cast<void*>(at)); });
 }
 
 cudaError_t QueryHostGetDevicePointer(HostGetDevicePointerFn real, void** dev, void* p,
                                       unsigned int flags) {
-  cudaError_t rc = AskAsWithoutPinscope(p, cudaSuccess, [&](const void* at) {
-    return real(dev, const_cast<void*>(at), flags);
-  });
+  cudaError_t rc = AskAsWithoutPinscope(
+      p, cudaSuccess, [&](const void* at) { return real(dev, const_cast<void*>(at), flags); });
   if (rc == cudaSuccess) PutBackPtr(dev, p);
   return rc;
 }
@@ -150,8 +151,7 @@ CUresult QueryDrvPointerGetAttribute(DrvPointerGetAttributeFn real, void* data,
 }
 
 CUresult QueryDrvPointerGetAttributes(DrvPointerGetAttributesFn real, unsigned int n,
-                                      CUpointer_attribute* attributes, void** data,
-                                      CUdeviceptr p) {
+                                      CUpointer_attribute* attributes, void** data, CUdeviceptr p) {
   bool hidden = false;
   CUresult rc = AskAsWithoutPinscope(AsPtr(p), CUDA_SUCCESS, [&](const void* at) {
     hidden = at != AsPtr(p);
@@ -164,9 +164,8 @@ CUresult QueryDrvPointerGetAttributes(DrvPointerGetAttributesFn real, unsigned i
 }
 
 CUresult QueryDrvHostGetFlags(DrvHostGetFlagsFn real, unsigned int* flags, void* p) {
-  return AskAsWithoutPinscope(p, CUDA_SUCCESS, [&](const void* at) {
-    return real(flags, const_cast<void*>(at));
-  });
+  return AskAsWithoutPinscope(p, CUDA_SUCCESS,
+                              [&](const void* at) { return real(flags, const_cast<void*>(at)); });
 }
 
 CUresult QueryDrvHostGetDevicePointer(DrvHostGetDevicePointerFn real, CUdeviceptr* dev, void* p,

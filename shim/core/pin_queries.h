@@ -62,8 +62,7 @@ cudaError_t QueryHostGetDevicePointer(HostGetDevicePointerFn real, void** dev, v
 CUresult QueryDrvPointerGetAttribute(DrvPointerGetAttributeFn real, void* data,
                                      CUpointer_attribute attribute, CUdeviceptr p);
 CUresult QueryDrvPointerGetAttributes(DrvPointerGetAttributesFn real, unsigned int n,
-                                      CUpointer_attribute* attributes, void** data,
-                                      CUdeviceptr p);
+                                      CUpointer_attribute* attributes, void** data, CUdeviceptr p);
 CUresult QueryDrvHostGetFlags(DrvHostGetFlagsFn real, unsigned int* flags, void* p);
 CUresult QueryDrvHostGetDevicePointer(DrvHostGetDevicePointerFn real, CUdeviceptr* dev, void* p,
                                       unsigned int flags);

@@ -42,9 +42,8 @@ class DriverFn {
 // ---------------------------------------------------------------------------
 // The runtime's queries
 
-PINSCOPE_EXPORT cudaError_t ps_cudaPointerGetAttributes(cudaPointerAttributes* attr,
-                                                        const void* p)
-    __asm__("cudaPointerGetAttributes");
+PINSCOPE_EXPORT cudaError_t ps_cudaPointerGetAttributes(
+    cudaPointerAttributes* attr, const void* p) __asm__("cudaPointerGetAttributes");
 cudaError_t ps_cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* p) {
   static RealFn<PointerAttributesFn> real("cudaPointerGetAttributes");
   auto fn = real.get();
@@ -54,8 +53,8 @@ cudaError_t ps_cudaPointerGetAttributes(cudaPointerAttributes* attr, const void*
   return QueryPointerAttributes(fn, attr, p);
 }
 
-PINSCOPE_EXPORT cudaError_t ps_cudaHostGetFlags(unsigned int* flags, void* p)
-    __asm__("cudaHostGetFlags");
+PINSCOPE_EXPORT cudaError_t ps_cudaHostGetFlags(unsigned int* flags,
+                                                void* p) __asm__("cudaHostGetFlags");
 cudaError_t ps_cudaHostGetFlags(unsigned int* flags, void* p) {
   static RealFn<HostGetFlagsFn> real("cudaHostGetFlags");
   auto fn = real.get();
@@ -65,8 +64,8 @@ cudaError_t ps_cudaHostGetFlags(unsigned int* flags, void* p) {
   return QueryHostGetFlags(fn, flags, p);
 }
 
-PINSCOPE_EXPORT cudaError_t ps_cudaHostGetDevicePointer(void** dev, void* p, unsigned int flags)
-    __asm__("cudaHostGetDevicePointer");
+PINSCOPE_EXPORT cudaError_t ps_cudaHostGetDevicePointer(
+    void** dev, void* p, unsigned int flags) __asm__("cudaHostGetDevicePointer");
 cudaError_t ps_cudaHostGetDevicePointer(void** dev, void* p, unsigned int flags) {
   static RealFn<HostGetDevicePointerFn> real("cudaHostGetDevicePointer");
   auto fn = real.get();
@@ -93,8 +92,8 @@ CUresult ps_cuPointerGetAttribute(void* data, CUpointer_attribute a, CUdeviceptr
 }
 
 PINSCOPE_EXPORT CUresult ps_cuPointerGetAttributes(unsigned int n, CUpointer_attribute* a,
-                                                   void** data, CUdeviceptr p)
-    __asm__("cuPointerGetAttributes");
+                                                   void** data,
+                                                   CUdeviceptr p) __asm__("cuPointerGetAttributes");
 CUresult ps_cuPointerGetAttributes(unsigned int n, CUpointer_attribute* a, void** data,
                                    CUdeviceptr p) {
   static DriverFn<DrvPointerGetAttributesFn> real("cuPointerGetAttributes");
@@ -105,8 +104,8 @@ CUresult ps_cuPointerGetAttributes(unsigned int n, CUpointer_attribute* a, void*
   return QueryDrvPointerGetAttributes(fn, n, a, data, p);
 }
 
-PINSCOPE_EXPORT CUresult ps_cuMemHostGetFlags(unsigned int* flags, void* p)
-    __asm__("cuMemHostGetFlags");
+PINSCOPE_EXPORT CUresult ps_cuMemHostGetFlags(unsigned int* flags,
+                                              void* p) __asm__("cuMemHostGetFlags");
 CUresult ps_cuMemHostGetFlags(unsigned int* flags, void* p) {
   static DriverFn<DrvHostGetFlagsFn> real("cuMemHostGetFlags");
   auto fn = real.get();
@@ -118,9 +117,8 @@ CUresult ps_cuMemHostGetFlags(unsigned int* flags, void* p) {
 
 // cuda.h maps cuMemHostGetDevicePointer to the _v2 name; the unsuffixed
 // export is the 32-bit ABI of CUDA < 3.2, left alone.
-PINSCOPE_EXPORT CUresult ps_cuMemHostGetDevicePointer_v2(CUdeviceptr* dev, void* p,
-                                                         unsigned int flags)
-    __asm__("cuMemHostGetDevicePointer_v2");
+PINSCOPE_EXPORT CUresult ps_cuMemHostGetDevicePointer_v2(
+    CUdeviceptr* dev, void* p, unsigned int flags) __asm__("cuMemHostGetDevicePointer_v2");
 CUresult ps_cuMemHostGetDevicePointer_v2(CUdeviceptr* dev, void* p, unsigned int flags) {
   static DriverFn<DrvHostGetDevicePointerFn> real("cuMemHostGetDevicePointer_v2");
   auto fn = real.get();
@@ -134,10 +132,9 @@ CUresult ps_cuMemHostGetDevicePointer_v2(CUdeviceptr* dev, void* p, unsigned int
 // Driver entry points: the real function is looked up, then replaced by
 // pinscope's wrapper for the query names (core/pin_queries.cc).
 
-PINSCOPE_EXPORT CUresult ps_cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
-                                                cuuint64_t flags,
-                                                CUdriverProcAddressQueryResult* status)
-    __asm__("cuGetProcAddress_v2");
+PINSCOPE_EXPORT CUresult
+ps_cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                       CUdriverProcAddressQueryResult* status) __asm__("cuGetProcAddress_v2");
 CUresult ps_cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
                                 CUdriverProcAddressQueryResult* status) {
   static DriverFn<DrvGetProcAddressFn> real("cuGetProcAddress_v2");
@@ -168,8 +165,7 @@ CUresult ps_cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint
 namespace {
 using EntryPointFn = cudaError_t (*)(const char*, void**, unsigned long long,
                                      cudaDriverEntryPointQueryResult*);
-using EntryPointByVersionFn = cudaError_t (*)(const char*, void**, unsigned int,
-                                              unsigned long long,
+using EntryPointByVersionFn = cudaError_t (*)(const char*, void**, unsigned int, unsigned long long,
                                               cudaDriverEntryPointQueryResult*);
 
 cudaError_t EntryPoint(EntryPointFn fn, const char* symbol, void** pfn, unsigned long long flags,
@@ -197,25 +193,25 @@ cudaError_t EntryPointByVersion(EntryPointByVersionFn fn, const char* symbol, vo
 }
 }  // namespace
 
-#define PS_ENTRY_POINT(NAME)                                                                  \
+#define PS_ENTRY_POINT(NAME)                                                                 \
   PINSCOPE_EXPORT cudaError_t ps_##NAME(const char* s, void** pfn, unsigned long long flags, \
-                                        cudaDriverEntryPointQueryResult* st) __asm__(#NAME);  \
+                                        cudaDriverEntryPointQueryResult* st) __asm__(#NAME); \
   cudaError_t ps_##NAME(const char* s, void** pfn, unsigned long long flags,                 \
-                        cudaDriverEntryPointQueryResult* st) {                                \
-    static RealFn<EntryPointFn> real(#NAME);                                                  \
-    return EntryPoint(real.get(), s, pfn, flags, st);                                         \
+                        cudaDriverEntryPointQueryResult* st) {                               \
+    static RealFn<EntryPointFn> real(#NAME);                                                 \
+    return EntryPoint(real.get(), s, pfn, flags, st);                                        \
   }
 PS_ENTRY_POINT(cudaGetDriverEntryPoint)
 PS_ENTRY_POINT(cudaGetDriverEntryPoint_ptsz)
 
-#define PS_ENTRY_POINT_BY_VERSION(NAME)                                                         \
-  PINSCOPE_EXPORT cudaError_t ps_##NAME(const char* s, void** pfn, unsigned int v,             \
-                                        unsigned long long flags,                              \
-                                        cudaDriverEntryPointQueryResult* st) __asm__(#NAME);    \
-  cudaError_t ps_##NAME(const char* s, void** pfn, unsigned int v, unsigned long long flags,   \
-                        cudaDriverEntryPointQueryResult* st) {                                  \
-    static RealFn<EntryPointByVersionFn> real(#NAME);                                           \
-    return EntryPointByVersion(real.get(), s, pfn, v, flags, st);                               \
+#define PS_ENTRY_POINT_BY_VERSION(NAME)                                                      \
+  PINSCOPE_EXPORT cudaError_t ps_##NAME(const char* s, void** pfn, unsigned int v,           \
+                                        unsigned long long flags,                            \
+                                        cudaDriverEntryPointQueryResult* st) __asm__(#NAME); \
+  cudaError_t ps_##NAME(const char* s, void** pfn, unsigned int v, unsigned long long flags, \
+                        cudaDriverEntryPointQueryResult* st) {                               \
+    static RealFn<EntryPointByVersionFn> real(#NAME);                                        \
+    return EntryPointByVersion(real.get(), s, pfn, v, flags, st);                            \
   }
 PS_ENTRY_POINT_BY_VERSION(cudaGetDriverEntryPointByVersion)
 PS_ENTRY_POINT_BY_VERSION(cudaGetDriverEntryPointByVersion_ptsz)

@@ -2,17 +2,15 @@
 // and cudaGetDriverEntryPointByVersion ask the driver double (libcuda.so.1,
 // fake_cuda_driver.cc) through its cuGetProcAddress_v2, as the real runtime
 // asks the driver it loaded (only one already loaded: never a system libcuda).
-#include <dlfcn.h>
-
 #include <cuda.h>
+#include <dlfcn.h>
 
 #include "fake_cudart_internal.h"
 
 namespace fakecuda {
 namespace {
 
-using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t,
-                             CUdriverProcAddressQueryResult*);
+using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 
 cudaError_t entry_point(const char* symbol, void** pfn, int version,
                         cudaDriverEntryPointQueryResult* status) {
@@ -33,8 +31,7 @@ cudaError_t entry_point(const char* symbol, void** pfn, int version,
 }  // namespace
 }  // namespace fakecuda
 
-FAKE_API cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** pfn,
-                                             unsigned long long,
+FAKE_API cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** pfn, unsigned long long,
                                              cudaDriverEntryPointQueryResult* status) {
   return fakecuda::api(
       [&] { return fakecuda::entry_point(symbol, pfn, fakecuda::kCudaVersion, status); });
@@ -43,7 +40,6 @@ FAKE_API cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** pfn,
 FAKE_API cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** pfn,
                                                       unsigned version, unsigned long long,
                                                       cudaDriverEntryPointQueryResult* status) {
-  return fakecuda::api([&] {
-    return fakecuda::entry_point(symbol, pfn, static_cast<int>(version), status);
-  });
+  return fakecuda::api(
+      [&] { return fakecuda::entry_point(symbol, pfn, static_cast<int>(version), status); });
 }

@@ -55,9 +55,12 @@ bool Attribute(const Info& i, CUpointer_attribute a, CUdeviceptr p, void* data) 
 
 size_t AttributeSize(CUpointer_attribute a) {
   switch (a) {
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: return sizeof(CUdeviceptr);
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER: return sizeof(void*);
-    default: return sizeof(unsigned);
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      return sizeof(CUdeviceptr);
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      return sizeof(void*);
+    default:
+      return sizeof(unsigned);
   }
 }
 
@@ -98,8 +101,8 @@ FAKE_DRV CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* dev, void* p, unsign
   return CUDA_SUCCESS;
 }
 
-FAKE_DRV CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
-                                      cuuint64_t flags, CUdriverProcAddressQueryResult* status);
+FAKE_DRV CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                      CUdriverProcAddressQueryResult* status);
 
 namespace {
 CUresult GetProcV1(const char* symbol, void** pfn, int version, cuuint64_t flags) {

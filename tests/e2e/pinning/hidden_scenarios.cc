@@ -54,7 +54,8 @@ void Ask(const char* name, char* p, GetAttrFn via_runtime, HostFlagsFn via_proc)
   Put(K(name, "devptr_last_error").c_str(), cudaGetLastError());
 
   unsigned type = 77;
-  Put(K(name, "cu_type_rc").c_str(), cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dp));
+  Put(K(name, "cu_type_rc").c_str(),
+      cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dp));
   Put(K(name, "cu_type").c_str(), type);
   CUdeviceptr cu_dev = 0;
   Put(K(name, "cu_dev_rc").c_str(),
@@ -103,8 +104,8 @@ void Hidden() {
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
   CK(cudaGetDriverEntryPoint("cuGetProcAddress", &gp, 0, &st));
 #pragma GCC diagnostic pop
-  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t,
-                               CUdriverProcAddressQueryResult*);
+  using GetProc =
+      CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
   void* hf = nullptr;
   if (reinterpret_cast<GetProc>(gp)("cuMemHostGetFlags", &hf, 13000, 0, nullptr) != CUDA_SUCCESS)
     Fail("cuGetProcAddress");

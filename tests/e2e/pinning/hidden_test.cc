@@ -15,22 +15,48 @@ namespace e2e_pinning {
 namespace {
 
 // The answers Ask() prints for one buffer, without the buffer's prefix.
-const std::vector<std::string> kAnswers = {
-    "attr_rc", "attr_type", "attr_device", "attr_host", "attr_dev", "last_error",
-    "inner_attr_rc", "inner_attr_type", "inner_attr_device", "inner_attr_host",
-    "inner_attr_dev", "inner_last_error", "flags_rc", "flags", "flags_last_error", "devptr_rc",
-    "devptr", "devptr_last_error", "cu_type_rc", "cu_type", "cu_dev_rc", "cu_dev",
-    "cu_attrs_rc", "cu_attrs_type", "cu_attrs_host", "cu_attrs_managed", "cu_flags_rc",
-    "cu_flags", "cu_devptr_rc", "cu_devptr", "ep_type_rc", "ep_type", "proc_flags_rc",
-    "proc_flags"};
+const std::vector<std::string> kAnswers = {"attr_rc",
+                                           "attr_type",
+                                           "attr_device",
+                                           "attr_host",
+                                           "attr_dev",
+                                           "last_error",
+                                           "inner_attr_rc",
+                                           "inner_attr_type",
+                                           "inner_attr_device",
+                                           "inner_attr_host",
+                                           "inner_attr_dev",
+                                           "inner_last_error",
+                                           "flags_rc",
+                                           "flags",
+                                           "flags_last_error",
+                                           "devptr_rc",
+                                           "devptr",
+                                           "devptr_last_error",
+                                           "cu_type_rc",
+                                           "cu_type",
+                                           "cu_dev_rc",
+                                           "cu_dev",
+                                           "cu_attrs_rc",
+                                           "cu_attrs_type",
+                                           "cu_attrs_host",
+                                           "cu_attrs_managed",
+                                           "cu_flags_rc",
+                                           "cu_flags",
+                                           "cu_devptr_rc",
+                                           "cu_devptr",
+                                           "ep_type_rc",
+                                           "ep_type",
+                                           "proc_flags_rc",
+                                           "proc_flags"};
 
 std::string Key(const std::string& buf, const std::string& answer) {
   // Ask() names the interior address's answers "<buf>_inner_<what>".
   return buf + "_" + answer;
 }
 
-const Env kPinSmall = {{"PINSCOPE_PIN", "1"}, {"PINSCOPE_PIN_MIN", "4K"},
-                       {"PINSCOPE_TRACE_MIN", "4K"}};
+const Env kPinSmall = {
+    {"PINSCOPE_PIN", "1"}, {"PINSCOPE_PIN_MIN", "4K"}, {"PINSCOPE_TRACE_MIN", "4K"}};
 
 TEST_F(E2EPinning, RegistrationsAreInvisibleToTheProgramsQueries) {
   TraceFile t = Scenario("hidden", kPinSmall);

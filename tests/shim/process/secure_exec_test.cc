@@ -5,12 +5,11 @@
 // with stderr captured: the shim stays passive, creates no folder from
 // PINSCOPE_OUT and says so in exactly one line.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <string>
 
