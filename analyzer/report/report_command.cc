@@ -42,7 +42,7 @@ std::unique_ptr<Report> BuildReport(const ReportOptions& options, std::ostream& 
   ReportOptions effective = options;
   if (effective.top < 0) effective.top = 0;
   auto report = std::make_unique<Report>(std::move(*calibration), effective);
-  std::string warning;
+  warning.clear();
   std::unique_ptr<NativeNames> names = OpenRunNames(options.run_dir, options.symbols, &warning);
   if (!warning.empty()) err << "pinscope report: warning: " << warning << '\n';
   ReplayOptions replay;
