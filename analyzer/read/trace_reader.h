@@ -58,6 +58,9 @@ class TraceReader {
   // Bytes of complete packets consumed so far.
   uint64_t consumed_bytes() const { return buffer_offset_ + begin_; }
   uint64_t packets_read() const { return packets_read_; }
+  // The file's size when it was last opened (0 before Open): what a
+  // progress line counts consumed_bytes() against.
+  uint64_t file_bytes() const { return file_bytes_; }
 
  private:
   // Makes at least `want` unread bytes available if the file has them;
@@ -83,6 +86,7 @@ class TraceReader {
   bool released_ = false;
   uint64_t device_ = 0;  // identity of the file opened first, for reopening
   uint64_t inode_ = 0;
+  uint64_t file_bytes_ = 0;
   Status status_;
 };
 
