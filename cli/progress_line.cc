@@ -95,7 +95,8 @@ void ProgressLine::MaybeDraw(bool force) {
   if (now - start_ms_ < after_ms_) return;
   const bool first = have_bytes_ ? !bytes_drawn_ : !stage_drawn_;
   if (!force && !first && shown() && now - last_draw_ms_ < kRedrawMs) return;
-  const std::string text = Text(now);
+  std::string text = Text(now);
+  if (text.size() > kMaxWidth) text.resize(kMaxWidth);
   std::string line = "\r" + text;
   // Spaces over what the previous text left, then back to its end.
   if (text.size() < shown_width_) line.append(shown_width_ - text.size(), ' ');

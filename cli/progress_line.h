@@ -23,6 +23,9 @@ class ProgressLine : public Progress {
  public:
   static constexpr uint64_t kDefaultAfterMs = 2000;
   static constexpr uint64_t kRedrawMs = 200;
+  // Longer text is cut: a line that wraps on an 80-column terminal can no
+  // longer be overwritten with "\r".
+  static constexpr size_t kMaxWidth = 79;
   // Milliseconds on a monotonic clock; injectable for tests.
   using Clock = std::function<uint64_t()>;
   static uint64_t SteadyMs();

@@ -636,7 +636,7 @@ int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err
   engine.AddAnalysis(&exporter);
   // The export is written while the run replays; what is left after is
   // the counters (Finish) and the file's close (gzip's last block).
-  if (options.progress != nullptr) options.progress->Stage("replaying and writing");
+  if (options.progress != nullptr) options.progress->Stage("replaying");
   engine.Run();
   if (options.progress != nullptr) options.progress->Stage("writing");
   bool failed = stream.fail();

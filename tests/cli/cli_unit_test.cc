@@ -274,6 +274,18 @@ TEST(ProgressLineTest, DrawsAfterTheThresholdInPlaceAndErasesItself) {
   EXPECT_EQ(out.str(), "\r" + std::string(34, ' ') + "\r") << "not erased at the end";
 }
 
+TEST(ProgressLineTest, NeverWiderThanAnEightyColumnTerminal) {
+  uint64_t now = 0;
+  std::ostringstream out;
+  ProgressLine line("pinscope diff", &out, 0, [&] { return now; });
+  line.Stage("replaying run A");
+  now = 1000;
+  line.Bytes(uint64_t{12345} << 20, uint64_t{23456} << 20, 3'000'000'000);
+  const std::string full = "pinscope diff: replaying run A 12345 of 23456 MiB (52%), 12345 MiB/s, "
+                           "3000.0 M events/s";
+  EXPECT_EQ(out.str().substr(out.str().rfind('\r')), "\r" + full.substr(0, 79));
+}
+
 TEST(ProgressLineTest, ShortCommandsDrawNothingAndClearNothing) {
   uint64_t now = 0;
   std::ostringstream out;

@@ -226,7 +226,7 @@ TEST_F(CliInputsTest, ForcedProgressLineIsOnStderrOnlyAndErasedAtTheEnd) {
       {{"report", "--html", "page.html", run}, "page.html", {"replaying", "writing"}},
       {{"export", "--perfetto", "t.pftrace", run},
        "t.pftrace",
-       {"replaying and writing", "(100%)"}},
+       {"replaying", "(100%)", "writing"}},
       {{"diff", run, run},
        "",
        {"replaying run A", "replaying run B", "analysing run B", "writing"}},
