@@ -281,8 +281,9 @@ TEST(ProgressLineTest, NeverWiderThanAnEightyColumnTerminal) {
   line.Stage("replaying run A");
   now = 1000;
   line.Bytes(uint64_t{12345} << 20, uint64_t{23456} << 20, 3'000'000'000);
-  const std::string full = "pinscope diff: replaying run A 12345 of 23456 MiB (52%), 12345 MiB/s, "
-                           "3000.0 M events/s";
+  const std::string full =
+      "pinscope diff: replaying run A 12345 of 23456 MiB (52%), 12345 MiB/s, "
+      "3000.0 M events/s";
   EXPECT_EQ(out.str().substr(out.str().rfind('\r')), "\r" + full.substr(0, 79));
 }
 
