@@ -10,6 +10,7 @@
 #include "analyzer/diff/diff_command.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/progress_line.h"
 
 namespace pinscope::cli {
 
@@ -77,9 +78,9 @@ int DiffCommand(int argc, char** argv) {
     return kExitUsage;
   }
   options.color = options.json ? ColorMode::kNever : ResolveColor(options.color, STDOUT_FILENO);
-  int status = RunDiff(options, std::cout, std::cerr);
-  std::cout.flush();
-  return status;
+  CommandProgress progress("pinscope diff");
+  options.progress = progress.progress();
+  return RunDiff(options, progress.out(), progress.err());
 }
 
 }  // namespace pinscope::cli

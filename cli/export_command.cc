@@ -10,6 +10,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/progress_line.h"
 
 namespace pinscope::cli {
 
@@ -76,9 +77,9 @@ int ExportCommand(int argc, char** argv) {
   }
   options.run_dir = argv[optind];
   if (!CheckRunFolder("export", options.run_dir)) return kExitUsage;
-  int status = RunExport(options, std::cout, std::cerr);
-  std::cout.flush();
-  return status;
+  CommandProgress progress("pinscope export");
+  options.progress = progress.progress();
+  return RunExport(options, progress.out(), progress.err());
 }
 
 }  // namespace pinscope::cli

@@ -12,6 +12,7 @@
 #include "analyzer/html/html_report.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/progress_line.h"
 
 namespace pinscope::cli {
 
@@ -138,16 +139,13 @@ int ReportCommand(int argc, char** argv) {
     PrintUsageError("report", "--json and --html are two reports: ask for one at a time");
     return kExitUsage;
   }
-  if (!options.html_path.empty()) {
-    int status = html::RunHtmlReport(options, std::cout, std::cerr);
-    std::cout.flush();
-    return status;
-  }
+  CommandProgress progress("pinscope report");
+  options.progress = progress.progress();
+  if (!options.html_path.empty())
+    return html::RunHtmlReport(options, progress.out(), progress.err());
   // JSON is for programs: never coloured, whatever the terminal.
   options.color = options.json ? ColorMode::kNever : ResolveColor(options.color, STDOUT_FILENO);
-  int status = RunReport(options, std::cout, std::cerr);
-  std::cout.flush();
-  return status;
+  return RunReport(options, progress.out(), progress.err());
 }
 
 }  // namespace pinscope::cli

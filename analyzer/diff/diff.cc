@@ -606,8 +606,10 @@ namespace {
 
 // Replays one run into a report and the main-loop analysis. Returns 0, or 2
 // with the reason on `err`.
-int LoadSide(const std::string& run_dir, const DiffOptions& options, std::ostream& err,
-             std::unique_ptr<Report>* report, MainLoopRate* rate) {
+int LoadSide(const std::string& run_dir, const char* side, const DiffOptions& options,
+             std::ostream& err, std::unique_ptr<Report>* report, MainLoopRate* rate) {
+  Progress* progress = options.progress;
+  if (progress != nullptr) progress->Stage(std::string("reading run ") + side);
   RunListing listing;
   const Status scanned = ScanRun(run_dir, &listing);
   if (!scanned.ok()) {
@@ -634,10 +636,14 @@ int LoadSide(const std::string& run_dir, const DiffOptions& options, std::ostrea
   report_options.color = ColorMode::kNever;
   *report = std::make_unique<Report>(std::move(*calibration), report_options);
   MainLoopAnalysis main_loop;
-  ReplayEngine engine(std::move(listing));
+  ReplayOptions replay;
+  replay.progress = progress;
+  ReplayEngine engine(std::move(listing), replay);
   (*report)->Attach(&engine);
   engine.AddAnalysis(&main_loop);
+  if (progress != nullptr) progress->Stage(std::string("replaying run ") + side);
   engine.Run();
+  if (progress != nullptr) progress->Stage(std::string("analysing run ") + side);
   (*report)->Evaluate(engine.info());
   *rate = main_loop.rate();
   return 0;
@@ -654,8 +660,9 @@ int DiffRuns(const DiffOptions& options, bool color, std::ostream& out, std::ost
   std::unique_ptr<Report> report_b;
   DiffSide a;
   DiffSide b;
-  if (LoadSide(options.run_a, options, err, &report_a, &a.main_loop) != 0) return 2;
-  if (LoadSide(options.run_b, options, err, &report_b, &b.main_loop) != 0) return 2;
+  if (LoadSide(options.run_a, "A", options, err, &report_a, &a.main_loop) != 0) return 2;
+  if (LoadSide(options.run_b, "B", options, err, &report_b, &b.main_loop) != 0) return 2;
+  if (options.progress != nullptr) options.progress->Stage("writing");
   a.report = report_a.get();
   b.report = report_b.get();
   if (options.json) {

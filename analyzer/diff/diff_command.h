@@ -6,6 +6,7 @@
 #include <string>
 
 #include "analyzer/common/color.h"
+#include "analyzer/common/progress.h"
 
 namespace pinscope {
 
@@ -15,6 +16,8 @@ struct DiffOptions {
   bool json = false;
   ColorMode color = ColorMode::kAuto;
   std::string calibration_path;
+  // As ReportOptions::progress (the stages name "run A" and "run B").
+  Progress* progress = nullptr;
 };
 
 int RunDiff(const DiffOptions& options, std::ostream& out, std::ostream& err);

@@ -5,6 +5,7 @@
 #include <iosfwd>
 #include <string>
 
+#include "analyzer/common/progress.h"
 #include "analyzer/symbols/run_symbols.h"
 
 namespace pinscope {
@@ -15,6 +16,8 @@ struct ExportOptions {
   bool gzip = false;          // --gzip (also when FILE ends in .gz)
   // Names of native frames in the stacks: RUN/symbols.pb, then the binaries here.
   SymbolSource symbols = SymbolSource::kAuto;
+  // As ReportOptions::progress.
+  Progress* progress = nullptr;
 };
 
 int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err);

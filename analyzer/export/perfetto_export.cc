@@ -585,6 +585,7 @@ int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err
     err << "pinscope export: no output file given (--perfetto FILE)\n";
     return 2;
   }
+  if (options.progress != nullptr) options.progress->Stage("reading the run folder");
   RunListing listing;
   const Status scanned = ScanRun(options.run_dir, &listing);
   if (!scanned.ok()) {
@@ -630,9 +631,14 @@ int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err
   if (!warning.empty()) err << "pinscope export: warning: " << warning << '\n';
   ReplayOptions replay;
   replay.names = names.get();
+  replay.progress = options.progress;
   ReplayEngine engine(std::move(listing), replay);
   engine.AddAnalysis(&exporter);
+  // The export is written while the run replays; what is left after is
+  // the counters (Finish) and the file's close (gzip's last block).
+  if (options.progress != nullptr) options.progress->Stage("replaying");
   engine.Run();
+  if (options.progress != nullptr) options.progress->Stage("writing");
   bool failed = stream.fail();
   if (gzip) {
     failed = !gzip_buffer.Close() || failed;

@@ -80,6 +80,7 @@ Status ScanRun(const std::string& run_dir, RunListing* listing) {
       problem_by_path[path] = ProblemFrom(path, reader.status());
       continue;
     }
+    file.bytes = reader.file_bytes();
     file.start_ns =
         file.header.start_mono_ns() != 0 ? file.header.start_mono_ns() : file.header_timestamp_ns;
     readable.push_back(std::move(file));

@@ -20,6 +20,8 @@ struct RunFile {
   // Process start for ordering: header.start_mono_ns, else the header
   // packet's timestamp.
   uint64_t start_ns = 0;
+  // Size of the file when it was listed (the total of a progress line).
+  uint64_t bytes = 0;
 };
 
 struct RunListing {

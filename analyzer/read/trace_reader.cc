@@ -84,6 +84,7 @@ int TraceReader::OpenRegular() {
   }
   device_ = static_cast<uint64_t>(st.st_dev);
   inode_ = static_cast<uint64_t>(st.st_ino);
+  file_bytes_ = static_cast<uint64_t>(st.st_size);
   return fd;
 }
 

@@ -61,6 +61,9 @@ class TraceReader {
   // Packets whose text fields held invalid UTF-8, read with those bytes
   // escaped as \xHH (written by a shim that copied them as they were).
   uint64_t rescued_packets() const { return rescued_packets_; }
+  // The file's size when it was last opened (0 before Open): what a
+  // progress line counts consumed_bytes() against.
+  uint64_t file_bytes() const { return file_bytes_; }
 
  private:
   // Makes at least `want` unread bytes available if the file has them;
@@ -87,6 +90,7 @@ class TraceReader {
   bool released_ = false;
   uint64_t device_ = 0;  // identity of the file opened first, for reopening
   uint64_t inode_ = 0;
+  uint64_t file_bytes_ = 0;
   Status status_;
 };
 

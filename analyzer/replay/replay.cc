@@ -208,6 +208,16 @@ void ReplayEngine::ForgetStream(Stream& stream) {
   stream.open_at.reset();
 }
 
+void ReplayEngine::TellProgress(const std::vector<Stream>& streams) const {
+  // O(open streams) every kProgressEveryPackets packets; a released
+  // reader keeps its offset, an ended stream is in finished_bytes_.
+  uint64_t done = finished_bytes_;
+  for (const Stream& stream : streams) {
+    if (stream.reader) done += stream.reader->consumed_bytes();
+  }
+  options_.progress->Bytes(done, std::max(done, total_bytes_), info_.packets);
+}
+
 void ReplayEngine::Run() {
   // Every file opens once, for its header and first packet, and then
   // stays open while the limit allows; see ReplayOptions::max_open_files.
@@ -235,6 +245,10 @@ void ReplayEngine::Run() {
   }
 
   std::vector<Stream> streams(processes_.size());
+  total_bytes_ = 0;
+  finished_bytes_ = 0;
+  for (const RunFile& file : listing_.files) total_bytes_ += file.bytes;
+  if (options_.progress != nullptr) options_.progress->Bytes(0, total_bytes_, 0);
   // Min-heap on (key, process index): ties go to the earlier-started process.
   using Item = std::pair<uint64_t, size_t>;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
@@ -260,6 +274,7 @@ void ReplayEngine::Run() {
     EndProcess(*stream.process);
     EvictClosedSegments();
     ForgetStream(stream);
+    finished_bytes_ += stream.reader->consumed_bytes();
     stream.reader.reset();  // releases the file and its buffer
   };
   for (size_t i = 0; i < processes_.size(); ++i) {
@@ -281,7 +296,14 @@ void ReplayEngine::Run() {
     }
   }
 
+  // A countdown, not a modulo of info_.packets: one decrement and branch per
+  // packet is all the progress line costs the loop.
+  uint64_t until_progress = ReplayOptions::kProgressEveryPackets;
   while (!heap.empty()) {
+    if (--until_progress == 0) {
+      until_progress = ReplayOptions::kProgressEveryPackets;
+      if (options_.progress != nullptr) TellProgress(streams);
+    }
     const size_t i = heap.top().second;
     heap.pop();
     Stream& stream = streams[i];
@@ -297,6 +319,7 @@ void ReplayEngine::Run() {
     }
   }
 
+  if (options_.progress != nullptr) TellProgress(streams);
   info_.end_ns = info_.start_ns;
   for (const auto& process : processes_) info_.end_ns = std::max(info_.end_ns, process->end_ns());
   info_.segments = next_segment_id_ - 1;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "analyzer/common/interval_map.h"
+#include "analyzer/common/progress.h"
 #include "analyzer/common/status.h"
 #include "analyzer/read/run_loader.h"
 #include "analyzer/replay/native_names.h"
@@ -259,6 +260,12 @@ struct ReplayOptions {
   size_t max_open_files = 0;
   static constexpr size_t kMaxOpenFiles = 1024;
   static constexpr size_t kReservedFds = 64;
+  // Told the bytes read so far (Progress::Bytes): at the start, every
+  // kProgressEveryPackets packets and at the end of the replay, never
+  // per packet (about 3 ms of replay apart at 6 M packets/s). Not owned;
+  // nullptr: nothing is told.
+  Progress* progress = nullptr;
+  static constexpr uint64_t kProgressEveryPackets = 16384;
 };
 
 // Raises the soft RLIMIT_NOFILE towards the hard limit (to `want` at most)
@@ -325,6 +332,8 @@ class ReplayEngine {
   // oldest beyond closed_segments_kept.
   void SegmentMaybeClosed(ShmSegment* segment);
   void EvictClosedSegments();
+  // Tells options_.progress the bytes consumed of every file so far.
+  void TellProgress(const std::vector<Stream>& streams) const;
 
   RunListing listing_;
   ReplayOptions options_;
@@ -344,6 +353,10 @@ class ReplayEngine {
   std::list<size_t> open_streams_;
   size_t open_limit_ = 0;
   size_t peak_open_files_ = 0;
+  // For the progress line: the listed files' sizes, and the bytes of the
+  // files whose stream has ended (their reader is gone).
+  uint64_t total_bytes_ = 0;
+  uint64_t finished_bytes_ = 0;
 };
 
 }  // namespace pinscope

@@ -20,6 +20,7 @@ std::unique_ptr<Report> BuildReport(const ReportOptions& options, std::ostream& 
     err << "pinscope report: no run folder given\n";
     return nullptr;
   }
+  if (options.progress != nullptr) options.progress->Stage("reading the run folder");
   RunListing listing;
   const Status scanned = ScanRun(options.run_dir, &listing);
   if (!scanned.ok()) {
@@ -48,10 +49,14 @@ std::unique_ptr<Report> BuildReport(const ReportOptions& options, std::ostream& 
   if (!names_warning.empty()) err << "pinscope report: warning: " << names_warning << '\n';
   ReplayOptions replay;
   replay.names = names.get();
+  replay.progress = options.progress;
   ReplayEngine engine(std::move(listing), replay);
   report->Attach(&engine);
+  if (options.progress != nullptr) options.progress->Stage("replaying");
   engine.Run();
+  if (options.progress != nullptr) options.progress->Stage("analysing");
   report->Evaluate(engine.info());
+  if (options.progress != nullptr) options.progress->Stage("writing");
   return report;
 }
 

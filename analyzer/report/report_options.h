@@ -4,6 +4,7 @@
 #include <string>
 
 #include "analyzer/common/color.h"
+#include "analyzer/common/progress.h"
 #include "analyzer/symbols/run_symbols.h"
 
 namespace pinscope {
@@ -19,6 +20,9 @@ struct ReportOptions {
   bool show_helpers = false;     // --all-processes: unfold helper processes
   // Names of native frames: RUN/symbols.pb, then the binaries here (kAuto).
   SymbolSource symbols = SymbolSource::kAuto;
+  // Told the stages and the bytes replayed (the CLI's progress line); not
+  // owned, nullptr: nobody is told. Changes nothing in the output.
+  Progress* progress = nullptr;
 };
 
 }  // namespace pinscope

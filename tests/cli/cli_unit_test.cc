@@ -10,12 +10,14 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/cli_common.h"
 #include "cli/cuda_bench.h"
 #include "cli/launcher.h"
+#include "cli/progress_line.h"
 #include "cli/run_setup.h"
 
 namespace pinscope::cli {
@@ -235,6 +237,93 @@ TEST(Launcher, ForwardsTheDocumentedSignals) {
   std::vector<int> expected = {SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
                                SIGUSR2, SIGINT, SIGCONT, SIGWINCH};
   EXPECT_EQ(ForwardedSignals(), expected);
+}
+
+// The progress line: nothing before the threshold, one line redrawn in
+// place (\r, padded over the longer text before), at most every kRedrawMs
+// except a new stage and its first and last bytes, erased at the end.
+TEST(ProgressLineTest, DrawsAfterTheThresholdInPlaceAndErasesItself) {
+  uint64_t now = 1000;
+  std::ostringstream out;
+  {
+    ProgressLine line("pinscope report", &out, 2000, [&] { return now; });
+    line.Stage("replaying");
+    line.Bytes(0, 100 << 20, 0);
+    now += 1999;
+    line.Bytes(10 << 20, 100 << 20, 1000);
+    EXPECT_EQ(out.str(), "") << "drawn before 2 s";
+    now += 1;  // 2 s since the start, 2 s into the stage
+    line.Bytes(50 << 20, 100 << 20, 4'000'000);
+    EXPECT_EQ(out.str(),
+              "\rpinscope report: replaying 50 of 100 MiB (50%), 25 MiB/s, 2.0 M events/s");
+    out.str("");
+    now += ProgressLine::kRedrawMs - 1;
+    line.Bytes(60 << 20, 100 << 20, 5'000'000);
+    EXPECT_EQ(out.str(), "") << "redrawn within " << ProgressLine::kRedrawMs << " ms";
+    line.Bytes(100 << 20, 100 << 20, 6'000'000);  // the end of the stage: drawn now
+    const std::string end =
+        "\rpinscope report: replaying 100 of 100 MiB (100%), 45 MiB/s, "
+        "2.7 M events/s";
+    EXPECT_EQ(out.str(), end);
+    out.str("");
+    line.Stage("analysing");  // shorter: padded over the rest of the line before
+    const std::string text = "pinscope report: analysing (2.2 s)";
+    EXPECT_EQ(out.str(), "\r" + text + std::string(end.size() - 1 - text.size(), ' '));
+    out.str("");
+  }
+  EXPECT_EQ(out.str(), "\r" + std::string(34, ' ') + "\r") << "not erased at the end";
+}
+
+TEST(ProgressLineTest, NeverWiderThanAnEightyColumnTerminal) {
+  uint64_t now = 0;
+  std::ostringstream out;
+  ProgressLine line("pinscope diff", &out, 0, [&] { return now; });
+  line.Stage("replaying run A");
+  now = 1000;
+  line.Bytes(uint64_t{12345} << 20, uint64_t{23456} << 20, 3'000'000'000);
+  const std::string full =
+      "pinscope diff: replaying run A 12345 of 23456 MiB (52%), 12345 MiB/s, "
+      "3000.0 M events/s";
+  EXPECT_EQ(out.str().substr(out.str().rfind('\r')), "\r" + full.substr(0, 79));
+}
+
+TEST(ProgressLineTest, ShortCommandsDrawNothingAndClearNothing) {
+  uint64_t now = 0;
+  std::ostringstream out;
+  {
+    ProgressLine line("pinscope diff", &out, 2000, [&] { return now; });
+    line.Stage("replaying run A");
+    line.Bytes(1 << 20, 1 << 20, 10);
+    now = 1500;
+    line.Stage("writing");
+  }
+  EXPECT_EQ(out.str(), "");
+}
+
+TEST(ProgressLineTest, WritesThroughTheClearingBufferEraseTheLineFirst) {
+  uint64_t now = 0;
+  std::ostringstream terminal, report;
+  ProgressLine line("pinscope export", &terminal, 0, [&] { return now; });
+  ClearingBuf buffer(&line, report.rdbuf());
+  std::ostream stream(&buffer);
+  line.Stage("writing");
+  ASSERT_TRUE(line.shown());
+  stream << "wrote x.pftrace" << '\n';
+  EXPECT_FALSE(line.shown());
+  EXPECT_EQ(report.str(), "wrote x.pftrace\n");
+  EXPECT_EQ(terminal.str(), "\rpinscope export: writing (0.0 s)\r" + std::string(32, ' ') + "\r");
+}
+
+TEST(ProgressLineTest, ShownOnATerminalOrWhenForced) {
+  std::string warning;
+  EXPECT_TRUE(WantProgress(nullptr, true, &warning));
+  EXPECT_FALSE(WantProgress(nullptr, false, &warning));
+  EXPECT_FALSE(WantProgress("", false, &warning));
+  EXPECT_TRUE(WantProgress("1", false, &warning));
+  EXPECT_FALSE(WantProgress("0", true, &warning));
+  EXPECT_EQ(warning, "");
+  EXPECT_TRUE(WantProgress("yes", true, &warning));
+  EXPECT_EQ(warning, "PINSCOPE_PROGRESS=\"yes\" is not 0 or 1; ignored");
 }
 
 }  // namespace

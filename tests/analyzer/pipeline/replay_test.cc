@@ -7,6 +7,9 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <string_view>
+#include <tuple>
 
 #include "analyzer/read/run_loader.h"
 #include "trace_builder.h"
@@ -110,6 +113,53 @@ TEST(ReplayTest, StreamsMoreFilesThanItKeepsOpen) {
   EXPECT_EQ(Matching(recording.lines, "end ").size(), static_cast<size_t>(kProcesses));
   EXPECT_EQ(engine.info().packets, static_cast<uint64_t>(kProcesses * kNotices));
   EXPECT_EQ(engine.peak_open_files(), 3u);
+}
+
+// The progress hook (the CLI's progress line) hears the bytes read of the
+// listed files' sizes: at the start, every kProgressEveryPackets packets,
+// and at the end, never per packet; released and ended files still count.
+TEST(ReplayTest, TellsProgressTheBytesReadEveryNPackets) {
+  const std::string dir = MakeTempDir("replay_progress");
+  constexpr int kProcesses = 3;
+  constexpr int kNotices = 12000;
+  uint64_t file_bytes = 0;
+  for (int p = 0; p < kProcesses; ++p) {
+    TraceBuilder process(100 + p, "r", kT0 + p, p == 0 ? trace::ORIGIN_ROOT : trace::ORIGIN_FORK,
+                         100);
+    // The third process starts late and ends early: its file ends mid-run.
+    const int notices = p == 2 ? kNotices / 4 : kNotices;
+    for (int k = 0; k < notices; ++k) {
+      process.Notice(kT0 + 100 + k * 100 + p, trace::Notice::INFO, "n", "");
+    }
+    process.Write(dir);
+    file_bytes += std::filesystem::file_size(dir + "/" + std::to_string(100 + p) + ".pstrace");
+  }
+  struct Calls : Progress {
+    std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> bytes;
+    void Stage(std::string_view) override {}
+    void Bytes(uint64_t done, uint64_t total, uint64_t packets) override {
+      bytes.emplace_back(done, total, packets);
+    }
+  } calls;
+  RunListing listing;
+  ASSERT_TRUE(ScanRun(dir, &listing).ok());
+  ReplayOptions options;
+  options.max_open_files = 2;  // one file is always released and reopened
+  options.progress = &calls;
+  ReplayEngine engine(std::move(listing), options);
+  engine.Run();
+  const uint64_t packets = engine.info().packets;
+  ASSERT_EQ(packets, static_cast<uint64_t>(2 * kNotices + kNotices / 4));
+  ASSERT_EQ(calls.bytes.size(), 2 + packets / ReplayOptions::kProgressEveryPackets);
+  EXPECT_EQ(calls.bytes.front(), std::make_tuple(uint64_t{0}, file_bytes, uint64_t{0}));
+  EXPECT_EQ(calls.bytes.back(), std::make_tuple(file_bytes, file_bytes, packets));
+  for (size_t i = 1; i + 1 < calls.bytes.size(); ++i) {
+    const auto [done, total, seen] = calls.bytes[i];
+    EXPECT_EQ(total, file_bytes);
+    EXPECT_EQ(seen, i * ReplayOptions::kProgressEveryPackets - 1) << i;
+    EXPECT_GT(done, std::get<0>(calls.bytes[i - 1])) << i;
+    EXPECT_LT(done, file_bytes) << i;
+  }
 }
 
 // The soft fd limit is raised for the replay only: a job started after it

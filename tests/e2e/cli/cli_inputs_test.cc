@@ -3,7 +3,8 @@
 // empty or corrupt calibration files, a FIFO named *.pstrace, escape bytes in
 // a trace, truncated files and clocks that step back; the modes of the files
 // it writes; and `pinscope run` refusing a bad PINSCOPE_* value before the
-// job starts. Traces are written with the test TraceBuilder (the shim's
+// job starts; the progress line of report, export and diff (on a terminal,
+// forced, never in a pipe). Traces are written with the test TraceBuilder (the shim's
 // framing); each command runs as its own process with a deadline, so a hang
 // fails the test instead of ctest.
 #include <fcntl.h>
@@ -51,6 +52,7 @@ struct Limits {
   rlim_t nofile = 0;  // 0: as inherited
   int timeout_ms = 60000;
   std::vector<std::pair<std::string, std::string>> env;
+  bool stderr_terminal = false;  // stderr on a pseudo-terminal, read into Result::err
 };
 
 class CliInputsTest : public ::testing::Test {
@@ -78,6 +80,16 @@ class CliInputsTest : public ::testing::Test {
     for (auto& a : argv) cargv.push_back(a.data());
     cargv.push_back(nullptr);
     const std::string out_path = Path(".stdout"), err_path = Path(".stderr");
+    int terminal = -1;
+    std::string terminal_name;
+    if (limits.stderr_terminal) {
+      terminal = posix_openpt(O_RDWR | O_NOCTTY | O_NONBLOCK);
+      if (terminal < 0 || grantpt(terminal) != 0 || unlockpt(terminal) != 0) {
+        ADD_FAILURE() << "no pseudo-terminal";
+        return {};
+      }
+      terminal_name = ptsname(terminal);
+    }
     const pid_t pid = fork();
     if (pid == 0) {
       for (const char* name :
@@ -95,7 +107,9 @@ class CliInputsTest : public ::testing::Test {
       if (chdir(dir_.c_str()) != 0) _exit(201);
       const int in = open("/dev/null", O_RDONLY);
       const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      const int err = limits.stderr_terminal
+                          ? open(terminal_name.c_str(), O_RDWR | O_NOCTTY)
+                          : open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       if (in < 0 || out < 0 || err < 0) _exit(202);
       dup2(in, 0);
       dup2(out, 1);
@@ -104,8 +118,17 @@ class CliInputsTest : public ::testing::Test {
       _exit(203);
     }
     Result r;
+    std::string terminal_text;
+    const auto drain = [&] {
+      char chunk[4096];
+      ssize_t n;
+      while (terminal >= 0 && (n = read(terminal, chunk, sizeof(chunk))) > 0) {
+        terminal_text.append(chunk, static_cast<size_t>(n));
+      }
+    };
     bool done = false;
     for (int waited = 0; waited < limits.timeout_ms; waited += 5) {
+      drain();  // a full terminal would block the command
       if (waitpid(pid, &r.status, WNOHANG) == pid) {
         done = true;
         break;
@@ -119,7 +142,13 @@ class CliInputsTest : public ::testing::Test {
                     << " ms";
     }
     r.out = testing::ReadFile(out_path);
-    r.err = testing::ReadFile(err_path);
+    if (terminal >= 0) {
+      drain();
+      close(terminal);
+      r.err = terminal_text;
+    } else {
+      r.err = testing::ReadFile(err_path);
+    }
     return r;
   }
 
@@ -168,6 +197,97 @@ TEST_F(CliInputsTest, ThreeThousandProcessFilesUnderALowFdLimit) {
   // The diff replays both folders, one after the other, under the same limit.
   r = Run({"diff", "--json", run, run}, limits);
   EXPECT_TRUE(r.exited(0)) << r.Describe();
+}
+
+// --- the progress line -----------------------------------------------------
+
+// A line "\r<text><padding>" is drawn over itself; "\r<spaces>\r" erases it.
+bool EndsErased(const std::string& err) {
+  const size_t last = err.find_last_not_of(' ', err.size() - 2);
+  return err.size() > 2 && err.back() == '\r' && last != std::string::npos && err[last] == '\r' &&
+         last < err.size() - 2;
+}
+
+// Forced (PINSCOPE_PROGRESS=1) and drawn at once (the 2 s lowered to 0): the
+// stages on stderr, erased at the end; stdout and the written files are
+// byte for byte those of a run without it.
+TEST_F(CliInputsTest, ForcedProgressLineIsOnStderrOnlyAndErasedAtTheEnd) {
+  const std::string run = WriteRun("progress", 3);
+  Limits forced;
+  forced.env = {{"PINSCOPE_PROGRESS", "1"}, {"PINSCOPE_PROGRESS_AFTER_MS", "0"}};
+  struct Case {
+    std::vector<std::string> args;
+    std::string file;  // written by the command, compared too
+    std::vector<std::string> stages;
+  };
+  const std::vector<Case> cases = {
+      {{"report", run}, "", {"reading the run folder", "replaying 0.0 of", "(100%)", "analysing"}},
+      {{"report", "--json", run}, "", {"replaying", "(100%)", "writing"}},
+      {{"report", "--html", "page.html", run}, "page.html", {"replaying", "writing"}},
+      {{"export", "--perfetto", "t.pftrace", run}, "t.pftrace", {"replaying", "(100%)", "writing"}},
+      {{"diff", run, run},
+       "",
+       {"replaying run A", "replaying run B", "analysing run B", "writing"}},
+  };
+  for (const Case& c : cases) {
+    const std::string what = c.args[0] + " " + c.args[1];
+    const Result plain = Run(c.args);
+    ASSERT_TRUE(plain.exited(0)) << what << plain.Describe();
+    const std::string plain_file = c.file.empty() ? "" : testing::ReadFile(Path(c.file));
+    const Result shown = Run(c.args, forced);
+    ASSERT_TRUE(shown.exited(0)) << what << shown.Describe();
+    EXPECT_EQ(shown.out, plain.out) << what;
+    if (!c.file.empty()) {
+      EXPECT_EQ(testing::ReadFile(Path(c.file)), plain_file) << what;
+    }
+    EXPECT_EQ(plain.err.find('\r'), std::string::npos) << what << plain.Describe();
+    const std::string prefix = "\rpinscope " + c.args[0] + ": ";
+    for (const std::string& stage : c.stages) {
+      EXPECT_NE(shown.err.find(stage), std::string::npos) << what << ": no '" << stage << "' in\n"
+                                                          << shown.err;
+    }
+    EXPECT_EQ(shown.err.rfind(prefix, 0), 0u) << what << shown.err;
+    EXPECT_TRUE(EndsErased(shown.err)) << what << ": not erased at the end:\n" << shown.err;
+    EXPECT_EQ(shown.err.find('\n'), std::string::npos) << what << shown.err;
+  }
+}
+
+// A warning printed while the line is shown erases it first.
+TEST_F(CliInputsTest, AWarningNeverLandsOnTheProgressLine) {
+  const std::string run = WriteRun("progress-warning", 1);
+  testing::WriteFile(run + "/calibration.json", "");  // a warning, found after the line shows
+  Limits forced;
+  forced.env = {{"PINSCOPE_PROGRESS", "1"}, {"PINSCOPE_PROGRESS_AFTER_MS", "0"}};
+  const Result r = Run({"report", "--json", run}, forced);
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  const size_t warning = r.err.find("pinscope report: warning: ");
+  ASSERT_NE(warning, std::string::npos) << r.err;
+  // Just before the warning: the erasing "\r<spaces>\r".
+  ASSERT_GT(warning, 2u);
+  EXPECT_EQ(r.err[warning - 1], '\r') << r.err;
+  EXPECT_EQ(r.err[warning - 2], ' ') << r.err;
+}
+
+// Without a terminal and without PINSCOPE_PROGRESS=1, nothing (the 2 s
+// lowered to 0 changes nothing); on a terminal it shows, and
+// PINSCOPE_PROGRESS=0 turns it off there.
+TEST_F(CliInputsTest, ProgressLineOnATerminalOnly) {
+  const std::string run = WriteRun("progress-terminal", 1);
+  Limits pipe;
+  pipe.env = {{"PINSCOPE_PROGRESS_AFTER_MS", "0"}};
+  Result r = Run({"report", "--json", run}, pipe);
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  EXPECT_EQ(r.err, "");
+  Limits terminal = pipe;
+  terminal.stderr_terminal = true;
+  r = Run({"report", "--json", run}, terminal);
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  EXPECT_NE(r.err.find("\rpinscope report: replaying"), std::string::npos) << r.err;
+  EXPECT_TRUE(EndsErased(r.err)) << r.err;
+  terminal.env.emplace_back("PINSCOPE_PROGRESS", "0");
+  r = Run({"report", "--json", run}, terminal);
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  EXPECT_EQ(r.err, "");
 }
 
 // --- calibration files ------------------------------------------------------
