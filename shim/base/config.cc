@@ -129,6 +129,7 @@ void LoadConfig(Config* c) {
     Log("PINSCOPE_CUPTI_KERNEL_RATE=0 is not allowed (use PINSCOPE_CUPTI_KERNELS=off); using 1000");
     c->cupti_kernel_rate = 1000;
   }
+  BoolVar("PINSCOPE_CUPTI_RUNTIME", &c->cupti_runtime);
   if (const char* s = getenv("PINSCOPE_PIN"); s && *s) {
     if (!strcmp(s, "0") || !strcasecmp(s, "off")) {
       c->pin = PinMode::kOff;

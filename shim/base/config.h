@@ -28,6 +28,7 @@ struct Config {
   char cupti_path[4096] = {};        // PINSCOPE_CUPTI_PATH
   KernelRecording cupti_kernels = KernelRecording::kAuto;  // PINSCOPE_CUPTI_KERNELS
   uint32_t cupti_kernel_rate = 1000;  // PINSCOPE_CUPTI_KERNEL_RATE (records/s, auto)
+  bool cupti_runtime = true;         // PINSCOPE_CUPTI_RUNTIME (0: no RUNTIME kind, issue 16)
   PinMode pin = PinMode::kOff;       // PINSCOPE_PIN
   uint64_t pin_min = 4ull << 20;     // PINSCOPE_PIN_MIN
   uint64_t pin_budget = 0;           // PINSCOPE_PIN_BUDGET (0: derived)

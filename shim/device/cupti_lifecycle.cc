@@ -128,14 +128,19 @@ void StartLocked() {
   // Runtime API records (see kRuntimeCbids), restricted to the hooked calls
   // where the CUPTI can (CUDA >= 12.5) and the program did not ask for all
   // of them itself; otherwise every runtime call makes a record (costlier).
-  if (!EnableKind(CUPTI_ACTIVITY_KIND_RUNTIME, true, &rc)) {
-    snprintf(why, sizeof why, "cuptiActivityEnable(RUNTIME) failed: %s (%d)", ResultText(rc),
-             static_cast<int>(rc));
-    DisableOurKinds();
-    fail(why);
-    return;
+  // PINSCOPE_CUPTI_RUNTIME=0 leaves the kind off, to measure what it costs
+  // (issue 16): CUDA 13.0's CUPTI then writes no correlations, so device
+  // copies are not joined to their host calls.
+  if (cfg.cupti_runtime) {
+    if (!EnableKind(CUPTI_ACTIVITY_KIND_RUNTIME, true, &rc)) {
+      snprintf(why, sizeof why, "cuptiActivityEnable(RUNTIME) failed: %s (%d)", ResultText(rc),
+               static_cast<int>(rc));
+      DisableOurKinds();
+      fail(why);
+      return;
+    }
+    RestrictRuntimeRecordsLocked();
   }
-  RestrictRuntimeRecordsLocked();
   // Runs before CUDA's and CUPTI's own exit handlers (registered earlier),
   // so the last buffers are flushed while CUPTI still works.
   atexit(AtExit);
@@ -143,7 +148,9 @@ void StartLocked() {
   StartKernelsLocked(kernels);
   s.state.store(kActive);
   g_pushing.store(true);
-  snprintf(why, sizeof why, "device activity from %s (CUPTI API version %u)", s.lib_path, version);
+  snprintf(why, sizeof why, "device activity from %s (CUPTI API version %u)%s", s.lib_path, version,
+           cfg.cupti_runtime ? ""
+                             : "; runtime records off (PINSCOPE_CUPTI_RUNTIME=0): no correlations");
   RecordNotice(f::kInfo, "cupti_started", why);
 }
 

@@ -137,6 +137,10 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream, uint8_t* buffer, s
                               size_t valid);
 // Measures offset (cupti timestamp - CLOCK_MONOTONIC).
 void MeasureOffset();
+// One activity record -> its packet (DeviceActivity, Correlation), as
+// BufferCompleted does for each record; runtime API records are skipped.
+// Reachable on its own for tools/bench/device_cost_bench.cc (issue 16).
+void HandleRecord(const CUpti_Activity* rec);
 
 // --- cupti_kernels.cc: kernel recording windows; mu held -------------------
 void StartKernelsLocked(bool kernels);

@@ -191,12 +191,7 @@ void* FlusherMain(void*) {
     timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>((ms % 1000) * 1000000)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
-    PinPeriodic();  // idle kept pinned blocks, even once passive (no lock held here)
-    if (!Recording() || !RecorderOpen()) continue;
-    CuptiFlushPeriodic();  // device records: a crash loses at most one period
-    WriteThreadSample();
-    WriteCounters();
-    FlushTrace();
+    FlusherTick();
   }
   return nullptr;
 }
@@ -224,6 +219,15 @@ void OnTraceOpen() {
 }
 
 }  // namespace
+
+void FlusherTick() {
+  PinPeriodic();  // idle kept pinned blocks, even once passive (no lock held here)
+  if (!Recording() || !RecorderOpen()) return;
+  CuptiFlushPeriodic();  // device records: a crash loses at most one period
+  WriteThreadSample();
+  WriteCounters();
+  FlushTrace();
+}
 
 void InitProcess() { InitProcessIn(getauxval(AT_SECURE) != 0); }
 

@@ -34,6 +34,12 @@ void ForkChild();
 // fields::ExitHow. After kUnderscoreExit the file is closed.
 void FinishProcess(uint32_t how, int status);
 
+// One period's work of the flusher thread: idle pinned blocks, device
+// records (CuptiFlushPeriodic), the thread sample and counters, then the
+// trace buffer written out. The flusher calls it every PINSCOPE_FLUSH_MS;
+// tools/bench/device_cost_bench.cc times it on its own thread.
+void FlusherTick();
+
 // An exec family call returned (it failed with errno `err`): the process
 // goes on, and so does its trace, with a notice saying which exec failed.
 void ResumeAfterFailedExec(const char* path, int err);

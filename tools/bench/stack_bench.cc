@@ -23,35 +23,22 @@
 #include <string>
 #include <vector>
 
+#include "shim/process/process.h"
 #include "shim/record/recorder.h"
 #include "shim/stacks/stacks.h"
+#include "tools/bench/stack_capture_loop.h"
 
+namespace pinscope {
 namespace {
 
-using pinscope::shim::CaptureStack;
-using pinscope::shim::StackSite;
+using shim::CaptureStack;
+using shim::StackSite;
 
-// Thread CPU time: capture never blocks, and on a shared machine wall time
-// would count the time other processes held the CPU.
-uint64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
-
-volatile uint64_t g_sink;
-
+using bench::g_sink;
+using bench::Median;
+using bench::ThreadCpuNs;
 // Captures `calls` times from `depth` frames below the caller; returns ns/call.
-__attribute__((noinline)) double Nest(int depth, int calls) {
-  if (depth > 0) {
-    double r = Nest(depth - 1, calls);
-    asm volatile("" ::: "memory");
-    return r;
-  }
-  uint64_t t0 = NowNs();
-  for (int i = 0; i < calls; ++i) g_sink = CaptureStack(StackSite::kCopy);
-  return double(NowNs() - t0) / calls;
-}
+double Nest(int depth, int calls) { return bench::CaptureLoop(depth, calls); }
 
 // First sight of a stack: 8 levels of PathA/PathB chosen by the bits of
 // `bits` make 256 distinct stacks, each captured once (so each is interned
@@ -68,11 +55,6 @@ __attribute__((noinline)) uint64_t PathB(int bits, int level) {
                           : (bits & 1 ? PathA : PathB)(bits >> 1, level - 1);
   asm volatile("" ::: "memory");
   return r;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 int g_calls = 100000;
@@ -125,9 +107,9 @@ int Child(const char* libpython) {
     // Warm the unwinder's per-pc cache for PathA/PathB with 8-level paths,
     // then time 9-level paths: new stacks made of known return addresses.
     for (int bits = 0; bits < 256; ++bits) g_sink = PathA(bits, 8);
-    uint64_t t0 = NowNs();
+    uint64_t t0 = ThreadCpuNs();
     for (int bits = 0; bits < 512; ++bits) g_sink = PathB(bits, 9);
-    printf("first_sight %.1f\n", double(NowNs() - t0) / 512);
+    printf("first_sight %.1f\n", double(ThreadCpuNs() - t0) / 512);
   } else {
     auto run = reinterpret_cast<int (*)(const char*)>(dlsym(RTLD_DEFAULT, "PyRun_SimpleString"));
     auto init = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "Py_InitializeEx"));
@@ -158,7 +140,10 @@ struct Config {
 
 }  // namespace
 
+}  // namespace pinscope
+
 int main(int argc, char** argv) {
+  using namespace pinscope;
   const char* libpython = nullptr;
   const char* pythonhome = "/usr";
   bool child = false;
