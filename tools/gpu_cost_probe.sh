@@ -8,7 +8,7 @@
 #   build  tools/gpu_build.sh -> /tmp/ps (and /tmp/psbuild/bin/device_cost_bench)
 #   bench  tools/bench/device_cost_bench against the real libcudart/libcupti
 #          of the installed torch (K=300, C=4; K=1000 too)
-#   loop   tests/gpu/launch_bound.py (mlp12: ~300 kernels/step; many: 1000+),
+#   loop   tools/bench/cupti_overhead.py --variant (mlp12: ~300 kernels/step; many: 1000+),
 #          REPS (5) rounds interleaved over: no pinscope, pinscope default,
 #          PINSCOPE_CUPTI=0, PINSCOPE_CUPTI_KERNELS=off, PINSCOPE_CUPTI_RUNTIME=0
 #
@@ -63,7 +63,7 @@ fi
 one() {
   local rep="$1" mode="$2" variant="$3"; shift 3
   if [ "$SECONDS" -gt "${DEADLINE:-1000000}" ]; then echo "[$variant $mode r$rep] skipped: past DEADLINE"; return; fi
-  local base="$W/$variant-$mode-r$rep" cmd=($PY tests/gpu/launch_bound.py --variant "$variant" --mode "$mode")
+  local base="$W/$variant-$mode-r$rep" cmd=($PY tools/bench/cupti_overhead.py --variant "$variant" --mode "$mode" --rounds 5 --warmup 50)
   local rc
   if [ "$mode" = plain ]; then
     timeout -k 5 "${STEP_TIMEOUT:-120}" env "$@" "${cmd[@]}" > "$base.out" 2> "$base.err"; rc=$?
@@ -79,7 +79,7 @@ one() {
 
 if has loop; then
   step "launch-bound loop, kernels per step (torch.profiler, once)"
-  for v in mlp12 many; do $PY tests/gpu/launch_bound.py --variant $v --rounds 1 --steps 20 --count-kernels; done
+  for v in mlp12 many; do $PY tools/bench/cupti_overhead.py --variant $v --rounds 1 --steps 20 --warmup 50 --count-kernels; done
   step "launch-bound loop: $REPS rounds, interleaved"
   for rep in $(seq "$REPS"); do
     for v in mlp12 many; do
@@ -97,7 +97,7 @@ runs = [json.loads(l) for l in open(sys.argv[1])]
 by = {}
 for r in runs:
     if r["rc"] == 0 and r["job"]:
-        by.setdefault((r["variant"], r["mode"]), []).append(r["job"]["ms_per_step"])
+        by.setdefault((r["variant"], r["mode"]), []).append(r["job"]["step_ms_median"])
 for v in ("mlp12", "many"):
     plain = statistics.median(by.get((v, "plain"), [float("nan")]))
     print(f"{v}: ms/step, median of n (runs)")

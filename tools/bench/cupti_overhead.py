@@ -6,6 +6,8 @@ with many small kernels (issue 7; results go to docs/benchmarks.md).
     pinscope run --no-report -o RUN -- python3 tools/bench/cupti_overhead.py --mode pinscope
     PINSCOPE_CUPTI=0 pinscope run ... -- python3 tools/bench/cupti_overhead.py --mode pinscope_nocupti
     python3 tools/bench/cupti_overhead.py --mode profiler    # torch.profiler around the loop
+    python3 tools/bench/cupti_overhead.py --variant many     # 1000+ kernels/step (issue 16)
+    python3 tools/bench/cupti_overhead.py --count-kernels    # kernels/step first (torch.profiler)
 
 The loop: a 12-layer MLP (width 512, batch 64) forward, backward and an SGD
 step, with a small pageable H2D copy of the batch each step (so pinscope's
@@ -13,6 +15,11 @@ copy hook runs and starts CUPTI) - a few hundred small kernels per step, the
 regime where per-kernel recording costs show. Prints one JSON line: the
 median over rounds of the mean step time, and what was loaded (pinscope,
 libcupti). The mode is a label; pinscope itself is preloaded by the caller.
+
+--variant (issue 16, tools/gpu_cost_probe.sh): `sgd` (the above, the
+default), `mlp12` (12 layers, AdamW: the launch-bound loop of issue 16's
+table, ~300 kernels/step) and `many` (48 layers, AdamW with foreach=False:
+one set of kernels per parameter, 1000+ kernels/step).
 """
 import argparse
 import json
@@ -35,7 +42,12 @@ def main():
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--width", type=int, default=512)
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--variant", choices=["sgd", "mlp12", "many"], default="sgd")
+    ap.add_argument("--count-kernels", action="store_true",
+                    help="count kernels per step over 10 steps (torch.profiler) before timing")
     args = ap.parse_args()
+    if args.variant == "many":
+        args.layers = 48
 
     import torch
     dev = torch.device("cuda")
@@ -45,7 +57,11 @@ def main():
         layers += [torch.nn.Linear(args.width, args.width), torch.nn.LayerNorm(args.width),
                    torch.nn.GELU()]
     model = torch.nn.Sequential(*layers, torch.nn.Linear(args.width, 10)).to(dev)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    if args.variant == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3,
+                                foreach=False if args.variant == "many" else None)
     x_host = torch.randn(args.batch, args.width)
     y_host = torch.randint(0, 10, (args.batch,))
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -63,6 +79,16 @@ def main():
         step()
     torch.cuda.synchronize()
 
+    kernels_per_step = None
+    if args.count_kernels:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as counted:
+            for _ in range(10):
+                step()
+            torch.cuda.synchronize()
+        kernels_per_step = sum(e.count for e in counted.key_averages()
+                               if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA) / 10
+
     prof = None
     if args.mode == "profiler":
         from torch.profiler import ProfilerActivity, profile
@@ -79,7 +105,6 @@ def main():
         rounds.append((time.perf_counter() - t0) / args.steps * 1e3)
     final_loss = float(loss.item())
 
-    kernels_per_step = None
     if prof is not None:
         prof.__exit__(None, None, None)
         kernels = sum(e.count for e in prof.key_averages()
@@ -88,6 +113,7 @@ def main():
 
     print(json.dumps({
         "mode": args.mode,
+        "variant": args.variant,
         "step_ms_median": round(statistics.median(rounds), 4),
         "step_ms_rounds": [round(r, 4) for r in rounds],
         "steps_per_round": args.steps,
@@ -95,6 +121,7 @@ def main():
         "pinscope_loaded": loaded("libpinscope"),
         "cupti_loaded": loaded("libcupti"),
         "pinscope_cupti_env": os.environ.get("PINSCOPE_CUPTI"),
+        "env": {k: v for k, v in os.environ.items() if k.startswith("PINSCOPE_CUPTI")},
         "final_loss": round(final_loss, 6),
         "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(0),
