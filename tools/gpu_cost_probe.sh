@@ -10,7 +10,8 @@
 #          of the installed torch (K=300, C=4; K=1000 too)
 #   loop   tools/bench/cupti_overhead.py --variant (mlp12: ~300 kernels/step; many: 1000+),
 #          REPS (5) rounds interleaved over: no pinscope, pinscope default,
-#          PINSCOPE_CUPTI=0, PINSCOPE_CUPTI_KERNELS=off, PINSCOPE_CUPTI_RUNTIME=0
+#          PINSCOPE_CUPTI=0, PINSCOPE_CUPTI_KERNELS=off, PINSCOPE_CUPTI_RUNTIME=0,
+#          bare (kernels and runtime records off), torch.profiler (no pinscope)
 #
 # $OUT gets one tarball, gpu-cost-probe.tgz: the log, the bench tables,
 # results.jsonl (one line per run) and summary.txt (medians and overheads).
@@ -47,7 +48,9 @@ if has bench; then
   # The CUDA runtime and CUPTI that torch loads (pip wheels: nvidia/cu13/lib).
   libdirs=$($PY -c 'import site; print(" ".join(site.getsitepackages()))')
   cudart=$(find $libdirs -path '*nvidia*' -name 'libcudart.so.1[23]' 2>/dev/null | head -1)
-  cupti=$(find $libdirs -path '*nvidia*' -name 'libcupti.so.1[23]' 2>/dev/null | head -1)
+  # The CUPTI of the runtime's major version: triton carries a CUDA 12 one too.
+  major=$(basename "$cudart" | sed 's/libcudart.so.//')
+  cupti=$(find $libdirs -path '*nvidia*' -name "libcupti.so.$major" -not -path '*triton*' 2>/dev/null | head -1)
   echo "cudart=$cudart cupti=$cupti"
   if [ -x "$BENCH" ] && [ -n "$cudart" ] && [ -n "$cupti" ]; then
     timeout 120 "$BENCH" --cudart "$cudart" --cupti "$cupti" --kernels 300 --copies 4 --step-ms 4.43 |
@@ -65,7 +68,7 @@ one() {
   if [ "$SECONDS" -gt "${DEADLINE:-1000000}" ]; then echo "[$variant $mode r$rep] skipped: past DEADLINE"; return; fi
   local base="$W/$variant-$mode-r$rep" cmd=($PY tools/bench/cupti_overhead.py --variant "$variant" --mode "$mode" --rounds 5 --warmup 50)
   local rc
-  if [ "$mode" = plain ]; then
+  if [ "$mode" = plain ] || [ "$mode" = profiler ]; then
     timeout -k 5 "${STEP_TIMEOUT:-120}" env "$@" "${cmd[@]}" > "$base.out" 2> "$base.err"; rc=$?
   else
     timeout -k 5 "${STEP_TIMEOUT:-120}" env "$@" "$PS" run --no-report -o "$base.run" -- "${cmd[@]}" \
@@ -88,6 +91,8 @@ if has loop; then
       one "$rep" cupti0 "$v" PINSCOPE_CUPTI=0
       one "$rep" kernels_off "$v" PINSCOPE_CUPTI_KERNELS=off
       one "$rep" runtime_off "$v" PINSCOPE_CUPTI_RUNTIME=0
+      one "$rep" bare "$v" PINSCOPE_CUPTI_KERNELS=off PINSCOPE_CUPTI_RUNTIME=0
+      one "$rep" profiler "$v"
     done
   done
   step "summary"
@@ -101,7 +106,7 @@ for r in runs:
 for v in ("mlp12", "many"):
     plain = statistics.median(by.get((v, "plain"), [float("nan")]))
     print(f"{v}: ms/step, median of n (runs)")
-    for m in ("plain", "default", "cupti0", "kernels_off", "runtime_off"):
+    for m in ("plain", "default", "cupti0", "kernels_off", "runtime_off", "bare", "profiler"):
         xs = by.get((v, m), [])
         if not xs:
             print(f"  {m:12s} (no runs)"); continue

@@ -8,7 +8,7 @@
 namespace pinscope::device {
 
 ProcessDeviceAnalysis::ProcessDeviceAnalysis(BusyOptions options, uint64_t join_horizon_ns)
-    : joiner_(join_horizon_ns), busy_(options) {}
+    : joiner_(join_horizon_ns), busy_(options), chunks_(options.chunks) {}
 
 void ProcessDeviceAnalysis::Pump() {
   for (Joined& j : joiner_.Take()) {
@@ -37,6 +37,10 @@ void ProcessDeviceAnalysis::OnCorrelation(uint32_t correlation_id, uint64_t call
 }
 
 void ProcessDeviceAnalysis::OnDevice(const DeviceRecord& record) {
+  if (record.kind == kActKernel &&
+      std::find(kernel_devices_.begin(), kernel_devices_.end(), record.device_id) ==
+          kernel_devices_.end())
+    kernel_devices_.push_back(record.device_id);
   joiner_.AddDevice(record);
   busy_.AddDevice(record);
   Pump();
@@ -73,6 +77,7 @@ ProcessDeviceResult ProcessDeviceAnalysis::Finish(Interval window) {
   r.join = joiner_.stats();
   r.copy_classes = classes_.Results();
   r.devices = busy_.Finish(window);
+  utilization_.Apply(window, chunks_, kernel_devices_, &r.devices);
   r.recording = recording_;
   return r;
 }

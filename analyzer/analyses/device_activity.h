@@ -30,6 +30,7 @@
 #include "analyzer/analyses/device_intervals.h"
 #include "analyzer/analyses/device_join.h"
 #include "analyzer/analyses/device_records.h"
+#include "analyzer/analyses/device_utilization.h"
 #include "analyzer/analyses/device_verdict.h"
 
 namespace pinscope::device {
@@ -77,6 +78,11 @@ class ProcessDeviceAnalysis {
   // time (GpuBusyTracker::BeginBlind), kernels=true ends it. Copy classes
   // and the join are not affected (copies are always recorded).
   void OnRecording(const RecordingSwitch& change);
+  // One NVML utilization sample (GpuUtilization): the busy figures of a
+  // device whose kernels were not recorded (device_utilization.h).
+  void OnUtilization(uint32_t device_id, uint64_t sample_ns, uint32_t percent) {
+    utilization_.Add(device_id, sample_ns, percent);
+  }
   void Advance(uint64_t now_ns);
   ProcessDeviceResult Finish(Interval window);
 
@@ -93,6 +99,9 @@ class ProcessDeviceAnalysis {
   CorrelationJoiner joiner_;
   CopyClassAccumulator classes_;
   GpuBusyTracker busy_;
+  uint32_t chunks_;
+  std::vector<uint32_t> kernel_devices_;  // devices a kernel record came for
+  UtilizationSeries utilization_;
   KernelRecording recording_;
 };
 

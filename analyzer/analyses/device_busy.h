@@ -37,6 +37,11 @@ struct BusyOptions {
 // (DeviceBusy::chunk_busy_fraction): its busy share is unknown.
 constexpr double kUnknownFraction = -1.0;
 
+// Where a DeviceBusy's busy figures come from: kernel, memcpy and memset
+// records (CUPTI), or NVML utilization samples when no kernel was recorded
+// (device_utilization.h).
+enum class BusySource { kRecords, kUtilization };
+
 struct CauseTotals {
   uint64_t gaps = 0;
   uint64_t idle_ns = 0;
@@ -73,17 +78,33 @@ struct DeviceBusy {
   CauseTotals by_cause[kGapCauses];
   std::vector<Gap> longest_gaps;
 
+  // NVML utilization samples in the window (device_utilization.h), their
+  // median period, and, with source kUtilization, the time they cover: the
+  // busy figures above are then theirs (busy_ns: the samples' busy time);
+  // gaps and leading/trailing idle stay unknown (zero).
+  BusySource source = BusySource::kRecords;
+  uint64_t utilization_samples = 0;
+  uint64_t utilization_period_ns = 0;
+  uint64_t utilization_covered_ns = 0;
+  // The samples' busy share over the time they cover in the window, whatever
+  // the source (with kernel records too: the two figures side by side).
+  double utilization_busy_fraction = 0;
+
   uint64_t known_ns() const { return window.length() - std::min(window.length(), blind_ns); }
   // Share of the window in which kernels were recorded: 1 - blind / window
   // (1 for an empty window without blind time).
   double covered_fraction() const {
+    if (source == BusySource::kUtilization)
+      return window.length() ? std::min(1.0, static_cast<double>(utilization_covered_ns) /
+                                                 static_cast<double>(window.length()))
+                             : 0.0;
     return window.length() ? static_cast<double>(known_ns()) / static_cast<double>(window.length())
                            : (blind_ns ? 0.0 : 1.0);
   }
   // Kernels were recorded only part of the window (sampled), or not at all.
   bool kernels_sampled() const { return blind_ns > 0; }
   // Some of the window was recorded: the busy figures mean something.
-  bool measured() const { return known_ns() > 0; }
+  bool measured() const { return known_ns() > 0 || source == BusySource::kUtilization; }
 };
 
 // Busy fraction, chunks and attributed gaps, per device, over one process's

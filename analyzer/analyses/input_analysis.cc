@@ -332,6 +332,16 @@ void InputAnalysis::OnRecording(const Event& event, const trace::DeviceRecording
   state.device->OnRecording(change);
 }
 
+void InputAnalysis::OnUtilization(const Event& event, const trace::GpuUtilization& u) {
+  if (u.cuda_device() < 0) return;  // a GPU this process does not see as a CUDA device
+  PerProcess& state = Process(event.process.index());
+  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  const int n = std::min(u.sample_ns_size(), u.percent_size());
+  for (int i = 0; i < n; ++i)
+    state.device->OnUtilization(static_cast<uint32_t>(u.cuda_device()), u.sample_ns(i),
+                                u.percent(i));
+}
+
 void InputAnalysis::OnProcessEnd(const ProcessState& process) {
   auto it = per_process_.find(process.index());
   if (it == per_process_.end()) return;

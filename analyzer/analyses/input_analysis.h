@@ -151,6 +151,7 @@ class InputAnalysis : public Analysis {
   void OnDevice(const Event& event, const trace::DeviceActivity& activity) override;
   void OnCorrelation(const Event& event, const trace::ExternalCorrelation& correlation) override;
   void OnRecording(const Event& event, const trace::DeviceRecording& recording) override;
+  void OnUtilization(const Event& event, const trace::GpuUtilization& utilization) override;
   void OnNotice(const Event& event, const trace::Notice& notice) override;
   void OnProcessEnd(const ProcessState& process) override;
   void Finish(const RunInfo& run) override;

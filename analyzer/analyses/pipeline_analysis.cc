@@ -181,6 +181,16 @@ void PipelineAnalysis::OnRecording(const Event& event, const trace::DeviceRecord
   if (recording_.size() < kMaxKept) recording_.push_back({s.time_ns, s.kernels});
 }
 
+void PipelineAnalysis::OnUtilization(const Event& event, const trace::GpuUtilization& u) {
+  if (event.process.index() != root_index_ || u.cuda_device() < 0) return;
+  Device();
+  const int n = std::min(u.sample_ns_size(), u.percent_size());
+  for (int i = 0; i < n; ++i) {
+    device_->OnUtilization(static_cast<uint32_t>(u.cuda_device()), u.sample_ns(i), u.percent(i));
+    compute_.OnUtilization(static_cast<uint32_t>(u.cuda_device()), u.sample_ns(i), u.percent(i));
+  }
+}
+
 void PipelineAnalysis::OnNotice(const Event& event, const trace::Notice& notice) {
   if (event.process.index() != root_index_ || notice.code() != "cupti_started") return;
   Device();

@@ -38,6 +38,7 @@ class PipelineAnalysis : public Analysis {
   void OnDevice(const Event& event, const trace::DeviceActivity& activity) override;
   void OnCorrelation(const Event& event, const trace::ExternalCorrelation& correlation) override;
   void OnRecording(const Event& event, const trace::DeviceRecording& recording) override;
+  void OnUtilization(const Event& event, const trace::GpuUtilization& utilization) override;
   void OnNotice(const Event& event, const trace::Notice& notice) override;
   void OnThreadSample(const Event& event, const trace::ThreadSample& sample) override;
   void OnLoader(const Event& event, const trace::LoaderEvent& loader) override;

@@ -419,6 +419,9 @@ void ReplayEngine::Dispatch(ProcessState& process, const trace::TracePacket& pac
     case trace::TracePacket::kRecording:
       for (Analysis* a : analyses_) a->OnRecording(event, packet.recording());
       break;
+    case trace::TracePacket::kUtilization:
+      for (Analysis* a : analyses_) a->OnUtilization(event, packet.utilization());
+      break;
     case trace::TracePacket::kThreadSample:
       for (Analysis* a : analyses_) a->OnThreadSample(event, packet.thread_sample());
       break;

@@ -226,6 +226,7 @@ class Analysis {
   // Which device records the process collects from event.time_ns on
   // (sampled kernel recording; docs/device-activity.md).
   virtual void OnRecording(const Event& event, const trace::DeviceRecording& recording) {}
+  virtual void OnUtilization(const Event& event, const trace::GpuUtilization& utilization) {}
   virtual void OnNotice(const Event& event, const trace::Notice& notice) {}
   // Every thread's CPU time and faults at one instant (the flusher's sample).
   virtual void OnThreadSample(const Event& event, const trace::ThreadSample& sample) {}

@@ -594,6 +594,15 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                            {"kernels", !busy.kernels_sampled() ? "all"
                                        : busy.measured()       ? "sampled"
                                                                : "none"},
+                           {"busy_source", busy.source == device::BusySource::kUtilization
+                                               ? "nvml"
+                                               : "records"},
+                           {"nvml_samples", busy.utilization_samples},
+                           {"nvml_period_ns", busy.utilization_period_ns},
+                           {"nvml_busy_fraction", busy.utilization_samples
+                                                      ? nlohmann::ordered_json(
+                                                            busy.utilization_busy_fraction)
+                                                      : nlohmann::ordered_json(nullptr)},
                            {"blind_ns", busy.blind_ns},
                            {"covered_fraction", busy.covered_fraction()},
                            {"kernel_recording",

@@ -698,6 +698,7 @@ void TextWriter::DeviceSection() {
              "): no busy figure; " + FormatCount(busy.records) + " memcpy/memset records only.");
         continue;
       }
+      const bool nvml = busy.source == device::BusySource::kUtilization;
       std::string chunks;
       bool unknown = false;
       for (double f : busy.chunk_busy_fraction) {
@@ -708,6 +709,22 @@ void TextWriter::DeviceSection() {
           continue;
         }
         chunks += kBars[std::min(7, static_cast<int>(f * 8))];
+      }
+      if (nvml) {
+        // Kernels off (the default): NVML's utilization samples say how busy
+        // the GPU was, not when it was idle or why.
+        Para(gpu + ": busy " + FormatPercent(busy.busy_fraction) + " of the sampled time, " +
+             FormatPercent(busy.active_busy_fraction) +
+             " from the first to the last busy sample; per chunk [" + chunks +
+             "] (_ idle .. # busy" + (unknown ? ", ? not sampled)" : ")"));
+        Para("From NVML utilization samples (" + FormatCount(busy.utilization_samples) +
+             ", one every " + FormatDuration(busy.utilization_period_ns) + ", " +
+             FormatPercent(busy.covered_fraction()) +
+             " of the process's life): the share of time a kernel ran. Kernels were not recorded (" +
+             KernelRecordingText(p.result.recording) +
+             "), so idle gaps are not known; PINSCOPE_CUPTI_KERNELS=all records them, at a cost "
+             "(docs/environment.md).");
+        continue;
       }
       Para(gpu + ": busy " + FormatPercent(busy.busy_fraction) +
            (busy.kernels_sampled() ? " of the recorded time, " : " of the process's life, ") +

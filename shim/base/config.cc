@@ -130,6 +130,8 @@ void LoadConfig(Config* c) {
     c->cupti_kernel_rate = 1000;
   }
   BoolVar("PINSCOPE_CUPTI_RUNTIME", &c->cupti_runtime);
+  BoolVar("PINSCOPE_NVML", &c->nvml);
+  if (const char* s = getenv("PINSCOPE_NVML_PATH")) CopyString(c->nvml_path, sizeof c->nvml_path, s);
   if (const char* s = getenv("PINSCOPE_PIN"); s && *s) {
     if (!strcmp(s, "0") || !strcasecmp(s, "off")) {
       c->pin = PinMode::kOff;

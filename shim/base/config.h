@@ -26,9 +26,13 @@ struct Config {
   bool python_stacks = true;         // PINSCOPE_PY_STACKS
   bool cupti = true;                 // PINSCOPE_CUPTI
   char cupti_path[4096] = {};        // PINSCOPE_CUPTI_PATH
-  KernelRecording cupti_kernels = KernelRecording::kAuto;  // PINSCOPE_CUPTI_KERNELS
+  // Off by default: once enabled, CUPTI's kernel kind costs 15-20% of a
+  // launch-bound step on the H200, even after it is disabled again (issue 16).
+  KernelRecording cupti_kernels = KernelRecording::kOff;  // PINSCOPE_CUPTI_KERNELS
   uint32_t cupti_kernel_rate = 1000;  // PINSCOPE_CUPTI_KERNEL_RATE (records/s, auto)
-  bool cupti_runtime = true;         // PINSCOPE_CUPTI_RUNTIME (0: no RUNTIME kind, issue 16)
+  bool cupti_runtime = false;        // PINSCOPE_CUPTI_RUNTIME (1: RUNTIME kind, exact joins; issue 16)
+  bool nvml = true;                  // PINSCOPE_NVML (GPU utilization samples)
+  char nvml_path[4096] = {};         // PINSCOPE_NVML_PATH
   PinMode pin = PinMode::kOff;       // PINSCOPE_PIN
   uint64_t pin_min = 4ull << 20;     // PINSCOPE_PIN_MIN
   uint64_t pin_budget = 0;           // PINSCOPE_PIN_BUDGET (0: derived)

@@ -128,9 +128,10 @@ void StartLocked() {
   // Runtime API records (see kRuntimeCbids), restricted to the hooked calls
   // where the CUPTI can (CUDA >= 12.5) and the program did not ask for all
   // of them itself; otherwise every runtime call makes a record (costlier).
-  // PINSCOPE_CUPTI_RUNTIME=0 leaves the kind off, to measure what it costs
-  // (issue 16): CUDA 13.0's CUPTI then writes no correlations, so device
-  // copies are not joined to their host calls.
+  // Off by default (PINSCOPE_CUPTI_RUNTIME=1 turns it on): on the H200 the
+  // kind costs 13-20% of a launch-bound step even restricted (issue 16).
+  // CUDA 13.0's CUPTI then writes no correlations; the analyzer joins device
+  // copies to their host calls by time and order instead.
   if (cfg.cupti_runtime) {
     if (!EnableKind(CUPTI_ACTIVITY_KIND_RUNTIME, true, &rc)) {
       snprintf(why, sizeof why, "cuptiActivityEnable(RUNTIME) failed: %s (%d)", ResultText(rc),
@@ -150,7 +151,8 @@ void StartLocked() {
   g_pushing.store(true);
   snprintf(why, sizeof why, "device activity from %s (CUPTI API version %u)%s", s.lib_path, version,
            cfg.cupti_runtime ? ""
-                             : "; runtime records off (PINSCOPE_CUPTI_RUNTIME=0): no correlations");
+                             : "; runtime records off (the default; PINSCOPE_CUPTI_RUNTIME=1 "
+                               "turns them on): device copies join their host calls by order");
   RecordNotice(f::kInfo, "cupti_started", why);
 }
 

@@ -19,6 +19,7 @@
 #include "shim/base/guard.h"
 #include "shim/base/log.h"
 #include "shim/device/cupti.h"
+#include "shim/device/nvml.h"
 #include "shim/pin/pinning.h"
 #include "shim/process/thread_sampler.h"
 #include "shim/record/host_facts.h"
@@ -224,6 +225,7 @@ void FlusherTick() {
   PinPeriodic();  // idle kept pinned blocks, even once passive (no lock held here)
   if (!Recording() || !RecorderOpen()) return;
   CuptiFlushPeriodic();  // device records: a crash loses at most one period
+  NvmlSamplePeriodic();  // GPU utilization samples since the last tick
   WriteThreadSample();
   WriteCounters();
   FlushTrace();
@@ -310,6 +312,7 @@ void ForkChild() {
   RecorderForkChild();
   g_flusher_started = false;
   PinForkChild();
+  NvmlForkChild();
   StacksResetInChild();
 }
 
@@ -319,6 +322,7 @@ void FinishProcess(uint32_t how, int status) {
   if (how == fields::kExit && g_exit_status_known.load()) status = g_exit_status;
   if (how != fields::kSignal) {
     CuptiFinish();  // last device records, before the exit packet
+    NvmlFinish();
     WriteThreadSample();  // each thread's CPU time and faults over its life
   }
   WriteCounters();

@@ -15,7 +15,7 @@ constexpr uint32_t kHeader = 10, kCopy = 11, kSync = 12, kAlloc = 13, kFree = 14
                    kInternedString = 16, kStack = 17, kPythonFrame = 18, kModule = 19,
                    kDevice = 20, kCorrelation = 21, kPin = 22, kThread = 23, kNotice = 24,
                    kExit = 25, kCuda = 26, kCounters = 27, kRecording = 28,
-                   kThreadSample = 29, kLoader = 30;
+                   kThreadSample = 29, kLoader = 30, kUtilization = 40;
 }  // namespace packet
 
 namespace header {
@@ -41,6 +41,9 @@ constexpr uint32_t kTid = 1, kName = 2;
 }
 namespace recording {
 constexpr uint32_t kKernels = 1, kReason = 2, kKernelRate = 3, kPlannedNs = 4;
+}
+namespace utilization {
+constexpr uint32_t kCudaDevice = 1, kNvmlIndex = 2, kPciBusId = 3, kSampleNs = 4, kPercent = 5;
 }
 namespace notice {
 constexpr uint32_t kSeverity = 1, kCode = 2, kText = 3;

@@ -145,6 +145,17 @@ FAKE_API cudaError_t cudaGetDeviceCount(int* count) {
   });
 }
 
+// Bus 0x17 + ordinal, domain 0: what the NVML double (tests/doubles/fake_nvml)
+// answers to as well.
+FAKE_API cudaError_t cudaDeviceGetPCIBusId(char* bus, int len, int device) {
+  return api([&]() -> cudaError_t {
+    if (bus == nullptr || len <= 0 || device < 0 || device >= device_count())
+      return cudaErrorInvalidValue;
+    std::snprintf(bus, static_cast<size_t>(len), "0000:%02x:00.0", 0x17 + device);
+    return cudaSuccess;
+  });
+}
+
 FAKE_API cudaError_t cudaGetDevice(int* d) {
   return api([&]() -> cudaError_t {
     CHECK_DEVICE();

@@ -3,6 +3,7 @@
 // Each test runs a job, then reads its trace files with the generated
 // protobuf parser and checks exact packet counts and ids, the job's stdout
 // and exit status, and pinscope's stderr.
+#include <algorithm>
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -92,7 +93,9 @@ Result RunJob(const char* exe, std::vector<std::string> args, const Env& env, bo
                           "PINSCOPE_RUN_ID", "PINSCOPE_ROOT_PID", "PINSCOPE_DISABLE",
                           "PINSCOPE_FLUSH_MS", "PINSCOPE_PIN", "CUDA_INJECTION64_PATH",
                           "PINSCOPE_CUPTI_KERNELS", "PINSCOPE_CUPTI_KERNEL_RATE",
-                          "FAKECUPTI_MODE", "FAKECUPTI_BYTES", "FAKECUDA_DEVICES"})
+                          "PINSCOPE_CUPTI_RUNTIME", "PINSCOPE_NVML", "PINSCOPE_NVML_PATH",
+                          "FAKECUPTI_MODE", "FAKECUPTI_BYTES", "FAKECUDA_DEVICES", "FAKENVML_MODE",
+                          "FAKENVML_PERCENT", "FAKENVML_DEVICES"})
       unsetenv(v);
     setenv("PINSCOPE_OUT", run.c_str(), 1);
     setenv("JOB_DIAG", diag.c_str(), 1);
@@ -142,9 +145,19 @@ Result RunJob(const char* exe, std::vector<std::string> args, const Env& env, bo
   return r;
 }
 
+// The double with everything CUPTI can record switched on: runtime records
+// (exact correlations) and kernels in auto mode. The defaults, which leave
+// both off (issue 16), have their own test (DefaultsRecordCopiesWithout...).
 Env WithFake(const char* mode = "ok") {
   Env e;
   e.Set("PINSCOPE_CUPTI_PATH", FAKE_CUPTI).Set("FAKECUPTI_MODE", mode);
+  e.Set("PINSCOPE_CUPTI_RUNTIME", "1").Set("PINSCOPE_CUPTI_KERNELS", "auto");
+  return e;
+}
+
+Env WithFakeDefaults() {
+  Env e;
+  e.Set("PINSCOPE_CUPTI_PATH", FAKE_CUPTI).Set("FAKECUPTI_MODE", "ok");
   return e;
 }
 
@@ -321,6 +334,90 @@ TEST(CuptiKernels, OffRecordsCopiesOnly) {
   EXPECT_EQ(r.root().Of(t::TracePacket::kCorrelation).size(), 5u);
 }
 
+// Issue 16: by default neither CUPTI's RUNTIME kind (13-20% of a
+// launch-bound step on the H200) nor its kernel kind (15-20%, and it stays
+// after a disable) is enabled: copies and syncs are still recorded by the
+// device, joined to their host calls by order in the analyzer.
+TEST(CuptiKernels, DefaultsRecordCopiesWithoutRuntimeOrKernelRecords) {
+  Result r = RunJob(CUPTI_JOB, {}, WithFakeDefaults());
+  ASSERT_EQ(r.status, 3) << r.err;
+  KernelCount k = CountKernels(r.root());
+  EXPECT_EQ(k.kernels, 0);
+  EXPECT_EQ(k.memcpys, 5);
+  ASSERT_EQ(k.recordings.size(), 1u);
+  EXPECT_EQ(k.recordings[0]->recording().reason(), "disabled");
+  EXPECT_EQ(r.root().Of(t::TracePacket::kCorrelation).size(), 0u);
+  EXPECT_EQ(r.Diag("fake_runtime_off"), 0);  // the RUNTIME kind was never restricted: never on
+  EXPECT_NE(r.root().NoticeText("cupti_started").find("runtime records off"), std::string::npos);
+}
+
+// --- NVML utilization samples (issue 16) ----------------------------------------
+
+TEST(CuptiNvml, UtilizationSamplesCoverTheJobWithoutKernelRecords) {
+  Env e = WithFakeDefaults();
+  e.Set("PINSCOPE_NVML_PATH", FAKE_NVML).Set("PINSCOPE_FLUSH_MS", "50");
+  e.Set("FAKENVML_PERCENT", "37").Set("FAKECUDA_DEVICES", "2").Set("FAKENVML_DEVICES", "2");
+  Result r = RunJob(CUPTI_JOB, {"sleep"}, e);
+  ASSERT_EQ(r.status, 3) << r.err;
+  const ProcessTrace& p = r.root();
+  EXPECT_EQ(p.Notices("nvml_unavailable"), 0);
+  std::map<int, std::vector<uint64_t>> times;  // CUDA device -> sample times
+  std::map<int, std::string> pci;
+  for (const t::TracePacket* q : p.Of(t::TracePacket::kUtilization)) {
+    const t::GpuUtilization& u = q->utilization();
+    ASSERT_EQ(u.sample_ns_size(), u.percent_size());
+    if (!u.pci_bus_id().empty()) {
+      EXPECT_EQ(pci.count(u.cuda_device()), 0u) << "the bus id once per device";
+      pci[u.cuda_device()] = u.pci_bus_id();
+    }
+    for (int i = 0; i < u.sample_ns_size(); ++i) {
+      EXPECT_EQ(u.percent(i), 37u);
+      times[u.cuda_device()].push_back(u.sample_ns(i));
+    }
+  }
+  // Both devices, matched to their CUDA ordinals by PCI bus id.
+  ASSERT_EQ(times.size(), 2u);
+  EXPECT_EQ(pci[0], "0000:17:00.0");
+  EXPECT_EQ(pci[1], "0000:18:00.0");
+  const uint64_t start = p.header.start_mono_ns();
+  for (const auto& [dev, v] : times) {
+    // One sample every 10 ms over the 300 ms sleep at least, in time order,
+    // never repeated, converted to CLOCK_MONOTONIC: inside the job's life
+    // (one flush period before the first CUDA call at the earliest).
+    EXPECT_GE(v.size(), 28u) << dev;
+    EXPECT_TRUE(std::is_sorted(v.begin(), v.end()));
+    EXPECT_EQ(std::adjacent_find(v.begin(), v.end()), v.end());
+    EXPECT_GE(v.front() + 60'000'000, start) << dev;
+    EXPECT_LE(v.back(), p.packets.back().timestamp_ns() + 20'000'000) << dev;
+  }
+}
+
+TEST(CuptiNvml, WithoutNvmlANoticeAndNothingElse) {
+  Env e = WithFakeDefaults();
+  e.Set("PINSCOPE_NVML_PATH", FAKE_NVML).Set("FAKENVML_MODE", "noinit");
+  Result r = RunJob(CUPTI_JOB, {}, e);
+  ASSERT_EQ(r.status, 3) << r.err;
+  EXPECT_EQ(r.root().Notices("nvml_unavailable"), 1);
+  EXPECT_EQ(r.root().Of(t::TracePacket::kUtilization).size(), 0u);
+  EXPECT_EQ(CountLines(r.err, "NVML"), 0) << r.err;  // a notice in the trace, not stderr
+  Env off = WithFakeDefaults();
+  off.Set("PINSCOPE_NVML_PATH", FAKE_NVML).Set("PINSCOPE_NVML", "0");
+  Result q = RunJob(CUPTI_JOB, {}, off);
+  EXPECT_EQ(q.root().Notices("nvml_unavailable"), 0);
+  EXPECT_EQ(q.root().Of(t::TracePacket::kUtilization).size(), 0u);
+}
+
+TEST(CuptiNvml, ForkedChildNeverSamples) {
+  Env e = WithFakeDefaults();
+  e.Set("PINSCOPE_NVML_PATH", FAKE_NVML).Set("PINSCOPE_FLUSH_MS", "20");
+  Result r = RunJob(CUPTI_JOB, {"fork", "sleep"}, e);
+  ASSERT_EQ(r.status, 3) << r.err;
+  ASSERT_EQ(r.processes.size(), 2u);
+  EXPECT_GT(r.root().Of(t::TracePacket::kUtilization).size(), 0u);
+  EXPECT_EQ(r.processes[1].Of(t::TracePacket::kUtilization).size(), 0u);
+  EXPECT_EQ(r.processes[1].Notices("nvml_unavailable"), 0);
+}
+
 TEST(CuptiKernels, BadValuesAreNamedAndTheDefaultIsUsed) {
   Env e = WithFake();
   e.Set("PINSCOPE_CUPTI_KERNELS", "sometimes").Set("PINSCOPE_CUPTI_KERNEL_RATE", "lots");
@@ -329,7 +426,7 @@ TEST(CuptiKernels, BadValuesAreNamedAndTheDefaultIsUsed) {
   EXPECT_EQ(CountLines(r.err, "PINSCOPE_CUPTI_KERNELS=\"sometimes\" is not auto, all or off"), 1)
       << r.err;
   EXPECT_EQ(CountLines(r.err, "PINSCOPE_CUPTI_KERNEL_RATE=\"lots\""), 1) << r.err;
-  EXPECT_EQ(CountKernels(r.root()).kernels, 5);
+  EXPECT_EQ(CountKernels(r.root()).kernels, 0);  // the default: off
 }
 
 TEST(CuptiE2E, ForkedChildNeverTouchesCupti) {
@@ -450,7 +547,10 @@ TEST_P(CuptiProfiler, StepsAsideWhenTheProgramTakesCupti) {
   std::vector<std::string> args;
   if (tsc) args.push_back("tsc");
   Result base = RunJob(CUPTI_PROFILER_JOB, args, Env(), /*preload=*/false);
-  Result r = RunJob(CUPTI_PROFILER_JOB, args, Env());  // finds the linked double itself
+  // Everything on (runtime and kernel kinds), so there is most to undo.
+  Env all;
+  all.Set("PINSCOPE_CUPTI_RUNTIME", "1").Set("PINSCOPE_CUPTI_KERNELS", "auto");
+  Result r = RunJob(CUPTI_PROFILER_JOB, args, all);  // finds the linked double itself
   ASSERT_EQ(base.status, 0) << base.err;
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, base.out);

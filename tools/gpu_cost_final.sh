@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Issue 16's benchmark (docs/benchmarks.md "pinscope's cost on the GPU"): in
+# one device call, paired and interleaved, medians of REPS (5) runs each:
+#
+#   DEADLINE=520 timeout 590 bash tools/gpu_cost_final.sh build,loops,input,busy
+#
+#   build  tools/gpu_build.sh -> /tmp/ps
+#   loops  tools/bench/cupti_overhead.py, launch-bound: mlp12 (~156 kernels a
+#          step) and many (2,000+ kernels a step): no tool, pinscope's
+#          default, torch.profiler (CPU+CUDA)
+#   input  tests/gpu/pipeline_job.py input_starvation (DataLoader-bound):
+#          no tool, pinscope's default
+#   busy   tests/gpu/pipeline_job.py gpu_bound under PINSCOPE_CUPTI_KERNELS=all:
+#          the kernel records' busy share and NVML's, from one run (the
+#          report's --json: busy_fraction and nvml_busy_fraction); and the
+#          same job at the default, for the busy share the report states
+#
+# $OUT gets cost-final.tgz: the log, results.jsonl, summary.txt, the runs.
+set -uo pipefail
+phases="${1:-build,loops,input,busy}"
+has() { [[ ",$phases," == *",$1,"* ]]; }
+OUT="${OUT:-/tmp/pinscope-out}"
+W=/tmp/pscostf
+REPS="${REPS:-5}"
+rm -rf "$W"; mkdir -p "$OUT" "$W"
+exec > >(tee -a "$W/cost-final.log") 2>&1
+export PYTHONUNBUFFERED=1
+PY=python3
+PS=${PS:-/tmp/ps/bin/pinscope}
+step() { echo; echo "=== $* ($(date +%T))"; }
+pack() {
+  step "pack"
+  find "$W" -name '*.pstrace' -size +20M -delete  # keep the tarball small
+  tar -C "$W" -czf "$OUT/cost-final.tgz" . && ls -l "$OUT/cost-final.tgz"
+}
+trap pack EXIT
+
+step "machine"; nvidia-smi -L; nproc
+if has build; then step "build"; bash tools/gpu_build.sh || exit 1; fi
+[ -x "$PS" ] || { echo "no build at $PS"; exit 1; }
+
+# one KIND REP MODE NAME CMD...: MODE plain|profiler (no pinscope) or pinscope[:ENV=V,...]
+one() {
+  local kind="$1" rep="$2" mode="$3" name="$4"; shift 4
+  if [ "$SECONDS" -gt "${DEADLINE:-1000000}" ]; then echo "[$name $mode r$rep] skipped: past DEADLINE"; return; fi
+  local base="$W/$name-${mode//[:=,]/_}-r$rep" rc envs=()
+  case "$mode" in
+    plain|profiler) timeout -k 5 120 "$@" > "$base.out" 2> "$base.err"; rc=$? ;;
+    pinscope*)
+      IFS=, read -ra envs <<< "${mode#pinscope}"; envs=("${envs[@]#:}")
+      timeout -k 5 120 env "${envs[@]}" "$PS" run --no-report -o "$base.run" -- "$@" > "$base.out" 2> "$base.err"; rc=$? ;;
+  esac
+  local job=$(grep '^{' "$base.out" | tail -1)
+  echo "{\"kind\": \"$kind\", \"rep\": $rep, \"mode\": \"$mode\", \"name\": \"$name\", \"rc\": $rc, \"job\": ${job:-null}}" >> "$W/results.jsonl"
+  echo "[$name $mode r$rep] exit $rc: ${job:0:160}"
+  [ $rc -eq 0 ] || tail -5 "$base.err"
+}
+LOOP="tools/bench/cupti_overhead.py --rounds 5 --warmup 30"
+JOB=tests/gpu/pipeline_job.py
+
+for rep in $(seq "$REPS"); do
+  if has busy && [ "$rep" = 1 ]; then
+    one busy 1 "pinscope:PINSCOPE_CUPTI_KERNELS=all" gpu_bound $PY $JOB --scenario gpu_bound --steps 40
+    one busy 1 pinscope gpu_bound $PY $JOB --scenario gpu_bound --steps 40
+  fi
+  if has loops; then
+    for v in mlp12 many; do
+      steps=150; [ $v = many ] && steps=30
+      one loop "$rep" plain "$v" $PY $LOOP --variant $v --steps $steps --mode plain
+      one loop "$rep" pinscope "$v" $PY $LOOP --variant $v --steps $steps --mode pinscope
+      # torch.profiler for comparison: 3 runs of the mlp12 loop (its event
+      # processing on 2,000-kernel steps takes longer than the call allows)
+      if [ $v = mlp12 ] && [ "$rep" -le 3 ]; then
+        one loop "$rep" profiler "$v" $PY $LOOP --variant $v --steps $steps --mode profiler
+      fi
+    done
+  fi
+  if has input; then
+    one input "$rep" plain input_starvation $PY $JOB --scenario input_starvation --steps 60
+    one input "$rep" pinscope input_starvation $PY $JOB --scenario input_starvation --steps 60
+  fi
+done
+if has busy; then
+  step "busy shares"
+  for r in "$W"/gpu_bound-*.run; do
+    echo "$r"; "$PS" report --json "$r" 2>/dev/null | $PY -c '
+import json, sys
+d = json.load(sys.stdin)
+for x in d.get("device_activity", []):
+    print("  device", x["device_id"], "source", x.get("busy_source"), "busy", x["busy_fraction"],
+          "active", x["active_busy_fraction"], "nvml", x.get("nvml_busy_fraction"),
+          "samples", x.get("nvml_samples"), "period_ns", x.get("nvml_period_ns"))
+g = d.get("pipeline", {}).get("gpu", {})
+print("  pipeline gpu", g, "verdict", d.get("verdict", {}).get("kind", d.get("verdict")))' | tee -a "$W/busy.txt"
+  done
+fi
+
+step "summary"
+$PY - "$W/results.jsonl" <<'PYEOF' | tee "$W/summary.txt"
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+by = {}
+for r in runs:
+    j = r["job"]
+    if r["rc"] != 0 or not j: continue
+    v = j.get("step_ms_median", j.get("step_ms"))
+    by.setdefault((r["name"], r["mode"]), []).append(v)
+for name in sorted({k[0] for k in by}):
+    base = by.get((name, "plain"))
+    print(f"{name}: ms/step, median of n runs (overhead vs no tool)")
+    for (n, m), xs in sorted(by.items()):
+        if n != name: continue
+        med = statistics.median(xs)
+        over = f"{100 * (med / statistics.median(base) - 1):+6.2f}%" if base else ""
+        print(f"  {m:40s} {med:9.3f} {over}  n={len(xs)} {sorted(xs)}")
+    # paired: per rep, pinscope / plain
+    if base:
+        pairs = {}
+        for r in runs:
+            if r["name"] == name and r["rc"] == 0 and r["job"] and r["mode"] in ("plain", "pinscope"):
+                pairs.setdefault(r["rep"], {})[r["mode"]] = r["job"].get("step_ms_median", r["job"].get("step_ms"))
+        ratios = [p["pinscope"] / p["plain"] for p in pairs.values() if len(p) == 2]
+        if ratios:
+            print(f"  paired pinscope/plain: median {100 * (statistics.median(ratios) - 1):+.2f}% of {len(ratios)} pairs {[round(x, 4) for x in sorted(ratios)]}")
+PYEOF
