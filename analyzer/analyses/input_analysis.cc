@@ -74,8 +74,7 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
                               ctx.buffer.alloc->time_ns >= last_root_copy_ns_;
       last_root_copy_ns_ = ctx.event.time_ns;
       root_copies_.push_back({ctx.event.time_ns, ctx.event.time_ns + ctx.blocked_ns, copy.bytes(),
-                              pinned, static_cast<uint8_t>(copy.pin()), ahead, reused,
-                              fresh_mmap});
+                              pinned, static_cast<uint8_t>(copy.pin()), ahead, reused, fresh_mmap});
       if (copy.bytes() > largest_root_copy_) {
         largest_root_copy_ = copy.bytes();
         std::erase_if(root_copies_, [&](const Copy& c) { return c.bytes * 2 < largest_root_copy_; });
@@ -237,7 +236,8 @@ void InputAnalysis::OnPin(const Event& event, const trace::PinEvent& pin) {
   PerProcess& state = Process(event.process.index());
   state.peak_pinned = std::max(state.peak_pinned, pin.pinned_bytes());
   if (static_cast<int>(event.process.pid()) == root_pid_) {
-    if (pin.op() == trace::REGISTER && pin.reason() == "shm_ahead") root_ahead_.insert(pin.address());
+    if (pin.op() == trace::REGISTER && pin.reason() == "shm_ahead")
+      root_ahead_.insert(pin.address());
     if (pin.op() == trace::REUSE) root_reused_.insert(pin.address());
     if (pin.op() == trace::UNREGISTER || pin.op() == trace::RECYCLE) {
       root_ahead_.erase(pin.address());

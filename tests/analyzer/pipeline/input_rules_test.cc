@@ -145,12 +145,14 @@ TEST(InputRulesTest, Loader0PinPerBatchRegistrationSavedByReuse) {
   EXPECT_GT(loop["fresh_fault_ns"].get<uint64_t>(), 0u);
   const std::string text = TextOf(kRoot + "/h200/loader0_pin");
   const std::string n = std::to_string(batches);
-  EXPECT_NE(text.find("Per batch (" + n + " batch copies): " + n + " ran pinned thanks to pinscope"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("Per batch (" + n + " batch copies): " + n + " ran pinned thanks to pinscope"),
+      std::string::npos)
       << text;
-  EXPECT_NE(text.find("Registration paid on 1 at the copy and 0 ahead (pin-ahead thread); saved on " +
-                      std::to_string(batches - 1) + " by reuse"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("Registration paid on 1 at the copy and 0 ahead (pin-ahead thread); saved on " +
+                std::to_string(batches - 1) + " by reuse"),
+      std::string::npos)
       << text;
 }
 
@@ -182,8 +184,7 @@ TEST(InputRulesTest, SeedWorkers0StatesFreshBufferFaults) {
   EXPECT_EQ(loop["fresh_mmap_batches"], 10);
   const double gbps = loop["first_touch_gbps"];
   ASSERT_GT(gbps, 0);
-  EXPECT_EQ(loop["fresh_fault_ns"].get<uint64_t>(),
-            static_cast<uint64_t>(77070336.0 / gbps));
+  EXPECT_EQ(loop["fresh_fault_ns"].get<uint64_t>(), static_cast<uint64_t>(77070336.0 / gbps));
   const std::string text = TextOf(dir);
   EXPECT_NE(text.find("Pinning is off. 10 of 10 batch copies read a buffer allocated anew"),
             std::string::npos)
