@@ -63,8 +63,18 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
     // Only copies that may still be a batch: at least half the largest yet.
     if (copy.bytes() * 2 >= largest_root_copy_) {
       const bool pinned = copy.src_kind() == trace::PINNED && copy.pin() == trace::PIN_BY_PROGRAM;
-      root_copies_.push_back(
-          {ctx.event.time_ns, ctx.event.time_ns + ctx.blocked_ns, copy.bytes(), pinned});
+      uint64_t base = 0;
+      if (ctx.buffer.kind == HostBuffer::Kind::kAlloc) base = ctx.buffer.alloc->address;
+      if (ctx.buffer.kind == HostBuffer::Kind::kShm) base = ctx.buffer.mapping->base_address;
+      // A registration made ahead, or a reuse, is consumed by the buffer's next copy.
+      const bool ahead = base != 0 && root_ahead_.erase(base) > 0;
+      const bool reused = base != 0 && root_reused_.erase(base) > 0;
+      const bool fresh_mmap = ctx.buffer.kind == HostBuffer::Kind::kAlloc && !reused &&
+                              ctx.buffer.alloc->size >= BatchLoop::kGlibcMmapMax &&
+                              ctx.buffer.alloc->time_ns >= last_root_copy_ns_;
+      last_root_copy_ns_ = ctx.event.time_ns;
+      root_copies_.push_back({ctx.event.time_ns, ctx.event.time_ns + ctx.blocked_ns, copy.bytes(),
+                              pinned, static_cast<uint8_t>(copy.pin()), ahead, reused, fresh_mmap});
       if (copy.bytes() > largest_root_copy_) {
         largest_root_copy_ = copy.bytes();
         std::erase_if(root_copies_, [&](const Copy& c) { return c.bytes * 2 < largest_root_copy_; });
@@ -225,6 +235,15 @@ void InputAnalysis::OnPin(const Event& event, const trace::PinEvent& pin) {
   ++pins_.events;
   PerProcess& state = Process(event.process.index());
   state.peak_pinned = std::max(state.peak_pinned, pin.pinned_bytes());
+  if (static_cast<int>(event.process.pid()) == root_pid_) {
+    if (pin.op() == trace::REGISTER && pin.reason() == "shm_ahead")
+      root_ahead_.insert(pin.address());
+    if (pin.op() == trace::REUSE) root_reused_.insert(pin.address());
+    if (pin.op() == trace::UNREGISTER || pin.op() == trace::RECYCLE) {
+      root_ahead_.erase(pin.address());
+      root_reused_.erase(pin.address());
+    }
+  }
   switch (pin.op()) {
     case trace::REGISTER: {
       ++pins_.registers;
@@ -463,8 +482,19 @@ void InputAnalysis::Finish(const RunInfo& run) {
   loop_.batches = batches.size();
   std::vector<uint64_t> bytes, copies;
   for (size_t i = 0; i < batches.size(); ++i) {
-    bytes.push_back(batches[i].bytes);
-    if (batches[i].pinned) ++loop_.pinned_batches;
+    const Copy& b = batches[i];
+    bytes.push_back(b.bytes);
+    if (b.pinned) ++loop_.pinned_batches;
+    if (b.pin == trace::PIN_REGISTERED || b.pin == trace::PIN_CACHED) {
+      ++loop_.pinscope_batches;
+      loop_.dma_bytes += b.bytes;
+      if (b.pin == trace::PIN_REGISTERED) {
+        ++loop_.registered_at_copy;
+      } else {
+        ++(b.ahead ? loop_.registered_ahead : b.reused ? loop_.reused : loop_.cached);
+      }
+    }
+    if (b.fresh_mmap) ++loop_.fresh_mmap_batches;
     copies.push_back(batches[i].end_ns - batches[i].start_ns);
     if (i + 1 < batches.size()) {
       loop_.intervals_ns.push_back(batches[i + 1].start_ns - batches[i].start_ns);
@@ -478,6 +508,12 @@ void InputAnalysis::Finish(const RunInfo& run) {
   loop_.total_interval_ns = batches.back().start_ns - batches.front().start_ns;
   loop_.host_copy_gbps = calibration_.HostCopyGbps(loop_.batch_bytes);
   loop_.pin_cost_ns = AtGbps(loop_.batch_bytes, loop_.host_copy_gbps);
+  if (loop_.fresh_mmap_batches > 0) {
+    loop_.first_touch_gbps = calibration_.FirstTouchGbps(loop_.batch_bytes);
+    if (loop_.first_touch_gbps <= 0)
+      loop_.first_touch_gbps = DefaultCalibration().FirstTouchGbps(loop_.batch_bytes);
+    loop_.fresh_fault_ns = AtGbps(loop_.batch_bytes, loop_.first_touch_gbps);
+  }
 }
 
 }  // namespace pinscope

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -42,6 +43,31 @@ struct BatchLoop {
   // or the calibration has no host_copy_gbps).
   double host_copy_gbps = 0;
   uint64_t pin_cost_ns = 0;
+  // What pinscope's pinning did to the batch copies (PINSCOPE_PIN=1), per
+  // copy: `pinscope_batches` ran pinned thanks to it (PIN_REGISTERED or
+  // PIN_CACHED), each one a host copy avoided against pin_memory=True's
+  // path (its pin thread copies every batch into cudaHostAlloc memory
+  // first) and `dma_bytes` moved at DMA speed. Their registration:
+  //   registered_at_copy  paid on the copying thread (PIN_REGISTERED);
+  //   registered_ahead    paid on pinscope's pin-ahead thread (the buffer's
+  //                       REGISTER "shm_ahead" came before this, its first copy);
+  //   reused              saved: a freed block kept registered and handed to
+  //                       this batch's allocation (REUSE since its last copy);
+  //   cached              saved: the buffer was copied before and stayed registered.
+  uint64_t pinscope_batches = 0;
+  uint64_t registered_at_copy = 0, registered_ahead = 0, reused = 0, cached = 0;
+  uint64_t dma_bytes = 0;
+  // Batch copies from a malloc-family block of at least kGlibcMmapMax bytes
+  // allocated since the previous batch copy and not a reused kept block:
+  // glibc serves such a block by a fresh mmap and unmaps it at free, so the
+  // program's writing of it page-faults every page anew, every batch.
+  // fresh_fault_ns: that cost for one batch, batch_bytes at first_touch_gbps
+  // (the calibration's first touch of fresh anonymous memory at the batch
+  // size, else the built-in H200 figure). 0 when no batch was fresh.
+  static constexpr uint64_t kGlibcMmapMax = 32ull << 20;  // DEFAULT_MMAP_THRESHOLD_MAX, 64-bit
+  uint64_t fresh_mmap_batches = 0;
+  double first_touch_gbps = 0;
+  uint64_t fresh_fault_ns = 0;
   // total_interval_ns / (batches - 1): the steady rate, which a bursty
   // loader (batches queued behind one slow one) hides from the median.
   uint64_t mean_interval_ns() const {
@@ -174,6 +200,8 @@ class InputAnalysis : public Analysis {
   struct Copy {
     uint64_t start_ns, end_ns, bytes;
     bool pinned;
+    uint8_t pin;  // trace::PinOutcome
+    bool ahead, reused, fresh_mmap;
   };
   // A main-thread copy or sync kept for SyncWaits (Finish).
   struct WaitCall {
@@ -222,6 +250,10 @@ class InputAnalysis : public Analysis {
   int root_pid_ = -1;
   std::vector<Copy> root_copies_;  // root main thread H2D copies
   uint64_t largest_root_copy_ = 0;
+  uint64_t last_root_copy_ns_ = 0;  // start of the latest candidate batch copy
+  // Root blocks registered ahead (REGISTER "shm_ahead") and kept blocks
+  // handed to an allocation (REUSE), not yet copied since: base addresses.
+  std::set<uint64_t> root_ahead_, root_reused_;
   BatchLoop loop_;
   PinStats pins_;
   std::map<int, PerProcess> per_process_;

@@ -498,7 +498,18 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                      {"pinned_batches", loop.pinned_batches},
                      {"pin_thread_tid", input.pin_thread().tid},
                      {"host_copy_gbps", loop.host_copy_gbps},
-                     {"pin_cost_ns", pin_cost}};
+                     {"pin_cost_ns", pin_cost},
+                     {"batch_pinning",
+                      {{"pinscope_batches", loop.pinscope_batches},
+                       {"registered_at_copy", loop.registered_at_copy},
+                       {"registered_ahead", loop.registered_ahead},
+                       {"reused", loop.reused},
+                       {"cached", loop.cached},
+                       {"host_copies_avoided", loop.pinscope_batches},
+                       {"dma_bytes", loop.dma_bytes}}},
+                     {"fresh_mmap_batches", loop.fresh_mmap_batches},
+                     {"first_touch_gbps", loop.first_touch_gbps},
+                     {"fresh_fault_ns", loop.fresh_fault_ns}};
   {
     nlohmann::ordered_json threads = nlohmann::ordered_json::array();
     for (const SyncThread& t : input.sync_waits().threads) {

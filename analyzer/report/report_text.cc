@@ -610,7 +610,21 @@ void TextWriter::ShmSection() {
 // cost and what it saved against the calibrated pageable bandwidth.
 void TextWriter::PinningSection() {
   const PinStats& pins = report_.input().pins();
-  if (!report_.input().has_pins()) return;
+  const BatchLoop& loop = report_.input().loop();
+  if (!report_.input().has_pins()) {
+    // Pinning off: what fresh batch buffers cost, which the recycle list saves.
+    if (!loop.found || loop.fresh_mmap_batches == 0) return;
+    Title("Pinning (PINSCOPE_PIN)");
+    Para("Pinning is off. " + FormatCount(loop.fresh_mmap_batches) + " of " +
+         FormatCount(loop.batches) + " batch copies read a buffer allocated anew since the " +
+         "previous batch, above glibc's 32 MiB mmap threshold: glibc maps each one fresh and " +
+         "unmaps it at free, so writing it page-faults every page again, about " +
+         FormatDuration(loop.fresh_fault_ns) + " per " + FormatBytes(loop.batch_bytes) +
+         " batch (first touch of fresh memory at " + FormatGbps(loop.first_touch_gbps) +
+         "). PINSCOPE_PIN=1 keeps the freed block registered and hands it to the next batch: " +
+         "one registration, no faults after the first batch (docs/pinning.md).");
+    return;
+  }
   Title("Pinning (PINSCOPE_PIN)");
   Para("Registered " + FormatCount(pins.registers) + " buffers (" +
        FormatBytes(pins.register_bytes) + "): " + FormatCount(pins.shm_registers) + " shm (" +
@@ -624,6 +638,24 @@ void TextWriter::PinningSection() {
        "; peak pinned " + FormatBytes(pins.peak_pinned_bytes) + "; " +
        FormatCount(pins.register_failed) + " failed, budget full " + FormatCount(pins.budget_full) +
        " times.");
+  if (loop.found && loop.pinscope_batches > 0) {
+    const uint64_t per = loop.dma_bytes / loop.pinscope_batches;
+    Para("Per batch (" + FormatCount(loop.batches) + " batch copies): " +
+         FormatCount(loop.pinscope_batches) + " ran pinned thanks to pinscope, each " +
+         FormatBytes(per) + " at DMA speed (" + FormatBytes(loop.dma_bytes) + " in all) and " +
+         "a host copy avoided against pin_memory=True, whose pin thread copies every batch into " +
+         "pinned memory first. Registration paid on " + FormatCount(loop.registered_at_copy) +
+         " at the copy and " + FormatCount(loop.registered_ahead) +
+         " ahead (pin-ahead thread); saved on " + FormatCount(loop.reused) +
+         " by reuse of a freed block and " + FormatCount(loop.cached) + " already registered.");
+  }
+  // The first batch's buffer is always fresh (the one the recycle list then keeps).
+  if (loop.found && loop.fresh_mmap_batches > 1) {
+    Para(FormatCount(loop.fresh_mmap_batches) + " batch copies read a fresh buffer above glibc's " +
+         "32 MiB mmap threshold that pinscope did not reuse (PINSCOPE_PIN_KEEP): about " +
+         FormatDuration(loop.fresh_fault_ns) + " of page faults each (first touch at " +
+         FormatGbps(loop.first_touch_gbps) + ").");
+  }
   if (pins.ahead_registers > 0) {
     Para(FormatCount(pins.ahead_registers) + " of the registrations (" +
          FormatDuration(pins.ahead_register_ns) +

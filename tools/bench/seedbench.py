@@ -4,7 +4,7 @@ batch 128), extended for pinscope's measurements.
 
     python3 tools/bench/seedbench.py [--samples N] [--configs 0f,4f,4t,8t]
                                      [--epochs E] [--train] [--warmup B]
-                                     [--json FILE]
+                                     [--json FILE] [--checksum FILE]
 
 A config is <num_workers><f|t> (pin_memory False/True). Each config runs
 `epochs` epochs over `samples` samples; the loop copies every batch to the
@@ -17,6 +17,13 @@ and the first batches' page faults do not count), and the CPU time per
 sample of the main process (all its threads, the pin_memory thread
 included) and of the workers (counted once they have exited and been
 joined, which DataLoader does at the end of each epoch).
+
+--checksum FILE makes every sample a function of its index (not random) and
+writes, per config, the checksum of every batch as the GPU received it (the
+int64 sum of the image bits and of the labels, computed on the device):
+two runs, with and without pinscope, must write the same file
+(tools/gpu_zerocopy.sh). The checksums synchronize every batch: time a run
+without them.
 """
 import argparse
 import json
@@ -29,14 +36,18 @@ from torch.utils.data import DataLoader, Dataset
 
 
 class SyntheticImages(Dataset):
-    def __init__(self, n):
+    def __init__(self, n, deterministic=False):
         self.n = n
+        self.deterministic = deterministic
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
-        raw = np.random.randint(0, 255, (3, 224, 224), dtype=np.uint8)
+        if self.deterministic:
+            raw = np.random.default_rng(i).integers(0, 255, (3, 224, 224), dtype=np.uint8)
+        else:
+            raw = np.random.randint(0, 255, (3, 224, 224), dtype=np.uint8)
         return torch.from_numpy(raw).float() / 255.0, torch.tensor(i % 10)
 
 
@@ -52,7 +63,7 @@ def cpu_seconds(who):
     return r.ru_utime + r.ru_stime
 
 
-def run(loader, epochs, train, dev, warmup):
+def run(loader, epochs, train, dev, warmup, sums=None):
     model = opt = None
     if train:
         model = make_model(dev)
@@ -74,6 +85,9 @@ def run(loader, epochs, train, dev, warmup):
                 loss.backward()
                 opt.step()
             torch.cuda.synchronize()
+            if sums is not None:
+                sums.append([int(x.view(torch.int32).long().sum().item()),
+                             int(y.long().sum().item())])
             steps.append(time.perf_counter() - s)
             n += x.size(0)
             if len(steps) == warmup:
@@ -100,15 +114,20 @@ def main():
     ap.add_argument("--warmup", type=int, default=5,
                     help="batches before the steady-state clock starts")
     ap.add_argument("--json")
+    ap.add_argument("--checksum", help="write per-batch device checksums (deterministic data)")
     a = ap.parse_args()
     dev = torch.device("cuda")
     torch.cuda.init()
-    ds = SyntheticImages(a.samples)
+    ds = SyntheticImages(a.samples, deterministic=bool(a.checksum))
     results = []
+    checksums = {}
     for c in a.configs.split(","):
         w, p = int(c[:-1]), c[-1] == "t"
         loader = DataLoader(ds, batch_size=a.batch, num_workers=w, pin_memory=p)
-        r = run(loader, a.epochs, a.train, dev, a.warmup)
+        sums = [] if a.checksum else None
+        r = run(loader, a.epochs, a.train, dev, a.warmup, sums)
+        if sums is not None:
+            checksums[c] = sums
         del loader  # its workers are joined by now: their CPU time is counted
         results.append({"num_workers": w, "pin_memory": p, "train": a.train, **r})
         print(f"workers={w} pin={p} train={a.train}: {r['samples_per_s']:.0f} samples/s "
@@ -119,6 +138,9 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
+    if a.checksum:
+        with open(a.checksum, "w") as f:
+            json.dump(checksums, f)
 
 
 if __name__ == "__main__":

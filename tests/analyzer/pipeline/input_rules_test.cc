@@ -25,6 +25,30 @@ nlohmann::json JsonOf(const std::string& dir, const std::string& calibration = "
   return nlohmann::json::parse(out.str());
 }
 
+// The text report, without color, at the run's own calibration, its
+// wrapped paragraphs joined (a newline and the indentation become a space).
+std::string TextOf(const std::string& dir) {
+  ReportOptions options;
+  options.run_dir = dir;
+  options.color = ColorMode::kNever;
+  options.calibration_path = dir + "/calibration.json";
+  std::ostringstream out, err;
+  RunReport(options, out, err);
+  std::string text;
+  const std::string raw = out.str();
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] != '\n') {
+      text += raw[i];
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < raw.size() && raw[j] == ' ') ++j;
+    text += j > i + 1 ? ' ' : '\n';
+    i = j - 1;
+  }
+  return text;
+}
+
 const std::string kRoot = PINSCOPE_TEST_DATA_DIR;
 
 TEST(InputRulesTest, SeedWorkers0IsMainProcessBound) {
@@ -98,6 +122,73 @@ TEST(InputRulesTest, Loader0PinReusesOneRegistration) {
   EXPECT_EQ(p["reuses"], 47);
   EXPECT_EQ(p["pinned_copies"], 48);
   EXPECT_EQ(p["pinned_cached"], 47);
+}
+
+// The same trace per batch (the report's "Per batch" line): the batch copies
+// ran pinned thanks to pinscope, their registration paid once at the first
+// copy and saved by reuse on every later one; only the first batch read a
+// fresh mmap (the block the recycle list then kept).
+TEST(InputRulesTest, Loader0PinPerBatchRegistrationSavedByReuse) {
+  const nlohmann::json j = JsonOf(kRoot + "/h200/loader0_pin");
+  const nlohmann::json& loop = j["batch_loop"];
+  ASSERT_TRUE(loop["found"].get<bool>());
+  const uint64_t batches = loop["batches"];
+  const nlohmann::json& b = loop["batch_pinning"];
+  EXPECT_EQ(b["pinscope_batches"], batches);
+  EXPECT_EQ(b["registered_at_copy"], 1);
+  EXPECT_EQ(b["registered_ahead"], 0);
+  EXPECT_EQ(b["reused"], batches - 1);
+  EXPECT_EQ(b["cached"], 0);
+  EXPECT_EQ(b["host_copies_avoided"], batches);
+  EXPECT_EQ(b["dma_bytes"], batches * loop["batch_bytes"].get<uint64_t>());
+  EXPECT_EQ(loop["fresh_mmap_batches"], 1);
+  EXPECT_GT(loop["fresh_fault_ns"].get<uint64_t>(), 0u);
+  const std::string text = TextOf(kRoot + "/h200/loader0_pin");
+  const std::string n = std::to_string(batches);
+  EXPECT_NE(
+      text.find("Per batch (" + n + " batch copies): " + n + " ran pinned thanks to pinscope"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("Registration paid on 1 at the copy and 0 ahead (pin-ahead thread); saved on " +
+                std::to_string(batches - 1) + " by reuse"),
+      std::string::npos)
+      << text;
+}
+
+// pin_ahead: the first batch of each of its loaders is registered at its
+// copy, every other one ahead on the pin-ahead thread; none reused.
+TEST(InputRulesTest, PinAheadPerBatchRegistrationPaidAhead) {
+  const nlohmann::json j = JsonOf(kRoot + "/h200/pin_ahead");
+  const nlohmann::json& loop = j["batch_loop"];
+  ASSERT_TRUE(loop["found"].get<bool>());
+  const nlohmann::json& b = loop["batch_pinning"];
+  EXPECT_EQ(b["pinscope_batches"], loop["batches"]);
+  EXPECT_EQ(b["registered_at_copy"].get<uint64_t>() + b["registered_ahead"].get<uint64_t>(),
+            loop["batches"].get<uint64_t>());
+  EXPECT_EQ(b["registered_ahead"], j["pinning"]["ahead_registers"]);
+  EXPECT_EQ(b["reused"], 0);
+  EXPECT_EQ(loop["fresh_mmap_batches"], 0);  // shm batches
+}
+
+// The seed benchmark with 0 workers and no pinning: every 73.5 MiB batch is
+// collated into a new block that glibc maps fresh; the batch loop states
+// the page faults that costs per batch at the calibrated first touch, and
+// the text's pinning section says so though pinning was off.
+TEST(InputRulesTest, SeedWorkers0StatesFreshBufferFaults) {
+  const std::string dir = kRoot + "/../../examples/h200-seed-workers0";
+  const nlohmann::json j = JsonOf(dir);
+  const nlohmann::json& loop = j["batch_loop"];
+  EXPECT_FALSE(j.contains("pinning"));
+  EXPECT_EQ(loop["batch_pinning"]["pinscope_batches"], 0);
+  EXPECT_EQ(loop["fresh_mmap_batches"], 10);
+  const double gbps = loop["first_touch_gbps"];
+  ASSERT_GT(gbps, 0);
+  EXPECT_EQ(loop["fresh_fault_ns"].get<uint64_t>(), static_cast<uint64_t>(77070336.0 / gbps));
+  const std::string text = TextOf(dir);
+  EXPECT_NE(text.find("Pinning is off. 10 of 10 batch copies read a buffer allocated anew"),
+            std::string::npos)
+      << text;
 }
 
 // loader_pin: 3 epochs of 4 workers (persistent_workers=False, so 12 worker

@@ -140,6 +140,7 @@ int RunScenario(const std::string& s) {
   else if (s == "recycle_budget") RecycleBudget();
   else if (s == "recycle_fork") RecycleFork();
   else if (s == "recycle_idle") RecycleIdle();
+  else if (s == "batch_loop0") BatchLoop0();
   else if (s == "ahead") Ahead();
   else if (s == "ahead_unused") AheadUnused();
   else if (s == "ahead_threads") AheadThreads();

@@ -72,6 +72,7 @@ void RecycleCap(size_t n);
 void RecycleBudget();
 void RecycleFork();
 void RecycleIdle();
+void BatchLoop0();
 void Ahead();
 void AheadUnused();
 void AheadThreads();

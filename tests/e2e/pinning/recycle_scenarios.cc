@@ -2,6 +2,7 @@
 #include "pin_program.h"
 
 #include <malloc.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -150,6 +151,54 @@ void RecycleIdle() {
   PutPtr("b", b);
   Put("b_registered_before_copy", fakecuda_is_registered(b));
   free(b);
+  PutStats("");
+}
+
+// A num_workers=0 batch loop as PyTorch runs it: every batch is collated
+// into a new posix_memalign block of kLoopBatch bytes - above glibc's
+// largest mmap threshold (32 MiB on 64-bit), so without pinscope glibc maps
+// it fresh and unmaps it at free, and every batch page-faults anew - filled,
+// copied to the GPU asynchronously, the stream synchronized, then freed.
+// Prints the page faults the filling took (this thread's minor faults, the
+// first batch and the others summed), how many distinct addresses the
+// batches had, and the double's registration counts.
+constexpr size_t kLoopBatch = 40 * kMiB;
+constexpr int kLoopBatches = 20;
+long ThreadMinorFaults() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return u.ru_minflt;
+}
+void BatchLoop0() {
+  void* dev = DevAlloc(kLoopBatch);
+  cudaStream_t stream = nullptr;
+  CK(cudaStreamCreate(&stream));
+  long first_faults = 0, rest_faults = 0;
+  uintptr_t seen[kLoopBatches];
+  int distinct = 0;
+  for (int i = 0; i < kLoopBatches; ++i) {
+    char* b = Memalign(kLoopBatch);
+    const char fill = static_cast<char>('A' + i);
+    const long before = ThreadMinorFaults();
+    memset(b, fill, kLoopBatch);
+    const long faults = ThreadMinorFaults() - before;
+    (i == 0 ? first_faults : rest_faults) += faults;
+    bool known = false;
+    for (int j = 0; j < distinct; ++j) known |= seen[j] == reinterpret_cast<uintptr_t>(b);
+    if (!known) seen[distinct++] = reinterpret_cast<uintptr_t>(b);
+    if (i == 0) PutPtr("batch0", b);
+    CK(cudaMemcpyAsync(dev, b, kLoopBatch, cudaMemcpyHostToDevice, stream));
+    // Pageable semantics: the source may be overwritten once the call returns.
+    memset(b, 'x', kMiB);
+    CK(cudaStreamSynchronize(stream));
+    if (!All(DeviceBytes(dev, kMiB), kMiB, fill)) Fail("batch_loop0: device data (head)");
+    if (!All(DeviceBytes(static_cast<char*>(dev) + kLoopBatch - kMiB, kMiB), kMiB, fill))
+      Fail("batch_loop0: device data (tail)");
+    free(b);
+  }
+  Put("first_fill_faults", static_cast<unsigned long long>(first_faults));
+  Put("rest_fill_faults", static_cast<unsigned long long>(rest_faults));
+  Put("distinct_addresses", static_cast<unsigned long long>(distinct));
   PutStats("");
 }
 

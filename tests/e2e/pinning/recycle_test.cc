@@ -284,5 +284,75 @@ TEST_F(E2EPinning, ThreadsWithTheRecycleList) {
   EXPECT_EQ(static_cast<uint64_t>(registers - unregisters) * 6 * kMiB, held);
 }
 
+// The num_workers=0 case (docs/pinning.md, "The 0-worker batch loop"): 20
+// batches, each a fresh 40 MiB posix_memalign block (above glibc's mmap
+// threshold) filled, copied and freed (scenario batch_loop0).
+constexpr int kLoopBatches = 20;
+constexpr uint64_t kLoopBatch = 40 * kMiB;
+// A fresh mapping faults at least once per 2 MiB (huge pages, if the kernel
+// gives them; 4 KiB pages: once per 4 KiB).
+constexpr uint64_t kMinFaultsPerFreshBatch = kLoopBatch / (2 * kMiB);
+
+// With the recycle list the first batch's block is registered once and
+// handed back to each later batch: 1 registration for 20 batches, 19
+// reuses, and the later batches' fills take no page fault at all.
+TEST_F(E2EPinning, BatchLoopWithoutWorkersRegistersOnceAndFaultsOnce) {
+  constexpr int kBatches = kLoopBatches;
+  const uint64_t n = kLoopBatch;
+  const uint64_t min_faults_per_fresh_batch = kMinFaultsPerFreshBatch;
+  TraceFile kept = Scenario("batch_loop0", {{"PINSCOPE_PIN", "1"}, {"PINSCOPE_PIN_KEEP", "1G"}});
+  const uint64_t a = M("batch0");
+  EXPECT_EQ(M("distinct_addresses"), 1u);
+  EXPECT_EQ(M("register_calls"), 1u);
+  EXPECT_EQ(M("unregister_calls"), 0u);  // kept until exit
+  EXPECT_EQ(M("registered_bytes"), n);
+  EXPECT_GE(M("first_fill_faults"), min_faults_per_fresh_batch);
+  EXPECT_EQ(M("rest_fill_faults"), 0u);
+  std::vector<WantCopy> copies;
+  std::vector<WantPin> pins = {{pt::REGISTER, a, n, "malloc"}};
+  for (int i = 0; i < kBatches; ++i) {
+    copies.push_back({pt::H2D, n, a, i == 0 ? pt::PIN_REGISTERED : pt::PIN_CACHED});
+    copies.push_back({pt::D2H, kMiB, M("check"), pt::PIN_SKIPPED_UNKNOWN_BUFFER});
+    copies.push_back({pt::D2H, kMiB, M("check"), pt::PIN_SKIPPED_UNKNOWN_BUFFER});
+    pins.push_back({pt::RECYCLE, a, n, "free"});
+    if (i + 1 < kBatches) pins.push_back({pt::REUSE, a, n, "malloc"});
+  }
+  ExpectCopies(kept, copies);
+  ExpectPins(kept, pins);
+}
+
+// Without the recycle list (PINSCOPE_PIN_KEEP=0) every batch is a fresh
+// mapping, registered at its copy and unregistered at its free: 20
+// registrations for 20 batches, and every batch faults its pages again.
+TEST_F(E2EPinning, BatchLoopWithoutKeepRegistersEveryBatch) {
+  constexpr int kBatches = kLoopBatches;
+  const uint64_t min_faults_per_fresh_batch = kMinFaultsPerFreshBatch;
+  TraceFile fresh = Scenario("batch_loop0", {{"PINSCOPE_PIN", "1"}, {"PINSCOPE_PIN_KEEP", "0"}});
+  EXPECT_EQ(M("register_calls"), static_cast<uint64_t>(kBatches));
+  EXPECT_EQ(M("unregister_calls"), static_cast<uint64_t>(kBatches));
+  EXPECT_EQ(M("registered_bytes"), 0u);
+  EXPECT_GE(M("rest_fill_faults"), (kBatches - 1) * min_faults_per_fresh_batch);
+  int registers = 0, frees = 0;
+  for (const auto& p : fresh.packets) {
+    if (!p.has_pin()) continue;
+    EXPECT_NE(p.pin().op(), pt::REUSE);
+    registers += p.pin().op() == pt::REGISTER;
+    frees += p.pin().op() == pt::UNREGISTER && p.pin().reason() == "free";
+  }
+  EXPECT_EQ(registers, kBatches);
+  EXPECT_EQ(frees, kBatches);
+}
+
+// Pinning off: nothing registered, every batch re-faults its pages (the cost
+// the report's batch loop states as fresh_fault_ns).
+TEST_F(E2EPinning, BatchLoopWithoutPinningFaultsEveryBatch) {
+  const uint64_t min_faults_per_fresh_batch = kMinFaultsPerFreshBatch;
+  TraceFile off = Scenario("batch_loop0", {}, {"PINSCOPE_PIN"});
+  ExpectNothingPinned(off);
+  EXPECT_EQ(M("register_calls"), 0u);
+  EXPECT_GE(M("first_fill_faults"), min_faults_per_fresh_batch);
+  EXPECT_GE(M("rest_fill_faults"), (kLoopBatches - 1) * min_faults_per_fresh_batch);
+}
+
 }  // namespace
 }  // namespace e2e_pinning

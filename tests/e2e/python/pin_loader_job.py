@@ -1,0 +1,151 @@
+"""DataLoader batches copied to a CUDA device under PINSCOPE_PIN, on the CPU:
+the CUDA runtime test double (--cudart, loaded RTLD_GLOBAL) stands in for
+CUDA, and the main process copies every batch to "device" memory with
+cudaMemcpyAsync + cudaStreamSynchronize (found through the global scope, so
+libpinscope.so's hooks see them), reads it back and checks it. Run by
+pin_loader_test (tests/e2e/python) with and without pinscope.
+
+Samples are a function of their index (and the loader's seed): sample i of
+loader L is a float32 tensor of --shape whose element k is
+(L * 1000003 + i * 7919 + k) mod 65521. Every batch the device received is
+checked against that and its checksum printed ("batch L E B SUM"), so two
+runs can be compared line by line. --hold keeps the first batch of each
+loader alive to the end and checks its host contents again then (its shm
+segment stays mapped while later batches arrive). --kill-after B: once
+batch B of the first epoch has been checked, the main process kills (SIGKILL)
+the worker that makes batch B+1; the loader then fails (DataLoader's
+RuntimeError, or the connection error of fetching a dead worker's
+descriptor: which one, and how many prefetched batches still arrive, is a
+race with or without pinscope) and the job prints "loader error". Prints "register_calls N" (the double's
+cudaHostRegister calls in this process) and "done" on success; exits 1 on
+wrong data."""
+import argparse
+import ctypes
+import mmap
+import os
+import signal
+import sys
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+H2D, D2H = 1, 2
+MOD = 65521
+
+
+class Indexed(Dataset):
+    def __init__(self, n, shape, seed):
+        self.n, self.shape, self.seed = n, shape, seed
+        self.numel = 1
+        for s in shape:
+            self.numel *= s
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        base = self.seed * 1000003 + i * 7919
+        flat = torch.remainder(torch.arange(base, base + self.numel, dtype=torch.int64), MOD)
+        return flat.to(torch.float32).reshape(self.shape)
+
+
+def expected(ds, indices):
+    return torch.stack([ds[i] for i in indices])
+
+
+class Device:
+    def __init__(self, cudart, nbytes):
+        ctypes.CDLL(cudart, mode=os.RTLD_GLOBAL)
+        self.g = ctypes.CDLL(None)
+        self.dev = ctypes.c_void_p()
+        self.nbytes = nbytes
+        if self.g.cudaMalloc(ctypes.byref(self.dev), ctypes.c_size_t(nbytes)) != 0:
+            sys.exit("cudaMalloc failed")
+        # The read-back buffer: an anonymous mapping, which pinscope neither
+        # records nor pins, so the only buffers it may register are batches.
+        self.back = mmap.mmap(-1, nbytes)
+        self.back_addr = ctypes.addressof(ctypes.c_char.from_buffer(self.back))
+
+    def roundtrip(self, t):
+        """Copies t to the device (async + sync) and returns what arrived."""
+        n = t.numel() * t.element_size()
+        assert n <= self.nbytes
+        if self.g.cudaMemcpyAsync(self.dev, ctypes.c_void_p(t.data_ptr()), ctypes.c_size_t(n), H2D,
+                                  ctypes.c_void_p(0)) != 0:
+            sys.exit("cudaMemcpyAsync failed")
+        if self.g.cudaStreamSynchronize(ctypes.c_void_p(0)) != 0:
+            sys.exit("cudaStreamSynchronize failed")
+        if self.g.cudaMemcpy(ctypes.c_void_p(self.back_addr), self.dev, ctypes.c_size_t(n), D2H) != 0:
+            sys.exit("cudaMemcpy D2H failed")
+        return torch.frombuffer(self.back, dtype=t.dtype, count=t.numel()).reshape(t.shape).clone()
+
+    def register_calls(self):
+        class Stats(ctypes.Structure):
+            _fields_ = [(name, ctypes.c_ulong) for name in (
+                "host_register_calls", "host_unregister_calls", "host_alloc_calls", "free_host_calls",
+                "pointer_attribute_calls", "memcpy_calls", "registered_bytes")]
+        s = Stats()
+        self.g.fakecuda_get_stats(ctypes.byref(s))
+        return s.host_register_calls
+
+
+def checksum(t):
+    return int(t.view(torch.int32).to(torch.int64).sum())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cudart", required=True)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--batches", type=int, default=10, help="per epoch and loader")
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--shape", default="3,256,256")
+    ap.add_argument("--loaders", type=int, default=1)
+    ap.add_argument("--persistent", action="store_true")
+    ap.add_argument("--strategy", default="file_descriptor")
+    ap.add_argument("--hold", action="store_true")
+    ap.add_argument("--kill-after", type=int, default=-1)
+    a = ap.parse_args()
+    torch.multiprocessing.set_sharing_strategy(a.strategy)
+    shape = tuple(int(x) for x in a.shape.split(","))
+    sets = [Indexed(a.batch * a.batches, shape, seed) for seed in range(a.loaders)]
+    loaders = [DataLoader(ds, batch_size=a.batch, num_workers=a.workers,
+                          persistent_workers=a.persistent and a.workers > 0) for ds in sets]
+    dev = Device(a.cudart, a.batch * sets[0].numel * 4)
+    held = []
+    bad = 0
+    try:
+        for epoch in range(a.epochs):
+            its = [iter(loader) for loader in loaders]
+            for b, batches in enumerate(zip(*its)):
+                for l, x in enumerate(batches):
+                    want = expected(sets[l], range(b * a.batch, (b + 1) * a.batch))
+                    got = dev.roundtrip(x)
+                    if not torch.equal(got, want):
+                        print(f"WRONG device data: loader {l} epoch {epoch} batch {b}", flush=True)
+                        bad += 1
+                    print(f"batch {l} {epoch} {b} {checksum(got)}", flush=True)
+                    if a.hold and epoch == 0 and b == 0:
+                        held.append((l, x, want))
+                if epoch == 0 and b == a.kill_after:
+                    victim = its[0]._workers[(b + 1) % a.workers]
+                    os.kill(victim.pid, signal.SIGKILL)
+    except (RuntimeError, ConnectionError, EOFError) as e:
+        if a.kill_after < 0:
+            raise
+        print("loader error", flush=True)
+    for l, x, want in held:
+        if not torch.equal(x, want):
+            print(f"WRONG held batch: loader {l}", flush=True)
+            bad += 1
+        else:
+            print(f"held {l} intact", flush=True)
+    print("register_calls", dev.register_calls(), flush=True)
+    if bad:
+        sys.exit(1)
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
