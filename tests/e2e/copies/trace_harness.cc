@@ -18,6 +18,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include "tests/common/trace_bytes.h"
 
 extern char** environ;
 
@@ -59,6 +60,8 @@ TraceFile ReadTrace(const std::string& path) {
   t.path = path;
   std::string data = ReadWholeFile(path);
   t.size = data.size();
+  t.compressed = ::pinscope::testing::IsCompressedTrace(data);
+  data = ::pinscope::testing::TracePackets(data);
   const uint8_t* p = reinterpret_cast<const uint8_t*>(data.data());
   size_t n = data.size(), off = 0;
   while (off < n) {
