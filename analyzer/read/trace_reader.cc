@@ -42,9 +42,7 @@ int DecodeVarint(const uint8_t* data, size_t size, uint64_t* value) {
 }
 
 TraceReader::TraceReader(std::string path, size_t chunk_bytes)
-    : path_(std::move(path)),
-      chunk_bytes_(chunk_bytes < 64 ? 64 : chunk_bytes),
-      source_(path_) {}
+    : path_(std::move(path)), chunk_bytes_(chunk_bytes < 64 ? 64 : chunk_bytes), source_(path_) {}
 
 TraceReader::~TraceReader() {
   if (fd_ >= 0) close(fd_);

@@ -60,12 +60,12 @@ bool TraceSource::Start(int fd, Status* status) {
       return false;
     }
     if (version > kTraceContainerVersion || compression != 1) {
-      *status = Status::Error(
-          Status::Code::kNewerFormat,
-          "file " + path_ + ": written by a newer pinscope: trace container version " +
-              std::to_string(version) + " (compression " + std::to_string(compression) +
-              "), this reader supports version " + std::to_string(kTraceContainerVersion) +
-              " (zstd)");
+      *status = Status::Error(Status::Code::kNewerFormat,
+                              "file " + path_ +
+                                  ": written by a newer pinscope: trace container version " +
+                                  std::to_string(version) + " (compression " +
+                                  std::to_string(compression) + "), this reader supports version " +
+                                  std::to_string(kTraceContainerVersion) + " (zstd)");
       return false;
     }
     in_file_ = kPreambleBytes;
@@ -220,8 +220,7 @@ bool TraceSource::NextFrame(int fd, Status* status) {
     }
     size_t len = 0;
     if (!damage) {
-      frame_.resize(size == ZSTD_CONTENTSIZE_UNKNOWN ? kInputChunk
-                                                     : static_cast<size_t>(size) + 1);
+      frame_.resize(size == ZSTD_CONTENTSIZE_UNKNOWN ? kInputChunk : static_cast<size_t>(size) + 1);
       for (;;) {
         ZSTD_inBuffer in{in_.data() + in_pos_, in_end_ - in_pos_, 0};
         if (len == frame_.size()) {
@@ -261,11 +260,11 @@ bool TraceSource::NextFrame(int fd, Status* status) {
     const uint64_t next = in_file_ + in_pos_;
     if (std::find(skipped_at_.begin(), skipped_at_.end(), start) == skipped_at_.end()) {
       skipped_at_.push_back(start);
-      skipped_.push_back("file " + path_ + ": corrupt zstd frame at byte " +
-                         std::to_string(start) + " (" + damage + "): its packets are lost; " +
-                         (found ? "reading went on at the next frame, at byte " +
-                                      std::to_string(next)
-                                : std::string("no frame follows it")));
+      skipped_.push_back("file " + path_ + ": corrupt zstd frame at byte " + std::to_string(start) +
+                         " (" + damage + "): its packets are lost; " +
+                         (found
+                              ? "reading went on at the next frame, at byte " + std::to_string(next)
+                              : std::string("no frame follows it")));
     }
     if (!found) {
       in_pos_ = in_end_;

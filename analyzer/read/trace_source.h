@@ -92,8 +92,8 @@ class TraceSource {
   // The frame being handed out: frame_[frame_pos_, frame_.size()).
   std::vector<uint8_t> frame_;
   size_t frame_pos_ = 0;
-  uint64_t stream_at_ = 0;  // stream offset of frame_[frame_pos_]
-  uint64_t decoded_end_ = 0;  // stream offset after the last frame decoded (kept by Release)
+  uint64_t stream_at_ = 0;          // stream offset of frame_[frame_pos_]
+  uint64_t decoded_end_ = 0;        // stream offset after the last frame decoded (kept by Release)
   std::vector<FrameStart> frames_;  // frames handed out, not yet consumed
   uint64_t end_file_ = 0;           // file offset after the last whole frame
   bool cut_ = false;

@@ -56,7 +56,8 @@ bool EnsureOpen() {
   pthread_mutex_lock(&g_open_mu);
   bool ok = g_open.load(std::memory_order_relaxed);
   if (!ok && g_state.load() == kActive) {
-    int err = g_writer.Open(GetConfig().out_fd, GetConfig().out_dir, g_id.pid, GetConfig().compress);
+    int err =
+        g_writer.Open(GetConfig().out_fd, GetConfig().out_dir, g_id.pid, GetConfig().compress);
     if (err) {
       pthread_mutex_unlock(&g_open_mu);
       char why[4400];

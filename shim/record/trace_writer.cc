@@ -104,8 +104,8 @@ bool TraceWriter::EnsureMemoryLocked() {
     auto* p = static_cast<uint8_t*>(MapAnonymous(ctx_bytes + zcap));
     if (!p) return false;
     ZSTD_CCtx* cctx = ZSTD_initStaticCCtx(p, ctx_bytes);
-    if (!cctx || ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel,
-                                                     kTraceZstdLevel)) ||
+    if (!cctx ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, kTraceZstdLevel)) ||
         ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1))) {
       munmap(p, ctx_bytes + zcap);
       return false;

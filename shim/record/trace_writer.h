@@ -101,7 +101,7 @@ class TraceWriter {
   pthread_cond_t full_cv_ = PTHREAD_COND_INITIALIZER;  // waited on with CLOCK_MONOTONIC
   int fd_ = -1;
   bool compress_ = true;
-  bool preamble_written_ = false;  // with the file's first frame
+  bool preamble_written_ = false;          // with the file's first frame
   uint8_t* bufs_[2] = {nullptr, nullptr};  // mmap'd, kBufferSize each
   int active_ = 0;                         // the buffer appends go into
   size_t len_ = 0;                         // bytes in the active buffer

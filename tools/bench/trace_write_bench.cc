@@ -117,8 +117,7 @@ int Hook(bool compress, int events, int rounds) {
       "\"record_cpu_ns_per_event\": %.1f, \"flusher_cpu_ns_per_event\": %.1f, "
       "\"inline_writes\": %llu, \"file_bytes\": %llu, \"file_bytes_per_copy\": %.2f}\n",
       compress ? 1 : 0, copies, per_event[per_event.size() / 2],
-      cpu_per_event[cpu_per_event.size() / 2],
-      static_cast<double>(g_flusher_ns.load()) / copies,
+      cpu_per_event[cpu_per_event.size() / 2], static_cast<double>(g_flusher_ns.load()) / copies,
       static_cast<unsigned long long>(ps::TraceInlineWrites()),
       static_cast<unsigned long long>(counts.bytes_written),
       static_cast<double>(counts.bytes_written) / copies);

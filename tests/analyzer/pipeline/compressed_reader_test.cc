@@ -122,9 +122,9 @@ TEST(CompressedReaderTest, CutMidFrameKeepsEveryWholeFrame) {
   const Read got = ReadAll(path);
   EXPECT_EQ(got.packets.size(), 12u);
   EXPECT_EQ(got.status.code, Status::Code::kTruncated);
-  EXPECT_EQ(got.status.message, "file " + path + ": truncated after byte " +
-                                    std::to_string(frames[3]) +
-                                    " (last zstd frame incomplete: the packets before it were read)");
+  EXPECT_EQ(got.status.message,
+            "file " + path + ": truncated after byte " + std::to_string(frames[3]) +
+                " (last zstd frame incomplete: the packets before it were read)");
   // Cut inside the second frame's magic number: the first frame's 4 remain.
   WriteFile(path, compressed.substr(0, frames[1] + 2));
   EXPECT_EQ(ReadAll(path).packets.size(), 4u);
@@ -143,10 +143,10 @@ TEST(CompressedReaderTest, DamagedFrameIsNamedAndTheOtherFramesAreRead) {
   const Read got = ReadAll(path);
   EXPECT_EQ(got.packets.size(), 18u);  // 22 less the third frame's 4 copies
   EXPECT_EQ(got.status.code, Status::Code::kCorrupt);
-  EXPECT_EQ(got.status.message.rfind("file " + path + ": corrupt zstd frame at byte " +
-                                         std::to_string(frames[2]) + " (",
-                                     0),
-            0u)
+  EXPECT_EQ(
+      got.status.message.rfind(
+          "file " + path + ": corrupt zstd frame at byte " + std::to_string(frames[2]) + " (", 0),
+      0u)
       << got.status.message;
   EXPECT_NE(got.status.message.find("): its packets are lost; reading went on at the next frame, "
                                     "at byte " +

@@ -624,7 +624,6 @@ TEST_F(CliInputsTest, TuneRefusesABadShimVariableBeforeItsFirstTrial) {
   EXPECT_FALSE(fs::exists(Path("out")));
 }
 
-
 // --- compressed traces (issue 18) -------------------------------------------
 
 // `raw` (a plain trace) rewritten by the shim's own writer, compressed, one
@@ -693,8 +692,8 @@ TEST_F(CliInputsTest, CompressedAndUncompressedTracesGiveByteIdenticalReports) {
   for (const auto& entry : fs::directory_iterator(Path("job.zst"))) {
     const std::string bytes = testing::ReadFile(entry.path().string());
     const std::string to = run + "/" + entry.path().filename().string();
-    testing::WriteFile(to, entry.path().extension() == ".pstrace" ? testing::TracePackets(bytes)
-                                                                  : bytes);
+    testing::WriteFile(
+        to, entry.path().extension() == ".pstrace" ? testing::TracePackets(bytes) : bytes);
     EXPECT_FALSE(testing::IsCompressedTrace(testing::ReadFile(to)));
   }
   size_t i = 0;
@@ -730,9 +729,9 @@ TEST_F(CliInputsTest, CompressedFileCutMidFrameReportsAsAPlainFileCut) {
   testing::WriteFile(file, raw.substr(0, raw.size() - 3));
   const std::string zst_run = Path("zst");
   fs::create_directories(zst_run);
-  testing::WriteFile(zst_run + "/1000.pstrace",
-                     CompressOneFramePerPacket(testing::ReadFile(plain_run + "/1000.pstrace"),
-                                               Path("scratch")));
+  testing::WriteFile(
+      zst_run + "/1000.pstrace",
+      CompressOneFramePerPacket(testing::ReadFile(plain_run + "/1000.pstrace"), Path("scratch")));
   const std::string zst_file = zst_run + "/1001.pstrace";
   testing::WriteFile(zst_file, compressed.substr(0, compressed.size() - 3));
   for (const char* format : {"--json", "--no-color"}) {
@@ -740,9 +739,10 @@ TEST_F(CliInputsTest, CompressedFileCutMidFrameReportsAsAPlainFileCut) {
     Result zst = Run({"report", format, zst_run});
     EXPECT_TRUE(plain.exited(1)) << plain.Describe();
     EXPECT_TRUE(zst.exited(1)) << zst.Describe();
-    EXPECT_NE(zst.err.find("pinscope report: warning: file " + zst_file + ": truncated after byte " +
-                           std::to_string(frames.back()) + " (last zstd frame incomplete"),
-              std::string::npos)
+    EXPECT_NE(
+        zst.err.find("pinscope report: warning: file " + zst_file + ": truncated after byte " +
+                     std::to_string(frames.back()) + " (last zstd frame incomplete"),
+        std::string::npos)
         << zst.err;
     if (std::string(format) == "--json") {
       EXPECT_EQ(Json(zst)["run"]["processes"], 2);
@@ -758,8 +758,8 @@ TEST_F(CliInputsTest, CorruptFrameIsNamedWithItsOffsetAndTheOtherFramesCount) {
   fs::create_directories(run);
   TraceBuilder root(1000, "long-job", kT0);
   for (int i = 0; i < 3; ++i) {
-    root.Copy(kT0 + (5 + 5 * static_cast<uint64_t>(i)) * kMs, 2 * kMs, trace::H2D,
-              trace::PAGEABLE, 4 * kMiBytes, 0x10000);
+    root.Copy(kT0 + (5 + 5 * static_cast<uint64_t>(i)) * kMs, 2 * kMs, trace::H2D, trace::PAGEABLE,
+              4 * kMiBytes, 0x10000);
   }
   root.Exit(kT0 + 40 * kMs);
   const std::string raw = root.Bytes();
@@ -771,8 +771,8 @@ TEST_F(CliInputsTest, CorruptFrameIsNamedWithItsOffsetAndTheOtherFramesCount) {
   for (size_t i = 0; i < frames.size(); ++i) {
     const size_t end = i + 1 < frames.size() ? frames[i + 1] : compressed.size();
     trace::TracePacket packet;
-    const std::string one = testing::TracePackets(
-        compressed.substr(0, shim::kTracePreambleBytes) + compressed.substr(frames[i], end - frames[i]));
+    const std::string one = testing::TracePackets(compressed.substr(0, shim::kTracePreambleBytes) +
+                                                  compressed.substr(frames[i], end - frames[i]));
     ASSERT_TRUE(packet.ParseFromString(one.substr(5)));
     if (packet.has_copy() && ++copy_frames == 2) {
       victim = frames[i];

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+
 #include "tests/common/trace_bytes.h"
 
 extern char** environ;

@@ -23,8 +23,8 @@
 #include "shim/process/process.h"
 #include "shim/record/recorder.h"
 #include "shim/record/trace_fields.h"
-#include "trace.pb.h"
 #include "tests/common/trace_bytes.h"
+#include "trace.pb.h"
 
 namespace {
 

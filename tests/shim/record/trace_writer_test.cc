@@ -31,7 +31,8 @@ std::string ReadAll(const std::string& path) {
 // `n` bytes standing for one framed packet, distinct per `seed`.
 std::string Chunk(size_t n, int seed) {
   std::string s(n, '\0');
-  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 7 + static_cast<size_t>(seed) * 13) % 251);
+  for (size_t i = 0; i < n; ++i)
+    s[i] = static_cast<char>((i * 7 + static_cast<size_t>(seed) * 13) % 251);
   return s;
 }
 
