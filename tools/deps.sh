@@ -14,6 +14,7 @@ pkgs=(cmake make g++ pkg-config
       clang-14 libclang-rt-14-dev
       libjemalloc2 libtcmalloc-minimal4 valgrind
       util-linux zlib1g-dev
+      libzstd-dev zstd  # libzstd.a (trace compression, linked in); zstd -dc for trace_dump.py
       python3-venv dpkg-dev patchelf)  # tools.wheel: a venv; dpkg-shlibdeps (.deb); RUNPATH of carried libs
 
 # chromium-headless-shell (Debian bookworm's, from the chromium source):

@@ -2,8 +2,9 @@
 # On the GPU machine (Ubuntu 24.04, no network): builds pinscope from this
 # working tree into /tmp/ps (bin/pinscope, lib/libpinscope.so,
 # share/pinscope/python) with the Debian .debs that tools/gpu_fetch_debs.sh
-# put in .gpu/debs (libunwind, libdw, libelf, nlohmann-json: what that
-# machine lacks). libdw's pkg-config file asks for liblzma's, which the
+# put in .gpu/debs (libunwind, libdw, libelf, nlohmann-json, libzstd-dev's
+# libzstd.a and zstd.h, which both libpinscope.so and bin/pinscope link
+# statically: what that machine lacks). libdw's pkg-config file asks for liblzma's, which the
 # machine lacks: a stub .pc answers; the .pc files name /usr/include, so the
 # unpacked headers are added by hand. About 30 s with -j16. Protobuf stays
 # shared (PINSCOPE_STATIC_DEPS=OFF), as it always linked there; the wheel

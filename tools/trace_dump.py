@@ -26,6 +26,39 @@ def _import_pb2(pb2_dir=None):
     return trace_pb2
 
 
+# The compressed container (docs/trace-format.md, "Compression"): a zstd
+# skippable frame, then zstd frames. Decoded with the `zstandard` module if
+# installed, else the `zstd` tool; a cut file gives the frames before the cut.
+_PREAMBLE_MAGIC = b"\x5a\x2a\x4d\x18"
+
+
+def packet_bytes(path):
+    """Returns (bytes of the packet stream, problem or None) of one trace file."""
+    data = open(path, "rb").read()
+    if not data.startswith(_PREAMBLE_MAGIC):
+        return data, None
+    try:
+        import zstandard  # noqa: E402
+        out, reader = [], zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+        try:
+            while chunk := reader.read(1 << 20):
+                out.append(chunk)
+        except zstandard.ZstdError as e:
+            return b"".join(out), f"{path}: compressed trace damaged or cut: {e}"
+        return b"".join(out), None
+    except ImportError:
+        pass
+    import subprocess
+    try:
+        r = subprocess.run(["zstd", "-dcq"], input=data, capture_output=True, check=False)
+    except FileNotFoundError:
+        sys.exit(f"{path}: a compressed trace; install the zstd tool or Python's zstandard "
+                 "module, or record with PINSCOPE_COMPRESS=0")
+    problem = None if r.returncode == 0 else f"{path}: compressed trace damaged or cut: " + \
+        r.stderr.decode(errors="replace").strip()
+    return r.stdout, problem
+
+
 def _varint(data, pos):
     shift = 0
     value = 0
@@ -42,7 +75,9 @@ def _varint(data, pos):
 
 def read_file(path, pb2):
     """Returns (packets, problem) where problem is None or a message."""
-    data = open(path, "rb").read()
+    data, problem = packet_bytes(path)
+    if problem:
+        print(problem, file=sys.stderr)
     pos = 0
     packets = []
     while pos < len(data):

@@ -42,7 +42,7 @@ int DecodeVarint(const uint8_t* data, size_t size, uint64_t* value) {
 }
 
 TraceReader::TraceReader(std::string path, size_t chunk_bytes)
-    : path_(std::move(path)), chunk_bytes_(chunk_bytes < 64 ? 64 : chunk_bytes) {}
+    : path_(std::move(path)), chunk_bytes_(chunk_bytes < 64 ? 64 : chunk_bytes), source_(path_) {}
 
 TraceReader::~TraceReader() {
   if (fd_ >= 0) close(fd_);
@@ -94,6 +94,12 @@ bool TraceReader::Open() {
     done_ = true;
     return false;
   }
+  if (!source_.Start(fd_, &status_)) {
+    close(fd_);
+    fd_ = -1;
+    done_ = true;
+    return false;
+  }
   buffer_.resize(chunk_bytes_);
   return true;
 }
@@ -110,6 +116,7 @@ void TraceReader::Release() {
   eof_ = false;
   buffer_.clear();
   buffer_.shrink_to_fit();
+  source_.Release();
 }
 
 bool TraceReader::Reopen() {
@@ -118,10 +125,7 @@ bool TraceReader::Reopen() {
     done_ = true;
     return false;
   }
-  if (lseek(fd_, static_cast<off_t>(buffer_offset_), SEEK_SET) < 0) {
-    status_ = Status::Error(Status::Code::kIoError, "file " + path_ + ": cannot seek to byte " +
-                                                        std::to_string(buffer_offset_) + ": " +
-                                                        std::strerror(errno));
+  if (!source_.Resume(fd_, buffer_offset_, &status_)) {
     close(fd_);
     fd_ = -1;
     done_ = true;
@@ -139,6 +143,7 @@ size_t TraceReader::Fill(size_t want) {
     buffer_offset_ += begin_;
     end_ -= begin_;
     begin_ = 0;
+    source_.Consumed(buffer_offset_);
   }
   // After a large packet, shrink back so memory follows the chunk size.
   if (buffer_.size() > chunk_bytes_ && end_ <= chunk_bytes_ && want <= chunk_bytes_) {
@@ -150,21 +155,18 @@ size_t TraceReader::Fill(size_t want) {
     // kMaxPacketBytes) must not allocate and zero memory for bytes that are
     // not there. Next() then sees fewer bytes than wanted: truncated.
     size_t grow_to = want;
-    struct stat st;
-    if (fstat(fd_, &st) == 0 && st.st_size >= 0) {
-      const uint64_t size = static_cast<uint64_t>(st.st_size);
-      const uint64_t read_to = buffer_offset_ + end_;
-      const uint64_t can_hold = end_ + (size > read_to ? size - read_to : 0);
-      if (can_hold < want) grow_to = std::max(buffer_.size(), static_cast<size_t>(can_hold));
+    const uint64_t more = source_.MaxMoreBytes(fd_, buffer_offset_ + end_);
+    if (more < want - end_) {  // (want > end_ here; compressed: more is UINT64_MAX)
+      grow_to = std::max(buffer_.size(), static_cast<size_t>(end_ + more));
     }
     buffer_.resize(grow_to);
   }
   while (end_ < want && end_ < buffer_.size() && !eof_) {
     // Read at least a chunk when there is room, to keep syscalls few.
-    const ssize_t n = read(fd_, buffer_.data() + end_, buffer_.size() - end_);
+    const ssize_t n = source_.Read(fd_, buffer_.data() + end_, buffer_.size() - end_, &status_);
     if (n < 0) {
-      if (errno == EINTR) continue;
       eof_ = true;
+      if (!status_.ok()) break;  // the source said where
       status_ = Status::Error(Status::Code::kIoError, "file " + path_ + ": read failed at byte " +
                                                           std::to_string(buffer_offset_ + end_) +
                                                           ": " + std::strerror(errno));
@@ -181,14 +183,37 @@ size_t TraceReader::Fill(size_t want) {
 
 bool TraceReader::Fail(Status::Code code, const std::string& reason) {
   done_ = true;
-  status_ = Status::Error(code, "file " + path_ + ": corrupt packet at byte " +
-                                    std::to_string(consumed_bytes()) + ": " + reason +
+  status_ = Status::Error(code, "file " + path_ + ": corrupt packet at " + Where() + ": " + reason +
                                     "; reading stopped after " + std::to_string(packets_read_) +
                                     " packets");
   return false;
 }
 
+std::string TraceReader::Where() const {
+  if (!source_.compressed()) return "byte " + std::to_string(stream_offset());
+  return "byte " + std::to_string(stream_offset()) +
+         " of the decompressed stream (in the zstd frame at file byte " +
+         std::to_string(consumed_bytes()) + ")";
+}
+
+void TraceReader::ReportSkippedFrames() {
+  if (skipped_reported_ || source_.skipped().empty()) return;
+  skipped_reported_ = true;
+  // A damaged frame is an error of its file; the packets of the other
+  // frames were all read. A cut or other problem after it is said too.
+  std::string message;
+  for (const std::string& one : source_.skipped()) message += (message.empty() ? "" : "; ") + one;
+  if (!status_.ok()) message += "; " + status_.message;
+  status_ = Status::Error(Status::Code::kCorrupt, message);
+}
+
 bool TraceReader::Next(trace::TracePacket* packet) {
+  if (NextPacket(packet)) return true;
+  ReportSkippedFrames();
+  return false;
+}
+
+bool TraceReader::NextPacket(trace::TracePacket* packet) {
   if (done_) return false;
   if (fd_ < 0 && (!released_ || !Reopen())) return false;
   const size_t available = Fill(1);
@@ -198,7 +223,12 @@ bool TraceReader::Next(trace::TracePacket* packet) {
   }
   if (available == 0) {
     done_ = true;
-    if (consumed_bytes() == 0) {
+    if (source_.cut()) {
+      status_ = Status::Error(Status::Code::kTruncated,
+                              "file " + path_ + ": truncated after byte " +
+                                  std::to_string(source_.cut_offset()) +
+                                  " (last zstd frame incomplete: the packets before it were read)");
+    } else if (stream_offset() == 0 && source_.skipped().empty()) {
       status_ =
           Status::Error(Status::Code::kEmpty, "file " + path_ +
                                                   ": empty (0 bytes): the process wrote no trace "
@@ -247,7 +277,7 @@ bool TraceReader::Next(trace::TracePacket* packet) {
                   "protobuf parse failed (" + std::to_string(length) + "-byte packet)");
     }
   }
-  packet_offset_ = consumed_bytes();
+  packet_offset_ = stream_offset();
   begin_ += total;
   ++packets_read_;
   return true;

@@ -1,6 +1,8 @@
 // Streaming reader of one pinscope trace file (a concatenation of Trace.packet
-// fields, see proto/trace.proto). Reads in fixed-size chunks so memory stays
-// bounded by the chunk size plus the largest packet, never the file size.
+// fields, see proto/trace.proto), plain or compressed (zstd frames, read
+// through TraceSource). Reads in fixed-size chunks so memory stays bounded by
+// the chunk size plus the largest packet (plus one decoded frame, 1 MiB as
+// the shim writes them), never the file size.
 // Not thread safe; one reader per file.
 #pragma once
 
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "analyzer/common/status.h"
+#include "analyzer/read/trace_source.h"
 #include "trace.pb.h"
 
 namespace pinscope {
@@ -53,10 +56,14 @@ class TraceReader {
 
   const Status& status() const { return status_; }
   const std::string& path() const { return path_; }
-  // Byte offset where the packet last returned by Next() begins.
+  // Offset in the packet stream (the file's, if not compressed) where the
+  // packet last returned by Next() begins.
   uint64_t packet_offset() const { return packet_offset_; }
-  // Bytes of complete packets consumed so far.
-  uint64_t consumed_bytes() const { return buffer_offset_ + begin_; }
+  // Bytes of the file consumed so far: of complete packets, or (compressed)
+  // of the frames read up to the one holding the next packet.
+  uint64_t consumed_bytes() const { return source_.FileOffset(stream_offset()); }
+  // Whether the file is the compressed container (zstd frames).
+  bool compressed() const { return source_.compressed(); }
   uint64_t packets_read() const { return packets_read_; }
   // Packets whose text fields held invalid UTF-8, read with those bytes
   // escaped as \xHH (written by a shim that copied them as they were).
@@ -70,6 +77,13 @@ class TraceReader {
   // returns how many are available (fewer only at end of file or on error).
   size_t Fill(size_t want);
   bool Fail(Status::Code code, const std::string& reason);
+  bool NextPacket(trace::TracePacket* packet);
+  // At the end: the damaged frames skipped on the way join status_.
+  void ReportSkippedFrames();
+  // The packet stream's offset of the first unread byte.
+  uint64_t stream_offset() const { return buffer_offset_ + begin_; }
+  // "byte N" of a message: the file's, or the stream's and its frame's.
+  std::string Where() const;
   // Opens path_ without blocking and checks it is a regular file; sets
   // status_ and returns -1 otherwise.
   int OpenRegular();
@@ -81,7 +95,7 @@ class TraceReader {
   std::vector<uint8_t> buffer_;
   size_t begin_ = 0;            // first unread byte in buffer_
   size_t end_ = 0;              // one past the last valid byte in buffer_
-  uint64_t buffer_offset_ = 0;  // file offset of buffer_[0]
+  uint64_t buffer_offset_ = 0;  // stream offset of buffer_[0] (the file's, if plain)
   bool eof_ = false;
   bool done_ = false;
   uint64_t packet_offset_ = 0;
@@ -92,6 +106,8 @@ class TraceReader {
   uint64_t inode_ = 0;
   uint64_t file_bytes_ = 0;
   Status status_;
+  bool skipped_reported_ = false;
+  TraceSource source_;
 };
 
 // Decodes a base-128 varint of at most 10 bytes from [data, data + size).

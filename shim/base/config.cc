@@ -109,6 +109,7 @@ void LoadConfig(Config* c) {
   SizeVar("PINSCOPE_TRACE_MIN", &c->trace_min);
   UintVar("PINSCOPE_FLUSH_MS", 3600000, &c->flush_ms);
   if (c->flush_ms == 0) c->flush_ms = 1000;
+  BoolVar("PINSCOPE_COMPRESS", &c->compress);
   UintVar("PINSCOPE_STACKS", 256, &c->stack_depth);
   BoolVar("PINSCOPE_PY_STACKS", &c->python_stacks);
   BoolVar("PINSCOPE_CUPTI", &c->cupti);

@@ -22,6 +22,7 @@ struct Config {
   uint32_t root_pid = 0;             // PINSCOPE_ROOT_PID
   uint64_t trace_min = 1ull << 20;   // PINSCOPE_TRACE_MIN
   uint32_t flush_ms = 1000;          // PINSCOPE_FLUSH_MS
+  bool compress = true;              // PINSCOPE_COMPRESS (zstd frames, shim/record/trace_writer.h)
   uint32_t stack_depth = 32;         // PINSCOPE_STACKS (0 = off)
   bool python_stacks = true;         // PINSCOPE_PY_STACKS
   bool cupti = true;                 // PINSCOPE_CUPTI

@@ -188,10 +188,10 @@ void* FlusherMain(void*) {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
   for (;;) {
-    uint64_t ms = GetConfig().flush_ms;
-    timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>((ms % 1000) * 1000000)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    // Between ticks, each trace buffer the program's threads fill is
+    // compressed and written here, not in their hooks (trace_writer.h).
+    const uint64_t deadline = MonoNs() + uint64_t{GetConfig().flush_ms} * 1000000;
+    while (WaitForFullTraceBuffer(deadline)) WriteFullTraceBuffer();
     FlusherTick();
   }
   return nullptr;

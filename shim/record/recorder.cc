@@ -56,7 +56,8 @@ bool EnsureOpen() {
   pthread_mutex_lock(&g_open_mu);
   bool ok = g_open.load(std::memory_order_relaxed);
   if (!ok && g_state.load() == kActive) {
-    int err = g_writer.Open(GetConfig().out_fd, GetConfig().out_dir, g_id.pid);
+    int err =
+        g_writer.Open(GetConfig().out_fd, GetConfig().out_dir, g_id.pid, GetConfig().compress);
     if (err) {
       pthread_mutex_unlock(&g_open_mu);
       char why[4400];
@@ -213,6 +214,17 @@ void FlushTrace() {
   g_writer.Flush();
   CheckWriter();
 }
+
+bool WaitForFullTraceBuffer(uint64_t deadline_mono_ns) {
+  return g_writer.WaitForFullBuffer(deadline_mono_ns);
+}
+
+void WriteFullTraceBuffer() {
+  g_writer.WriteFullBuffer();
+  CheckWriter();
+}
+
+uint64_t TraceInlineWrites() { return g_writer.inline_writes(); }
 
 bool AppendFromSignal(const uint8_t* framed, size_t n) {
   if (g_state.load(std::memory_order_relaxed) != kActive ||

@@ -69,6 +69,14 @@ void RecorderResume();
 // Flushes buffered packets now (periodic flusher, before exec) and goes
 // passive if the writer failed (disk full).
 void FlushTrace();
+// The flusher thread, between its periodic ticks: waits until the program's
+// threads filled a trace buffer (true) or the deadline (CLOCK_MONOTONIC)
+// passes, and compresses and writes that buffer off the program's threads.
+bool WaitForFullTraceBuffer(uint64_t deadline_mono_ns);
+void WriteFullTraceBuffer();
+// Buffers a program's thread had to write itself (the flusher a whole
+// buffer behind; trace_writer.h): 0 in a healthy run.
+uint64_t TraceInlineWrites();
 // Async-signal-safe (the SIGBUS diagnosis, sigbus.cc): appends already
 // framed packets and writes the buffer out, only if the trace file is open
 // and the writer's lock is free (try-lock); never opens the file. Returns

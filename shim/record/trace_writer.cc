@@ -4,19 +4,42 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_initStaticCCtx, ZSTD_estimateCStreamSize
+#include <zstd.h>
+
 #include "shim/base/log.h"
 
 namespace pinscope::shim {
 namespace {
-constexpr size_t kBufferSize = 1u << 20;
+
+void PutLe32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
-int TraceWriter::Open(int dir_fd, const char* dir, uint32_t pid) {
+// The compressed container's first bytes (trace_writer.h).
+void EncodePreamble(uint8_t out[kTracePreambleBytes]) {
+  PutLe32(out, kTraceSkippableMagic);
+  PutLe32(out + 4, kTracePreambleBytes - 8);
+  memcpy(out + 8, "pinscope", 8);
+  PutLe32(out + 16, kTraceContainerVersion);
+  PutLe32(out + 20, kTraceCompressionZstd);
+}
+
+void* MapAnonymous(size_t n) {
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+}  // namespace
+
+int TraceWriter::Open(int dir_fd, const char* dir, uint32_t pid, bool compress) {
+  pthread_mutex_lock(&io_mu_);
   pthread_mutex_lock(&mu_);
   int err = 0;
   if (fd_ < 0) {
@@ -51,23 +74,52 @@ int TraceWriter::Open(int dir_fd, const char* dir, uint32_t pid) {
       err = errno;
       if (err != EEXIST) break;
     }
-    if (fd_ >= 0 && !EnsureBufferLocked()) {
-      err = ENOMEM;
-      close(fd_);
-      unlink(path_);
-      fd_ = -1;
+    if (fd_ >= 0) {
+      compress_ = compress;
+      preamble_written_ = false;
+      if (!EnsureMemoryLocked()) err = ENOMEM;
+      if (err) {
+        close(fd_);
+        unlink(path_);
+        fd_ = -1;
+      }
     }
   }
   pthread_mutex_unlock(&mu_);
+  pthread_mutex_unlock(&io_mu_);
   return err;
 }
 
-bool TraceWriter::EnsureBufferLocked() {
-  if (buf_) return true;
-  void* p = mmap(nullptr, kBufferSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return false;
-  buf_ = static_cast<uint8_t*>(p);
+bool TraceWriter::EnsureMemoryLocked() {
+  if (!bufs_[0]) {
+    auto* p = static_cast<uint8_t*>(MapAnonymous(2 * kBufferSize));
+    if (!p) return false;
+    bufs_[0] = p;
+    bufs_[1] = p + kBufferSize;
+  }
+  if (compress_ && !cctx_) {
+    // The context first (page aligned), then the frame buffer.
+    const size_t ctx_bytes = (ZSTD_estimateCStreamSize(kTraceZstdLevel) + 4095) & ~size_t{4095};
+    const size_t zcap = kTracePreambleBytes + ZSTD_compressBound(kBufferSize);
+    auto* p = static_cast<uint8_t*>(MapAnonymous(ctx_bytes + zcap));
+    if (!p) return false;
+    ZSTD_CCtx* cctx = ZSTD_initStaticCCtx(p, ctx_bytes);
+    if (!cctx ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, kTraceZstdLevel)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1))) {
+      munmap(p, ctx_bytes + zcap);
+      return false;
+    }
+    cctx_ = cctx;
+    zbuf_ = p + ctx_bytes;
+    zcap_ = zcap;
+  }
   return true;
+}
+
+void TraceWriter::Fail(int err) {
+  int expected = 0;
+  failure_.compare_exchange_strong(expected, err);
 }
 
 bool TraceWriter::WriteAllLocked(const uint8_t* data, size_t n) {
@@ -75,8 +127,7 @@ bool TraceWriter::WriteAllLocked(const uint8_t* data, size_t n) {
     ssize_t w = write(fd_, data, n);
     if (w < 0) {
       if (errno == EINTR) continue;
-      int expected = 0;
-      failure_.compare_exchange_strong(expected, errno);
+      Fail(errno);
       return false;
     }
     data += w;
@@ -86,73 +137,200 @@ bool TraceWriter::WriteAllLocked(const uint8_t* data, size_t n) {
   return true;
 }
 
-bool TraceWriter::Append(const uint8_t* data, size_t n) {
-  if (failure_.load(std::memory_order_relaxed)) return false;
-  pthread_mutex_lock(&mu_);
-  bool ok = fd_ >= 0;
-  if (ok) {
-    if (len_ + n > kBufferSize) {
-      ok = WriteAllLocked(buf_, len_);
-      len_ = 0;
+bool TraceWriter::EmitLocked(const uint8_t* data, size_t n) {
+  if (n == 0) return true;
+  if (fd_ < 0 || failure_.load(std::memory_order_relaxed)) return false;
+  bool ok;
+  if (!compress_) {
+    ok = WriteAllLocked(data, n);
+  } else {
+    // One frame: its header holds the content size, its end a checksum, so
+    // a reader tells a cut frame and a damaged one from a good one.
+    // The file's first frame carries the preamble in the same write: a
+    // process killed before its first flush leaves 0 bytes, as uncompressed.
+    auto* cctx = static_cast<ZSTD_CCtx*>(cctx_);
+    uint8_t* frame = zbuf_ + kTracePreambleBytes;
+    const size_t z = ZSTD_compress2(cctx, frame, zcap_ - kTracePreambleBytes, data, n);
+    if (ZSTD_isError(z)) {
+      ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
+      Fail(EIO);
+      return false;
     }
-    if (ok) {
-      if (n > kBufferSize) {
-        ok = WriteAllLocked(data, n);
-      } else {
-        memcpy(buf_ + len_, data, n);
-        len_ += n;
-      }
+    if (preamble_written_) {
+      ok = WriteAllLocked(frame, z);
+    } else {
+      EncodePreamble(zbuf_);
+      ok = WriteAllLocked(zbuf_, kTracePreambleBytes + z);
+      preamble_written_ = ok;
     }
   }
+  if (ok) packet_bytes_written_.fetch_add(n, std::memory_order_relaxed);
+  return ok;
+}
+
+void TraceWriter::QueueActiveLocked() {
+  queued_ = true;
+  queued_len_ = len_;
+  active_ ^= 1;
+  len_ = 0;
+}
+
+bool TraceWriter::DrainQueuedLocked() {
+  pthread_mutex_lock(&mu_);
+  const bool queued = queued_;
+  const uint8_t* data = bufs_[active_ ^ 1];
+  const size_t n = queued_len_;
+  pthread_mutex_unlock(&mu_);
+  if (!queued) return true;
+  // Appends never touch the queued buffer: it is read here without mu_.
+  const bool ok = EmitLocked(data, n);
+  pthread_mutex_lock(&mu_);
+  queued_ = false;
+  queued_len_ = 0;
   pthread_mutex_unlock(&mu_);
   return ok;
 }
 
-bool TraceWriter::Flush() {
+bool TraceWriter::Append(const uint8_t* data, size_t n) {
+  if (failure_.load(std::memory_order_relaxed)) return false;
+  if (n > kBufferSize) return false;  // packets are at most 32 KiB: never
   pthread_mutex_lock(&mu_);
-  bool ok = true;
-  if (fd_ >= 0 && len_ > 0 && !failure_.load(std::memory_order_relaxed)) {
-    ok = WriteAllLocked(buf_, len_);
-    len_ = 0;
+  for (;;) {
+    if (fd_ < 0) break;
+    if (len_ + n <= kBufferSize) {
+      memcpy(bufs_[active_] + len_, data, n);
+      len_ += n;
+      pthread_mutex_unlock(&mu_);
+      return true;
+    }
+    if (!queued_) {
+      QueueActiveLocked();
+      pthread_cond_signal(&full_cv_);
+      continue;
+    }
+    // The flusher is a whole buffer behind (or there is none): this thread
+    // writes the older buffer itself, as every append did before issue 18.
+    pthread_mutex_unlock(&mu_);
+    pthread_mutex_lock(&io_mu_);
+    pthread_mutex_lock(&mu_);
+    const bool still_queued = queued_;
+    pthread_mutex_unlock(&mu_);
+    bool ok = true;
+    if (still_queued) {
+      inline_writes_.fetch_add(1, std::memory_order_relaxed);
+      ok = DrainQueuedLocked();
+    }
+    pthread_mutex_unlock(&io_mu_);
+    if (!ok) return false;
+    pthread_mutex_lock(&mu_);
   }
   pthread_mutex_unlock(&mu_);
+  return false;
+}
+
+bool TraceWriter::Flush() {
+  pthread_mutex_lock(&io_mu_);
+  bool ok = DrainQueuedLocked();
+  if (ok) {
+    // An append may have queued the active buffer meanwhile: then that one
+    // holds what was appended before this call, and is written next.
+    pthread_mutex_lock(&mu_);
+    if (!queued_ && len_ > 0) QueueActiveLocked();
+    pthread_mutex_unlock(&mu_);
+    ok = DrainQueuedLocked();
+  }
+  pthread_mutex_unlock(&io_mu_);
   return ok && !failure_.load(std::memory_order_relaxed);
+}
+
+bool TraceWriter::WaitForFullBuffer(uint64_t deadline_mono_ns) {
+  timespec until{static_cast<time_t>(deadline_mono_ns / 1000000000),
+                 static_cast<long>(deadline_mono_ns % 1000000000)};
+  pthread_mutex_lock(&mu_);
+  while (!queued_) {
+    const int rc = pthread_cond_clockwait(&full_cv_, &mu_, CLOCK_MONOTONIC, &until);
+    if (rc == ETIMEDOUT || rc == EINVAL) break;
+  }
+  const bool queued = queued_;
+  pthread_mutex_unlock(&mu_);
+  return queued;
+}
+
+bool TraceWriter::WriteFullBuffer() {
+  pthread_mutex_lock(&io_mu_);
+  const bool ok = DrainQueuedLocked();
+  pthread_mutex_unlock(&io_mu_);
+  return ok;
 }
 
 bool TraceWriter::TryAppendAndFlush(const uint8_t* data, size_t n) {
   if (failure_.load(std::memory_order_relaxed)) return false;
-  if (pthread_mutex_trylock(&mu_) != 0) return false;
-  bool ok = fd_ >= 0;
-  if (ok && len_ > 0) {
-    ok = WriteAllLocked(buf_, len_);
-    len_ = 0;
+  if (pthread_mutex_trylock(&io_mu_) != 0) return false;
+  if (pthread_mutex_trylock(&mu_) != 0) {
+    pthread_mutex_unlock(&io_mu_);
+    return false;
   }
-  if (ok) ok = WriteAllLocked(data, n);
+  // Both locks held: nobody else compresses or writes, nobody appends.
+  bool ok = fd_ >= 0;
+  if (ok && queued_) ok = EmitLocked(bufs_[active_ ^ 1], queued_len_);
+  queued_ = false;
+  queued_len_ = 0;
+  if (ok && len_ + n <= kBufferSize) {
+    memcpy(bufs_[active_] + len_, data, n);
+    len_ += n;
+    ok = EmitLocked(bufs_[active_], len_);
+  } else if (ok) {
+    ok = EmitLocked(bufs_[active_], len_) && EmitLocked(data, n);
+  }
+  len_ = 0;
   pthread_mutex_unlock(&mu_);
+  pthread_mutex_unlock(&io_mu_);
   return ok;
+}
+
+void TraceWriter::LockForFork() {
+  pthread_mutex_lock(&io_mu_);
+  pthread_mutex_lock(&mu_);
+}
+
+void TraceWriter::UnlockInParent() {
+  pthread_mutex_unlock(&mu_);
+  pthread_mutex_unlock(&io_mu_);
 }
 
 void TraceWriter::ResetInChild() {
   // The parent's fd and buffered bytes belong to the parent, which still
   // flushes them; the child starts a file of its own on its first event.
+  // The parent's flusher may have been waiting on the condition: a new one.
+  pthread_mutex_init(&io_mu_, nullptr);
   pthread_mutex_init(&mu_, nullptr);
+  pthread_cond_init(&full_cv_, nullptr);
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
+  preamble_written_ = false;
   len_ = 0;
+  queued_ = false;
+  queued_len_ = 0;
+  if (cctx_) ZSTD_CCtx_reset(static_cast<ZSTD_CCtx*>(cctx_), ZSTD_reset_session_only);
   bytes_written_.store(0, std::memory_order_relaxed);
+  packet_bytes_written_.store(0, std::memory_order_relaxed);
+  inline_writes_.store(0, std::memory_order_relaxed);
   failure_.store(0, std::memory_order_relaxed);
   path_[0] = '\0';
 }
 
 void TraceWriter::CloseFile() {
+  pthread_mutex_lock(&io_mu_);
+  DrainQueuedLocked();
   pthread_mutex_lock(&mu_);
   if (fd_ >= 0) {
-    if (len_ > 0 && !failure_.load(std::memory_order_relaxed)) WriteAllLocked(buf_, len_);
+    EmitLocked(bufs_[active_], len_);
     len_ = 0;
     close(fd_);
     fd_ = -1;
   }
   pthread_mutex_unlock(&mu_);
+  pthread_mutex_unlock(&io_mu_);
 }
 
 }  // namespace pinscope::shim

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "trace.pb.h"
+#include "trace_bytes.h"
 
 extern char** environ;
 
@@ -75,7 +76,7 @@ inline std::map<uint32_t, ProcessTrace> ReadRun(const std::string& dir, std::str
     ProcessTrace t;
     t.path = dir + "/" + name;
     trace::Trace whole;
-    if (!whole.ParseFromString(ReadWholeFile(t.path))) {
+    if (!whole.ParseFromString(::pinscope::testing::TracePackets(ReadWholeFile(t.path)))) {
       *error += "cannot parse " + t.path + "; ";
       continue;
     }

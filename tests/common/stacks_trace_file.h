@@ -15,6 +15,7 @@
 
 #include "analyzer/symbolize/symbolizer.h"
 #include "trace.pb.h"
+#include "trace_bytes.h"
 
 namespace pinscope::stacks_test {
 
@@ -41,7 +42,7 @@ inline TraceFile ReadTraceFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   trace::Trace whole;
-  EXPECT_TRUE(whole.ParseFromString(ss.str())) << path;
+  EXPECT_TRUE(whole.ParseFromString(::pinscope::testing::TracePackets(ss.str()))) << path;
   for (const trace::TracePacket& p : whole.packet()) {
     t.packets.push_back(p);
     switch (p.data_case()) {

@@ -31,6 +31,7 @@ What is checked:
 import glob
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -94,6 +95,8 @@ def _fields(buf):
 def read_trace(path):
     """Returns the packets of one .pstrace file as dicts; stops at a cut-off tail."""
     data = open(path, "rb").read()
+    if data.startswith(b"\x5a\x2a\x4d\x18"):  # compressed (docs/trace-format.md)
+        data = subprocess.run(["zstd", "-dcq"], input=data, capture_output=True).stdout
     pos, packets = 0, []
     while pos < len(data):
         try:

@@ -13,6 +13,12 @@ for run in "$runs"/*/; do
   first=1
   for file in "$run"*.pstrace; do
     cp "$file" "$work/seeds/${name}_$(basename "$file")"
+    # The same file compressed as the shim writes it (the 24-byte preamble,
+    # zstd frames with a checksum; docs/trace-format.md), where zstd is.
+    if command -v zstd >/dev/null; then
+      { printf '\x5a\x2a\x4d\x18\x10\x00\x00\x00pinscope\x01\x00\x00\x00\x01\x00\x00\x00'
+        zstd -1 --check -q -c "$file"; } > "$work/seeds/${name}_z_$(basename "$file")"
+    fi
     if [ $first -eq 0 ]; then printf '\n--pinscope-file--\n' >> "$work/seeds/$name.run"; fi
     cat "$file" >> "$work/seeds/$name.run"
     first=0

@@ -24,6 +24,9 @@
 #include <utility>
 #include <vector>
 
+#include "analyzer/read/trace_reader.h"
+#include "shim/record/trace_writer.h"
+#include "tests/common/trace_bytes.h"
 #include "trace_builder.h"
 
 namespace pinscope {
@@ -619,6 +622,177 @@ TEST_F(CliInputsTest, TuneRefusesABadShimVariableBeforeItsFirstTrial) {
             "pinscope tune: no trial was started (docs/environment.md)\n");
   EXPECT_FALSE(fs::exists(Path("started")));
   EXPECT_FALSE(fs::exists(Path("out")));
+}
+
+// --- compressed traces (issue 18) -------------------------------------------
+
+// `raw` (a plain trace) rewritten by the shim's own writer, compressed, one
+// zstd frame per packet (a flush after each), as a long job's file is.
+std::string CompressOneFramePerPacket(const std::string& raw, const std::string& scratch) {
+  fs::create_directories(scratch);
+  shim::TraceWriter writer;
+  EXPECT_EQ(writer.Open(-1, scratch.c_str(), 7, /*compress=*/true), 0);
+  const std::string path = writer.path();
+  const auto* p = reinterpret_cast<const uint8_t*>(raw.data());
+  size_t at = 0;
+  while (at < raw.size()) {
+    uint64_t length = 0;
+    const int varint = DecodeVarint(p + at + 1, raw.size() - at - 1, &length);
+    EXPECT_GT(varint, 0);
+    const size_t packet = 1 + static_cast<size_t>(varint) + static_cast<size_t>(length);
+    EXPECT_TRUE(writer.Append(p + at, packet));
+    EXPECT_TRUE(writer.Flush());
+    at += packet;
+  }
+  writer.CloseFile();
+  std::string bytes = testing::ReadFile(path);
+  fs::remove(path);
+  return bytes;
+}
+
+// Where each zstd frame of a compressed trace begins (after the preamble).
+std::vector<size_t> FrameOffsets(const std::string& file) {
+  std::vector<size_t> offsets;
+  size_t at = shim::kTracePreambleBytes;
+  while (at < file.size()) {
+    offsets.push_back(at);
+    const size_t n = ZSTD_findFrameCompressedSize(file.data() + at, file.size() - at);
+    if (ZSTD_isError(n)) break;
+    at += n;
+  }
+  return offsets;
+}
+
+#ifdef COPY_JOB
+// The same recorded job, read from its compressed files and from their
+// decompressed packets: the text report and the JSON are the same bytes.
+TEST_F(CliInputsTest, CompressedAndUncompressedTracesGiveByteIdenticalReports) {
+  Limits limits;
+  Result r = Run({"run", "-o", "job", "--", COPY_JOB, "0"}, limits);
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  const std::string run = Path("job");
+  int traces = 0;
+  for (const auto& entry : fs::directory_iterator(run)) {
+    if (entry.path().extension() != ".pstrace") continue;
+    ++traces;
+    EXPECT_TRUE(testing::IsCompressedTrace(testing::ReadFile(entry.path().string())))
+        << entry.path();
+  }
+  ASSERT_GE(traces, 1);
+  std::vector<std::string> compressed_out;
+  for (const char* format : {"--no-color", "--json"}) {
+    Result c = Run({"report", format, "job"});
+    EXPECT_TRUE(c.exited(0)) << c.Describe();
+    compressed_out.push_back(c.out);
+  }
+  EXPECT_EQ(Json(Run({"report", "--json", "job"}))["copies"]["total"]["count"], 2);
+  // The same folder name, now holding each file's packets uncompressed.
+  fs::rename(run, Path("job.zst"));
+  fs::create_directories(run);
+  for (const auto& entry : fs::directory_iterator(Path("job.zst"))) {
+    const std::string bytes = testing::ReadFile(entry.path().string());
+    const std::string to = run + "/" + entry.path().filename().string();
+    testing::WriteFile(
+        to, entry.path().extension() == ".pstrace" ? testing::TracePackets(bytes) : bytes);
+    EXPECT_FALSE(testing::IsCompressedTrace(testing::ReadFile(to)));
+  }
+  size_t i = 0;
+  for (const char* format : {"--no-color", "--json"}) {
+    Result u = Run({"report", format, "job"});
+    EXPECT_TRUE(u.exited(0)) << u.Describe();
+    EXPECT_EQ(u.out, compressed_out[i++]) << format;
+  }
+  // PINSCOPE_COMPRESS=0: the plain packets, the first byte a packet's tag.
+  limits.env.push_back({"PINSCOPE_COMPRESS", "0"});
+  r = Run({"run", "-o", "plain", "--", COPY_JOB, "0"}, limits);
+  ASSERT_TRUE(r.exited(0)) << r.Describe();
+  for (const auto& entry : fs::directory_iterator(Path("plain"))) {
+    if (entry.path().extension() != ".pstrace") continue;
+    const std::string bytes = testing::ReadFile(entry.path().string());
+    ASSERT_FALSE(bytes.empty());
+    EXPECT_EQ(bytes[0], '\x0A') << entry.path();
+  }
+  EXPECT_EQ(Json(Run({"report", "--json", "plain"}))["copies"]["total"]["count"], 2);
+}
+#endif
+
+// A compressed file cut mid-frame (a killed job): every whole frame's
+// packets are read, and the report says and exits as for a plain file cut
+// in its last packet.
+TEST_F(CliInputsTest, CompressedFileCutMidFrameReportsAsAPlainFileCut) {
+  const std::string plain_run = WriteRun("plain", 1);
+  const std::string file = plain_run + "/1001.pstrace";
+  const std::string raw = testing::ReadFile(file);
+  const std::string compressed = CompressOneFramePerPacket(raw, Path("scratch"));
+  const std::vector<size_t> frames = FrameOffsets(compressed);
+  ASSERT_GE(frames.size(), 3u);
+  testing::WriteFile(file, raw.substr(0, raw.size() - 3));
+  const std::string zst_run = Path("zst");
+  fs::create_directories(zst_run);
+  testing::WriteFile(
+      zst_run + "/1000.pstrace",
+      CompressOneFramePerPacket(testing::ReadFile(plain_run + "/1000.pstrace"), Path("scratch")));
+  const std::string zst_file = zst_run + "/1001.pstrace";
+  testing::WriteFile(zst_file, compressed.substr(0, compressed.size() - 3));
+  for (const char* format : {"--json", "--no-color"}) {
+    Result plain = Run({"report", format, plain_run});
+    Result zst = Run({"report", format, zst_run});
+    EXPECT_TRUE(plain.exited(1)) << plain.Describe();
+    EXPECT_TRUE(zst.exited(1)) << zst.Describe();
+    EXPECT_NE(
+        zst.err.find("pinscope report: warning: file " + zst_file + ": truncated after byte " +
+                     std::to_string(frames.back()) + " (last zstd frame incomplete"),
+        std::string::npos)
+        << zst.err;
+    if (std::string(format) == "--json") {
+      EXPECT_EQ(Json(zst)["run"]["processes"], 2);
+      EXPECT_EQ(Json(zst)["copies"], Json(plain)["copies"]);
+    }
+  }
+}
+
+// A damaged frame: an error naming the file and the frame's offset; the
+// frames after it are still read (their copies counted), exit 1.
+TEST_F(CliInputsTest, CorruptFrameIsNamedWithItsOffsetAndTheOtherFramesCount) {
+  const std::string run = Path("run");
+  fs::create_directories(run);
+  TraceBuilder root(1000, "long-job", kT0);
+  for (int i = 0; i < 3; ++i) {
+    root.Copy(kT0 + (5 + 5 * static_cast<uint64_t>(i)) * kMs, 2 * kMs, trace::H2D, trace::PAGEABLE,
+              4 * kMiBytes, 0x10000);
+  }
+  root.Exit(kT0 + 40 * kMs);
+  const std::string raw = root.Bytes();
+  std::string compressed = CompressOneFramePerPacket(raw, Path("scratch"));
+  const std::vector<size_t> frames = FrameOffsets(compressed);
+  // header, thread?, copies...: find the frame of the second copy by
+  // decoding each frame alone.
+  size_t copy_frames = 0, victim = 0, next = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const size_t end = i + 1 < frames.size() ? frames[i + 1] : compressed.size();
+    trace::TracePacket packet;
+    const std::string one = testing::TracePackets(compressed.substr(0, shim::kTracePreambleBytes) +
+                                                  compressed.substr(frames[i], end - frames[i]));
+    ASSERT_TRUE(packet.ParseFromString(one.substr(5)));
+    if (packet.has_copy() && ++copy_frames == 2) {
+      victim = frames[i];
+      next = end;
+    }
+  }
+  ASSERT_EQ(copy_frames, 3u);
+  compressed[victim + (next - victim) / 2] ^= 0x5A;  // inside the frame's block
+  const std::string file = run + "/1000.pstrace";
+  testing::WriteFile(file, compressed);
+  Result r = Run({"report", "--json", run});
+  EXPECT_TRUE(r.exited(1)) << r.Describe();
+  EXPECT_NE(r.err.find("pinscope report: error: file " + file + ": corrupt zstd frame at byte " +
+                       std::to_string(victim) + " ("),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("reading went on at the next frame, at byte " + std::to_string(next)),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(Json(r)["copies"]["total"]["count"], 2) << r.out;
 }
 
 }  // namespace

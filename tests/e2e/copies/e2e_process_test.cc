@@ -324,27 +324,32 @@ TEST_F(E2EProcess, KilledJobLeavesAReadableTrace) {
 
 // Disk full: the trace folder is a 64 KiB tmpfs in a private mount
 // namespace; the job keeps its exit status and pinscope says "disk full"
-// once.
+// once. Compressed (the default) and plain: 40000 copy packets are several
+// times 64 KiB either way (about 1 MiB compressed, 4.8 MiB plain).
 TEST_F(E2EProcess, DiskFull) {
-  std::string mnt = dir_.path() + "/tiny";
-  ASSERT_EQ(mkdir(mnt.c_str(), 0700), 0);
-  RunOptions o;
-  o.args = {"many", "4000"};  // ~4000 copy packets: several times 64 KiB
-  o.out_dir = mnt + "/run";
-  o.child_setup = [mnt] {
-    if (unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + strerror(errno);
-    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-      return std::string("mount --make-rprivate /: ") + strerror(errno);
-    if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k,mode=0700") != 0)
-      return std::string("mount tmpfs: ") + strerror(errno);
-    return std::string();
-  };
-  RunResult r = Run(E2E_PROG13, o);
-  if (r.exit_code == e2e::kSetupFailed && r.stderr_text.rfind("SETUP: ", 0) == 0)
-    GTEST_SKIP() << "no private tmpfs here: " << r.stderr_text;
-  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
-  EXPECT_EQ(CountLines(r, "disk full"), 1u) << r.stderr_text;
-  EXPECT_EQ(r.stderr_lines.size(), 1u) << r.stderr_text;
+  for (const char* compress : {"1", "0"}) {
+    SCOPED_TRACE(std::string("PINSCOPE_COMPRESS=") + compress);
+    std::string mnt = dir_.path() + "/tiny" + compress;
+    ASSERT_EQ(mkdir(mnt.c_str(), 0700), 0);
+    RunOptions o;
+    o.args = {"many", "40000"};
+    o.out_dir = mnt + "/run";
+    o.env = {{"PINSCOPE_COMPRESS", compress}};
+    o.child_setup = [mnt] {
+      if (unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + strerror(errno);
+      if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+        return std::string("mount --make-rprivate /: ") + strerror(errno);
+      if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k,mode=0700") != 0)
+        return std::string("mount tmpfs: ") + strerror(errno);
+      return std::string();
+    };
+    RunResult r = Run(E2E_PROG13, o);
+    if (r.exit_code == e2e::kSetupFailed && r.stderr_text.rfind("SETUP: ", 0) == 0)
+      GTEST_SKIP() << "no private tmpfs here: " << r.stderr_text;
+    EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+    EXPECT_EQ(CountLines(r, "disk full"), 1u) << r.stderr_text;
+    EXPECT_EQ(r.stderr_lines.size(), 1u) << r.stderr_text;
+  }
 }
 
 // Garbage settings: one line per bad variable, naming it; defaults apply.

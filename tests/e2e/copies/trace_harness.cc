@@ -19,6 +19,8 @@
 #include <set>
 #include <sstream>
 
+#include "tests/common/trace_bytes.h"
+
 extern char** environ;
 
 namespace e2e {
@@ -59,6 +61,8 @@ TraceFile ReadTrace(const std::string& path) {
   t.path = path;
   std::string data = ReadWholeFile(path);
   t.size = data.size();
+  t.compressed = ::pinscope::testing::IsCompressedTrace(data);
+  data = ::pinscope::testing::TracePackets(data);
   const uint8_t* p = reinterpret_cast<const uint8_t*>(data.data());
   size_t n = data.size(), off = 0;
   while (off < n) {

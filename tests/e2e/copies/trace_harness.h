@@ -37,6 +37,7 @@ struct TraceFile {
   bool truncated = false;  // the last packet was cut off
   std::string error;       // corrupt framing or packet (with byte offset)
   size_t size = 0;
+  bool compressed = false;  // the zstd container (PINSCOPE_COMPRESS, the default)
 };
 
 // Reads one trace file packet by packet.

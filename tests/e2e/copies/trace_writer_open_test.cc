@@ -12,6 +12,7 @@
 #include <string>
 
 #include "shim/record/trace_writer.h"
+#include "tests/common/trace_bytes.h"
 #include "trace_harness.h"
 
 namespace {
@@ -48,7 +49,8 @@ TEST(TraceWriterOpen, SymlinkAtThePidNameIsNotFollowed) {
   ASSERT_EQ(lstat(w->path(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode));
   EXPECT_EQ(st.st_mode & 07777, 0600u);
-  EXPECT_EQ(e2e::ReadWholeFile(dir.path() + "/4242.1.pstrace"), "trace bytes");
+  EXPECT_EQ(::pinscope::testing::TracePackets(e2e::ReadWholeFile(dir.path() + "/4242.1.pstrace")),
+            "trace bytes");
 }
 
 // A dangling symlink would let O_CREAT create its target: O_EXCL refuses.
@@ -76,7 +78,8 @@ TEST(TraceWriterOpen, ExistingFilesAreNotOverwritten) {
   w->CloseFile();
   EXPECT_EQ(e2e::ReadWholeFile(dir.path() + "/555.pstrace"), "first");
   EXPECT_EQ(e2e::ReadWholeFile(dir.path() + "/555.1.pstrace"), "second");
-  EXPECT_EQ(e2e::ReadWholeFile(dir.path() + "/555.2.pstrace"), "third");
+  EXPECT_EQ(::pinscope::testing::TracePackets(e2e::ReadWholeFile(dir.path() + "/555.2.pstrace")),
+            "third");
 }
 
 TEST(TraceWriterOpen, MissingFolderIsAnError) {

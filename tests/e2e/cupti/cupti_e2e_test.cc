@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/trace_bytes.h"
 #include "trace.pb.h"
 
 namespace {
@@ -127,7 +128,9 @@ Result RunJob(const char* exe, std::vector<std::string> args, const Env& env, bo
       std::string name = de->d_name;
       if (name.size() < 8 || name.substr(name.size() - 8) != ".pstrace") continue;
       t::Trace trace;
-      EXPECT_TRUE(trace.ParseFromString(ReadFile(run + "/" + name))) << name;
+      EXPECT_TRUE(
+          trace.ParseFromString(pinscope::testing::TracePackets(ReadFile(run + "/" + name))))
+          << name;
       ProcessTrace pt;
       for (const t::TracePacket& p : trace.packet()) {
         if (p.has_header()) pt.header = p.header();

@@ -23,6 +23,7 @@
 #include "shim/process/process.h"
 #include "shim/record/recorder.h"
 #include "shim/record/trace_fields.h"
+#include "tests/common/trace_bytes.h"
 #include "trace.pb.h"
 
 namespace {
@@ -182,6 +183,8 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   pt::Trace t;
   std::string bytes = ReadFile(path);
+  ASSERT_TRUE(pinscope::testing::IsCompressedTrace(bytes));  // PINSCOPE_COMPRESS is on by default
+  bytes = pinscope::testing::TracePackets(bytes);
   ASSERT_TRUE(t.ParseFromString(bytes));
   ASSERT_EQ(t.packet_size(), 13);
 
