@@ -47,7 +47,9 @@ if [ "$gpus" -lt "$NPROC" ]; then echo "needs $NPROC GPUs, this machine has $gpu
 run() {
   local name="$1" rep="$2" slow="$3" dir="$W/$1-r$2"
   rm -rf "$dir"
-  timeout -k 5 "${STEP_TIMEOUT:-300}" "$PS" run --no-report -o "$dir" -- \
+  # Every kernel recorded (not sampled windows): the NCCL kernels are the collectives.
+  PINSCOPE_CUPTI_KERNELS="${KERNELS:-all}" timeout -k 5 "${STEP_TIMEOUT:-300}" \
+    "$PS" run --no-report -o "$dir" -- \
     $PY -m torch.distributed.run --standalone --nproc_per_node "$NPROC" $JOB \
     --workers "$WORKERS" --slow-rank "$SLOW_RANK" --slow-workers "$slow" \
     > "$dir.out" 2> "$dir.err"
