@@ -168,6 +168,32 @@ int ParseTuneOptions(int argc, char** argv, TuneOptions* o) {
   return -1;
 }
 
+// The distributed launcher a command starts ("torchrun", "python -m
+// torch.distributed.run"), empty if none: tune times one process's loop,
+// and a job of several ranks runs at its slowest rank's pace.
+std::string DistributedLauncher(const std::vector<std::string>& command) {
+  for (size_t i = 0; i < command.size(); ++i) {
+    const std::string& arg = command[i];
+    const std::string base =
+        arg.substr(arg.rfind('/') == std::string::npos ? 0 : arg.rfind('/') + 1);
+    if (base == "torchrun") return "torchrun";
+    if (arg == "-m" && i + 1 < command.size() &&
+        (command[i + 1] == "torch.distributed.run" || command[i + 1] == "torch.distributed.launch"))
+      return "python -m " + command[i + 1];
+  }
+  return "";
+}
+
+std::string MultiRankRefusal(const std::string& what) {
+  return "pinscope tune: not for a job of several ranks (" + what +
+         "): tune times one process's training loop, and a distributed job runs at its slowest "
+         "rank's pace. Run it under `pinscope run` instead: the report names the rank that holds "
+         "the others back and its fix, and `pinscope diff` measures the fix (" +
+         DocPath("report.md") +
+         ", \"Ranks\"). Tune one rank's DataLoader as a single-process "
+         "job if it can run alone.\n";
+}
+
 bool EnvTruthy(const char* name) {
   const char* v = std::getenv(name);
   return v && (!std::strcmp(v, "1") || !strcasecmp(v, "on") || !strcasecmp(v, "async"));
@@ -362,6 +388,12 @@ int Tuner::Baseline() {
         "pinscope tune: the baseline run failed (exit %d); its last lines (%s/job.err):\n%s",
         job.exit_code, folder.c_str(), TailOf(folder + "/job.err", 8).c_str());
     return job.exit_code;
+  }
+  if (m.ranks > 0) {  // a launcher tune did not know by name (DistributedLauncher)
+    std::fprintf(
+        stderr, "%s",
+        MultiRankRefusal(std::to_string(m.ranks) + " ranks in " + ShellQuote(folder)).c_str());
+    return kTuneExitNothing;
   }
   const bool no_loader = !m.loader_present || !m.loader_hooked;
   if (no_loader) {
@@ -583,6 +615,10 @@ int Tuner::Run() {
 int TuneCommand(int argc, char** argv) {
   TuneOptions options;
   if (int status = ParseTuneOptions(argc, argv, &options); status >= 0) return status;
+  if (const std::string launcher = DistributedLauncher(options.command); !launcher.empty()) {
+    std::fprintf(stderr, "%s", MultiRankRefusal("the command runs " + launcher).c_str());
+    return kTuneExitNothing;
+  }
   // As `pinscope run`: a value the shim would replace by its default makes
   // every trial measure something else than asked. The baseline runs with
   // the environment's PINSCOPE_PIN, so that one is checked too.

@@ -16,6 +16,7 @@
 
 #include "analyzer/common/format.h"
 #include "analyzer/common/trace_names.h"
+#include "analyzer/diff/diff_ranks.h"
 #include "analyzer/diff/diff_work.h"
 #include "analyzer/read/calibration.h"
 #include "analyzer/read/run_loader.h"
@@ -310,6 +311,7 @@ class DiffTextWriter {
     Header();
     WriteWorkSection(work_a_, work_b_, CompareWork(work_a_, work_b_), style_, out_);
     VerdictSection();
+    if (ra_.ranks() != nullptr || rb_.ranks() != nullptr) WriteRanksDiff(ra_, rb_, style_, out_);
     PredictionSection();
     MainLoopSection();
     WriteNormalizedSection(work_a_, work_b_, style_, out_);
@@ -537,6 +539,7 @@ json JsonDiff(const DiffSide& a, const DiffSide& b) {
   j["work"] = WorkJson(wa, wb, CompareWork(wa, wb));
   j["verdict"] = {{"moved", ra.verdict().id != rb.verdict().id},
                   {"text", "verdict: " + VerdictTitle(ra) + " -> " + VerdictTitle(rb)}};
+  if (ra.ranks() != nullptr || rb.ranks() != nullptr) j["ranks"] = RanksDiffJson(ra, rb);
   // A's prediction for the one change B applied, and what B measured.
   const AppliedChange applied = FindAppliedChange(ra, rb);
   if (applied.id.empty() && applied.what.empty()) {
@@ -634,6 +637,8 @@ int LoadSide(const std::string& run_dir, const char* side, const DiffOptions& op
   ReportOptions report_options;
   report_options.run_dir = run_dir;
   report_options.color = ColorMode::kNever;
+  std::map<int, RunListing> by_rank = SplitByRank(listing);  // a distributed job's ranks
+  const Calibration rank_calibration = by_rank.empty() ? Calibration{} : *calibration;
   *report = std::make_unique<Report>(std::move(*calibration), report_options);
   MainLoopAnalysis main_loop;
   ReplayOptions replay;
@@ -645,6 +650,10 @@ int LoadSide(const std::string& run_dir, const char* side, const DiffOptions& op
   engine.Run();
   if (progress != nullptr) progress->Stage(std::string("analysing run ") + side);
   (*report)->Evaluate(engine.info());
+  if (!by_rank.empty()) {
+    (*report)->SetRanks(
+        BuildJobRanks(std::move(by_rank), rank_calibration, report_options, **report, err));
+  }
   *rate = main_loop.rate();
   return 0;
 }

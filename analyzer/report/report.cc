@@ -118,6 +118,14 @@ void Report::Evaluate(const RunInfo& run) {
   PickVerdict();
 }
 
+void Report::SetRanks(std::unique_ptr<JobRanks> ranks) {
+  ranks_ = std::move(ranks);
+  if (!ranks_ || (!findings_.empty() && findings_[0].kind == Finding::Kind::kFailure)) return;
+  verdict_.id = ranks_->verdict_id;
+  verdict_.severity = ranks_->warn ? Severity::kWarning : Severity::kInfo;
+  verdict_.text = ranks_->verdict_text;
+}
+
 void Report::BuildModel() {
   model::Inputs in = pipeline_->inputs();
   in.host.cores = AvailableCores();

@@ -22,6 +22,7 @@
 #include "analyzer/read/calibration.h"
 #include "analyzer/replay/replay.h"
 #include "analyzer/report/findings.h"
+#include "analyzer/report/job_ranks.h"
 #include "analyzer/report/report_options.h"
 
 namespace pinscope {
@@ -68,6 +69,11 @@ class Report {
   const std::vector<Finding>& findings() const { return findings_; }
   const std::vector<PendingCheck>& pending() const { return pending_; }
   const Verdict& verdict() const { return verdict_; }
+  // The ranks of a distributed job (job_ranks.h); nullptr when no process
+  // carries a rank label, and the report is then the one-process report.
+  const JobRanks* ranks() const { return ranks_.get(); }
+  // Sets them; the job's verdict (the straggler) replaces the run's.
+  void SetRanks(std::unique_ptr<JobRanks> ranks);
 
   // Run facts (copied from the RunInfo).
   const std::string& run_dir() const { return run_dir_; }
@@ -119,6 +125,7 @@ class Report {
   std::optional<trace::CudaRuntimeInfo> cuda_;
   // Thread names by (process index, tid), for labels after the replay.
   std::vector<std::map<uint32_t, std::string>> thread_names_;
+  std::unique_ptr<JobRanks> ranks_;
 };
 
 // The text report for a person (100 columns, colour when `color`).

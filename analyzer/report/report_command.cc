@@ -3,6 +3,7 @@
 #include "analyzer/report/report_command.h"
 
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
@@ -42,6 +43,9 @@ std::unique_ptr<Report> BuildReport(const ReportOptions& options, std::ostream& 
   if (!warning.empty()) err << "pinscope report: warning: " << warning << '\n';
   ReportOptions effective = options;
   if (effective.top < 0) effective.top = 0;
+  // A distributed job: each rank's files are also replayed alone (job_ranks.h).
+  std::map<int, RunListing> by_rank = SplitByRank(listing);
+  const Calibration rank_calibration = by_rank.empty() ? Calibration{} : *calibration;
   auto report = std::make_unique<Report>(std::move(*calibration), effective);
   std::string names_warning;
   std::unique_ptr<NativeNames> names =
@@ -56,6 +60,10 @@ std::unique_ptr<Report> BuildReport(const ReportOptions& options, std::ostream& 
   engine.Run();
   if (options.progress != nullptr) options.progress->Stage("analysing");
   report->Evaluate(engine.info());
+  if (!by_rank.empty()) {
+    if (options.progress != nullptr) options.progress->Stage("replaying each rank");
+    report->SetRanks(BuildJobRanks(std::move(by_rank), rank_calibration, effective, *report, err));
+  }
   if (options.progress != nullptr) options.progress->Stage("writing");
   return report;
 }

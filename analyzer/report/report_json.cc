@@ -247,6 +247,7 @@ nlohmann::ordered_json JsonReport(const Report& report) {
   j["verdict"] = {
       {"id", verdict.id}, {"severity", SeverityName(verdict.severity)}, {"text", verdict.text}};
   j["pipeline"] = PipelineJson(report);
+  if (report.ranks() != nullptr) j["ranks"] = RanksJson(*report.ranks());
   j["findings"] = json::array();
   for (const Finding& finding : report.findings()) j["findings"].push_back(FindingJson(finding));
   j["not_assessed"] = json::array();

@@ -55,8 +55,12 @@ class TextWriter {
   void Write() {
     Header();
     VerdictSection();
-    ChangeSection();
-    PipelineSection();
+    if (report_.ranks() != nullptr) {  // each rank's model, and the job's (job_ranks.h)
+      WriteRanksText(*report_.ranks(), style_.color(), out_);
+    } else {
+      ChangeSection();
+      PipelineSection();
+    }
     CopySection();
     StagingSection();
     LargestSection();

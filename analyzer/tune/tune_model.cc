@@ -158,6 +158,7 @@ RunModel ParseRunModel(const json& report, bool pinscope_pin) {
   m.epochs = Get<uint64_t>(loader, "epochs", 0);
   m.site = Get<std::string>(loader, "site", "");
 
+  m.ranks = Get<int>(Sub(report, "ranks"), "count", 0);
   m.model_valid = Get<bool>(p, "valid", false);
   m.why_not = Get<std::string>(p, "why_not", "");
   m.verdict_id = Get<std::string>(Sub(report, "verdict"), "id", "");

@@ -102,6 +102,9 @@ struct RunModel {
   int gpus = -1;  // CUDA devices (or GPU names) in the trace; -1 unknown
   // The largest recorded large-allocation total of one worker process.
   uint64_t worker_alloc_bytes = 0;
+  // Ranks of a distributed job in the run (the report's "ranks"), 0 for
+  // a job of one process: tune does not tune those (docs/cli.md).
+  int ranks = 0;
 };
 
 // Reads a report (the object `pinscope report --json` prints). The report

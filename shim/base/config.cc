@@ -88,7 +88,22 @@ void UintVar(const char* name, uint64_t max, uint32_t* value) {
   }
 }
 
+// A launcher's label: a whole number below 2^24, else -1 (unset or bad).
+int32_t LabelVar(const char* name) {
+  uint64_t v;
+  const char* s = getenv(name);
+  return s && ParseUint(s, (1u << 24) - 1, &v) ? static_cast<int32_t>(v) : -1;
+}
+
 }  // namespace
+
+void LoadRankEnv(RankEnv* rank) {
+  rank->rank = LabelVar("RANK");
+  rank->local_rank = LabelVar("LOCAL_RANK");
+  rank->world_size = LabelVar("WORLD_SIZE");
+  rank->group_rank = LabelVar("GROUP_RANK");
+  rank->local_world_size = LabelVar("LOCAL_WORLD_SIZE");
+}
 
 namespace {
 Config g_config;
@@ -156,6 +171,7 @@ void LoadConfig(Config* c) {
   }
   SizeVar("PINSCOPE_PIN_KEEP", &c->pin_keep);
   BoolVar("PINSCOPE_PIN_AHEAD", &c->pin_ahead);
+  LoadRankEnv(&c->rank);
 }
 
 }  // namespace pinscope::shim

@@ -14,6 +14,21 @@ enum class PinMode : uint32_t { kOff = 0, kOn = 1, kAsync = 2 };
 // per second, sampled windows above that; all = always; off = never.
 enum class KernelRecording : uint32_t { kAuto = 0, kAll = 1, kOff = 2 };
 
+// The distributed launcher's labels of this process (torchrun and
+// torch.distributed.run set RANK, LOCAL_RANK, WORLD_SIZE, GROUP_RANK and
+// LOCAL_WORLD_SIZE in each rank's environment); -1 when unset or not a
+// whole number. They are the launcher's variables, not pinscope's: a bad
+// value is ignored without a word. Forked children (DataLoader workers)
+// inherit them with the rest of the configuration.
+struct RankEnv {
+  int32_t rank = -1;
+  int32_t local_rank = -1;
+  int32_t world_size = -1;
+  int32_t group_rank = -1;
+  int32_t local_world_size = -1;
+  bool labelled() const { return rank >= 0; }
+};
+
 struct Config {
   bool disabled = false;             // PINSCOPE_DISABLE=1
   char out_dir[4096] = {};           // PINSCOPE_OUT (absolute)
@@ -40,6 +55,7 @@ struct Config {
   bool pin_budget_explicit = false;
   uint64_t pin_keep = 1ull << 30;    // PINSCOPE_PIN_KEEP (0: no recycle list)
   bool pin_ahead = true;             // PINSCOPE_PIN_AHEAD (register shm batches at mmap)
+  RankEnv rank;                      // RANK, LOCAL_RANK, ... (docs/environment.md)
 };
 
 // Parses a byte size: digits with an optional K/M/G/T suffix (binary
@@ -49,6 +65,9 @@ bool ParseSize(const char* text, uint64_t* out);
 
 // Parses an unsigned integer with no suffix.
 bool ParseUint(const char* text, uint64_t max, uint64_t* out);
+
+// The launcher's rank variables (RankEnv) from the environment.
+void LoadRankEnv(RankEnv* rank);
 
 // Reads the environment into *config; complaints go to stderr. Does not
 // create the output folder or touch other process state.

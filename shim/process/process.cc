@@ -165,6 +165,16 @@ void EncodeHeader(Encoder* e) {
   e->String(h::kShimVersion, PINSCOPE_VERSION);
   e->Bool(h::kHelper, IsHelperExe(exe));
   e->Varint(h::kParentPid, id.parent_pid);
+  if (config.rank.labelled()) {  // a rank of a distributed job (docs/trace-format.md)
+    namespace r = fields::rank;
+    m = e->BeginNested(h::kRank);
+    e->Varint(r::kRank, static_cast<uint32_t>(config.rank.rank));
+    e->SInt(r::kLocalRank, config.rank.local_rank);
+    e->SInt(r::kWorldSize, config.rank.world_size);
+    e->SInt(r::kGroupRank, config.rank.group_rank);
+    e->SInt(r::kLocalWorldSize, config.rank.local_world_size);
+    e->EndNested(m);
+  }
 }
 
 void WriteCounters() {

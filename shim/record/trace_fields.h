@@ -21,7 +21,11 @@ constexpr uint32_t kHeader = 10, kCopy = 11, kSync = 12, kAlloc = 13, kFree = 14
 namespace header {
 constexpr uint32_t kFormatVersion = 1, kRunId = 2, kPid = 3, kPpid = 4, kOrigin = 5, kCmdline = 6,
                    kExe = 7, kHostname = 8, kStartWall = 9, kStartMono = 10, kHost = 11,
-                   kConfig = 12, kShimVersion = 13, kHelper = 14, kParentPid = 15;
+                   kConfig = 12, kShimVersion = 13, kHelper = 14, kParentPid = 15, kRank = 16;
+}
+namespace rank {
+constexpr uint32_t kRank = 1, kLocalRank = 2, kWorldSize = 3, kGroupRank = 4,
+                   kLocalWorldSize = 5;
 }
 namespace host {
 constexpr uint32_t kLogical = 1, kPhysical = 2, kAffinity = 3, kCgroupQuota = 4, kRam = 5,

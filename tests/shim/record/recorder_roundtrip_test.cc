@@ -71,6 +71,12 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   setenv("PINSCOPE_CUPTI", "0", 1);
   setenv("PINSCOPE_PIN_MIN", "2M", 1);
   setenv("PINSCOPE_PIN_BUDGET", "3G", 1);
+  // A rank as torchrun starts one: labels in the header, a bad one left out.
+  setenv("RANK", "5", 1);
+  setenv("LOCAL_RANK", "1", 1);
+  setenv("WORLD_SIZE", "8", 1);
+  setenv("GROUP_RANK", "2", 1);
+  setenv("LOCAL_WORLD_SIZE", "4x", 1);
   shim::InitProcess();
   ASSERT_TRUE(shim::Recording());
 
@@ -225,6 +231,12 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   EXPECT_EQ(h.shim_version(), PINSCOPE_VERSION);
   EXPECT_FALSE(h.helper());
   EXPECT_EQ(h.parent_pid(), 0u);
+  ASSERT_TRUE(h.has_rank());
+  EXPECT_EQ(h.rank().rank(), 5u);
+  EXPECT_EQ(h.rank().local_rank(), 1);
+  EXPECT_EQ(h.rank().world_size(), 8);
+  EXPECT_EQ(h.rank().group_rank(), 2);
+  EXPECT_EQ(h.rank().local_world_size(), -1) << "LOCAL_WORLD_SIZE=4x is not a number";
   EXPECT_TRUE(h.GetReflection()->GetUnknownFields(h).empty());
 
   // The thread's first event announces it.

@@ -93,6 +93,12 @@ FIELD(f::header::kConfig, ProcessHeader, Config);
 FIELD(f::header::kShimVersion, ProcessHeader, ShimVersion);
 FIELD(f::header::kHelper, ProcessHeader, Helper);
 FIELD(f::header::kParentPid, ProcessHeader, ParentPid);
+FIELD(f::header::kRank, ProcessHeader, Rank);
+FIELD(f::rank::kRank, RankLabel, Rank);
+FIELD(f::rank::kLocalRank, RankLabel, LocalRank);
+FIELD(f::rank::kWorldSize, RankLabel, WorldSize);
+FIELD(f::rank::kGroupRank, RankLabel, GroupRank);
+FIELD(f::rank::kLocalWorldSize, RankLabel, LocalWorldSize);
 
 FIELD(f::host::kLogical, HostFacts, LogicalCores);
 FIELD(f::host::kPhysical, HostFacts, PhysicalCores);

@@ -166,6 +166,12 @@ std::vector<Case> AllCases() {
                      h->set_shim_version("0.1.0");
                      h->set_helper(true);
                      h->set_parent_pid(4240);
+                     pt::RankLabel* r = h->mutable_rank();
+                     r->set_rank(7);
+                     r->set_local_rank(3);
+                     r->set_world_size(16);
+                     r->set_group_rank(1);
+                     r->set_local_world_size(-1);  // sint32: zigzag
                    },
                    [](const pt::TracePacket& p, Encoder* e) {
                      namespace k = f::header;
@@ -197,6 +203,14 @@ std::vector<Case> AllCases() {
                      e->String(k::kShimVersion, h.shim_version().c_str());
                      e->Bool(k::kHelper, h.helper());
                      e->Varint(k::kParentPid, h.parent_pid());
+                     m = e->BeginNested(k::kRank);
+                     namespace r = f::rank;
+                     e->Varint(r::kRank, h.rank().rank());
+                     e->SInt(r::kLocalRank, h.rank().local_rank());
+                     e->SInt(r::kWorldSize, h.rank().world_size());
+                     e->SInt(r::kGroupRank, h.rank().group_rank());
+                     e->SInt(r::kLocalWorldSize, h.rank().local_world_size());
+                     e->EndNested(m);
                    }});
   cases.push_back({f::packet::kCopy,
                    [](pt::TracePacket* p) {
