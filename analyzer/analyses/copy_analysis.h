@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "analyzer/analyses/gbps_memo.h"
 #include "analyzer/read/calibration.h"
 #include "analyzer/replay/replay.h"
 
@@ -128,6 +129,7 @@ class CopyAnalysis : public Analysis {
 
  private:
   const Calibration& calibration_;
+  GbpsMemo gbps_;  // CostOf's pinned bandwidths (twice per copy: here and the call sites)
   size_t top_;
   int stack_depth_;
   std::map<std::pair<int, int>, CopyRow> by_key_;
