@@ -25,7 +25,8 @@ constexpr uint64_t kMaxWaitCalls = 1 << 21;
 // that copy returned this recently.
 constexpr uint64_t kSyncAfterCopyNs = 1000000;  // 1 ms
 
-uint64_t Median(std::vector<uint64_t> values) {
+// The upper median; reorders `values`.
+uint64_t MedianInPlace(std::vector<uint64_t>& values) {
   if (values.empty()) return 0;
   std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
   return values[values.size() / 2];
@@ -37,7 +38,8 @@ uint64_t AtGbps(uint64_t bytes, double gbps) {
 
 }  // namespace
 
-InputAnalysis::InputAnalysis(const Calibration& calibration) : calibration_(calibration) {}
+InputAnalysis::InputAnalysis(const Calibration& calibration)
+    : calibration_(calibration), gbps_(calibration) {}
 InputAnalysis::~InputAnalysis() = default;
 
 InputAnalysis::PerProcess& InputAnalysis::Process(int index) { return per_process_[index]; }
@@ -90,8 +92,8 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
     pins_.pinned_copy_bytes += copy.bytes();
     pins_.pinned_copy_blocked_ns += ctx.blocked_ns;
     pins_.pinned_copy_at_pageable_ns +=
-        AtGbps(copy.bytes(), calibration_.PageableGbps(h2d, copy.bytes()));
-    pins_.pinned_copy_at_pinned_ns += AtGbps(copy.bytes(), calibration_.PinnedGbps(h2d, copy.bytes()));
+        AtGbps(copy.bytes(), gbps_.Pageable(h2d, copy.bytes()));
+    pins_.pinned_copy_at_pinned_ns += AtGbps(copy.bytes(), gbps_.Pinned(h2d, copy.bytes()));
   } else if (copy.pin() == trace::PIN_SKIPPED_BUDGET) {
     ++pins_.skipped_budget;
   }
@@ -119,8 +121,8 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
     WaitThread& thread = WaitThreadOf(state, process);
     FoldFinal(thread, false);
     const uint32_t host_kind = h2d ? copy.src_kind() : copy.dst_kind();
-    const double gbps = host_kind == trace::PAGEABLE ? calibration_.PageableGbps(h2d, copy.bytes())
-                                                     : calibration_.PinnedGbps(h2d, copy.bytes());
+    const double gbps = host_kind == trace::PAGEABLE ? gbps_.Pageable(h2d, copy.bytes())
+                                                     : gbps_.Pinned(h2d, copy.bytes());
     WaitCall wait{};
     wait.start_ns = call.start_ns;
     wait.end_ns = call.end_ns;
@@ -139,9 +141,13 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
 }
 
 void InputAnalysis::AddWaitCall(WaitThread& thread, const WaitCall& call) {
-  thread.calls.push_back(call);
   thread.last = call;
   thread.has_last = true;
+  if (!call.joinable && thread.calls.empty()) {
+    Fold(thread, call);  // final already, and nothing before it waits
+    return;
+  }
+  thread.calls.push_back(call);
   ++wait_calls_;
   peak_wait_calls_ = std::max(peak_wait_calls_, wait_calls_);
 }
@@ -494,32 +500,37 @@ void InputAnalysis::Finish(const RunInfo& run) {
   for (const auto& [tid, maps] : root_shm_maps_) {
     if (maps > pin_thread_.shm_maps) pin_thread_ = {tid, maps};
   }
-  std::vector<Copy> batches;
-  for (const Copy& c : root_copies_) {
-    if (c.bytes * 2 >= largest_root_copy_) batches.push_back(c);
+  std::vector<Copy>& batches = root_copies_;  // filtered in place: no second list
+  std::erase_if(batches, [&](const Copy& c) { return c.bytes * 2 < largest_root_copy_; });
+  if (batches.size() < BatchLoop::kMinBatches) {
+    batches = {};
+    return;
   }
-  root_copies_.clear();
-  root_copies_.shrink_to_fit();
-  if (batches.size() < BatchLoop::kMinBatches) return;
-  std::sort(batches.begin(), batches.end(),
-            [](const Copy& a, const Copy& b) { return a.start_ns < b.start_ns; });
+  // Kept in replay order, which is by start within the root's main thread.
+  const auto by_start = [](const Copy& a, const Copy& b) { return a.start_ns < b.start_ns; };
+  if (!std::is_sorted(batches.begin(), batches.end(), by_start))
+    std::sort(batches.begin(), batches.end(), by_start);
   loop_.found = true;
   loop_.batches = batches.size();
-  std::vector<uint64_t> bytes, copies;
+  loop_.intervals_ns.reserve(batches.size() - 1);
+  loop_.copies_ns.reserve(batches.size() - 1);
   for (size_t i = 0; i < batches.size(); ++i) {
-    bytes.push_back(batches[i].bytes);
     if (batches[i].pinned) ++loop_.pinned_batches;
-    copies.push_back(batches[i].end_ns - batches[i].start_ns);
     if (i + 1 < batches.size()) {
       loop_.intervals_ns.push_back(batches[i + 1].start_ns - batches[i].start_ns);
       loop_.copies_ns.push_back(batches[i].end_ns - batches[i].start_ns);
       loop_.total_copy_ns += batches[i].end_ns - batches[i].start_ns;
     }
   }
-  loop_.batch_bytes = Median(bytes);
-  loop_.median_copy_ns = Median(copies);
-  loop_.median_interval_ns = Median(loop_.intervals_ns);
+  std::vector<uint64_t> values(batches.size());  // one scratch list for the medians
+  for (size_t i = 0; i < batches.size(); ++i) values[i] = batches[i].bytes;
+  loop_.batch_bytes = MedianInPlace(values);
+  for (size_t i = 0; i < batches.size(); ++i) values[i] = batches[i].end_ns - batches[i].start_ns;
+  loop_.median_copy_ns = MedianInPlace(values);
+  values.assign(loop_.intervals_ns.begin(), loop_.intervals_ns.end());
+  loop_.median_interval_ns = MedianInPlace(values);
   loop_.total_interval_ns = batches.back().start_ns - batches.front().start_ns;
+  batches = {};
   loop_.host_copy_gbps = calibration_.HostCopyGbps(loop_.batch_bytes);
   loop_.pin_cost_ns = AtGbps(loop_.batch_bytes, loop_.host_copy_gbps);
 }

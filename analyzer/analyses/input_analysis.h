@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "analyzer/analyses/device_activity.h"
+#include "analyzer/analyses/gbps_memo.h"
 #include "analyzer/read/calibration.h"
 #include "analyzer/replay/replay.h"
 
@@ -244,6 +245,7 @@ class InputAnalysis : public Analysis {
   int32_t WaitSite(const ProcessState& process, uint64_t stack_id);
 
   const Calibration& calibration_;
+  GbpsMemo gbps_;  // the per-copy lookups of OnCopy
   int root_pid_ = -1;
   std::vector<Copy> root_copies_;  // root main thread H2D copies
   uint64_t largest_root_copy_ = 0;

@@ -44,6 +44,16 @@ PipelineAnalysis::Process& PipelineAnalysis::Of(const ProcessState& process) {
   return processes_[process.index()];
 }
 
+// Copies and syncs come from one thread for long stretches: the last one's
+// Thread is kept (map nodes do not move).
+PipelineAnalysis::Thread& PipelineAnalysis::RootThread(const ProcessState& process, uint32_t tid) {
+  if (last_thread_ == nullptr || last_tid_ != tid) {
+    last_thread_ = &Of(process).threads[tid];
+    last_tid_ = tid;
+  }
+  return *last_thread_;
+}
+
 PipelineAnalysis::Usage PipelineAnalysis::UsageOf(const trace::ThreadUsage& u) {
   // cpu_ns is exact; traces from before it carry only getrusage's split.
   Usage out;
@@ -81,7 +91,7 @@ void PipelineAnalysis::OnProcess(const ProcessState& process) {
 void PipelineAnalysis::OnCopy(const CopyContext& ctx) {
   const ProcessState& process = ctx.event.process;
   if (process.index() != root_index_) return;
-  Thread& t = Of(process).threads[ctx.event.packet.tid()];
+  Thread& t = RootThread(process, ctx.event.packet.tid());
   if (t.calls.size() >= kMaxKept) return;
   const trace::CopyEvent& c = ctx.copy;
   Call call = CallOf(ctx.event.time_ns, ctx.event.time_ns + ctx.blocked_ns, c.usage_enter(),
@@ -116,7 +126,7 @@ void PipelineAnalysis::OnCopy(const CopyContext& ctx) {
 
 void PipelineAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
   if (event.process.index() != root_index_) return;
-  Thread& t = Of(event.process).threads[event.packet.tid()];
+  Thread& t = RootThread(event.process, event.packet.tid());
   if (t.calls.size() >= kMaxKept) return;
   const uint64_t end = sync.end_ns() > event.packet.timestamp_ns()
                            ? event.time_ns + (sync.end_ns() - event.packet.timestamp_ns())

@@ -123,6 +123,10 @@ class PipelineAnalysis : public Analysis {
   };
 
   Process& Of(const ProcessState& process);
+  // A thread of the root process (the only one whose calls are kept).
+  Thread& RootThread(const ProcessState& process, uint32_t tid);
+  Thread* last_thread_ = nullptr;
+  uint32_t last_tid_ = 0;
   // The root's device analysis, made at its first use (it keeps the joined
   // copies, for the batch copies' stream waits).
   device::ProcessDeviceAnalysis& Device();

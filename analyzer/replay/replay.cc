@@ -105,12 +105,12 @@ std::vector<std::string> ProcessState::DescribeStack(uint64_t stack_id, int dept
 
 // One process file being streamed; `next` is its lookahead packet.
 struct ReplayEngine::Stream {
-  // The packets are parsed into an arena, reset every kPacketsPerArena
+  // The packets are parsed into an arena, reset every kPacketsPerArena (64)
   // packets: a packet's sub-messages (the event, its ThreadUsage) are then
   // bump-allocated instead of a malloc and a free each (docs/benchmarks.md,
   // "Replay speed"). Memory: at most kPacketsPerArena packets per stream
   // with a file open, none after its end.
-  static constexpr int kPacketsPerArena = 256;
+  static constexpr int kPacketsPerArena = 64;
   ProcessState* process = nullptr;
   std::unique_ptr<TraceReader> reader;
   // Position in open_streams_ while the reader holds its file open.
