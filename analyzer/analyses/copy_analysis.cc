@@ -106,7 +106,12 @@ void CopyAnalysis::OnCopy(const CopyContext& context) {
   const bool pageable = cost.pageable;
   by_key_[{static_cast<int>(direction), static_cast<int>(kind)}].Add(one);
   const ProcessState& process = context.event.process;
-  ThreadCopies& thread = by_thread_[{process.index(), context.event.packet.tid()}];
+  const std::pair<int, uint32_t> thread_key{process.index(), context.event.packet.tid()};
+  if (last_thread_ == nullptr || last_thread_key_ != thread_key) {
+    last_thread_ = &by_thread_[thread_key];  // map nodes do not move
+    last_thread_key_ = thread_key;
+  }
+  ThreadCopies& thread = *last_thread_;
   thread.process_index = process.index();
   thread.pid = process.pid();
   thread.tid = context.event.packet.tid();

@@ -140,6 +140,8 @@ class CopyAnalysis : public Analysis {
   std::array<CopyRow, 3> by_buffer_;
   std::vector<LargeCopy> largest_;  // kept sorted, at most top_
   std::map<std::pair<int, uint32_t>, ThreadCopies> by_thread_;
+  ThreadCopies* last_thread_ = nullptr;  // the last copy's thread
+  std::pair<int, uint32_t> last_thread_key_;
   std::vector<ThreadCopies> threads_;
 };
 

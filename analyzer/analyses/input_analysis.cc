@@ -42,7 +42,15 @@ InputAnalysis::InputAnalysis(const Calibration& calibration)
     : calibration_(calibration), gbps_(calibration) {}
 InputAnalysis::~InputAnalysis() = default;
 
-InputAnalysis::PerProcess& InputAnalysis::Process(int index) { return per_process_[index]; }
+// Copies and syncs come from one process for long stretches (map nodes do
+// not move).
+InputAnalysis::PerProcess& InputAnalysis::Process(int index) {
+  if (last_process_ == nullptr || last_process_index_ != index) {
+    last_process_ = &per_process_[index];
+    last_process_index_ = index;
+  }
+  return *last_process_;
+}
 
 void InputAnalysis::OnProcess(const ProcessState& process) {
   if (root_pid_ < 0 && (process.origin() == trace::ORIGIN_ROOT || process.parent() == nullptr)) {

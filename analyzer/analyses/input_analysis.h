@@ -252,6 +252,8 @@ class InputAnalysis : public Analysis {
   BatchLoop loop_;
   PinStats pins_;
   std::map<int, PerProcess> per_process_;
+  PerProcess* last_process_ = nullptr;
+  int last_process_index_ = -1;
   std::vector<ProcessDevice> devices_;
   uint64_t workers_ = 0;
   uint64_t fork_unpins_ = 0;
