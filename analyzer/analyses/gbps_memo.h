@@ -28,7 +28,8 @@ class GbpsMemo {
   double Lookup(bool h2d, bool pinned, uint64_t bytes) const {
     Slot& slot = slots_[(h2d ? 2 : 0) + (pinned ? 1 : 0)];
     if (!slot.valid || slot.bytes != bytes) {
-      slot.gbps = pinned ? calibration_.PinnedGbps(h2d, bytes) : calibration_.PageableGbps(h2d, bytes);
+      slot.gbps =
+          pinned ? calibration_.PinnedGbps(h2d, bytes) : calibration_.PageableGbps(h2d, bytes);
       slot.bytes = bytes;
       slot.valid = true;
     }

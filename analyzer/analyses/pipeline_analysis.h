@@ -101,7 +101,7 @@ class PipelineAnalysis : public Analysis {
     uint64_t cpu_begin = 0;  // the thread's CPU time at entry (0: not recorded)
     uint64_t cpu_ns = 0;     // its CPU time inside the call
     uint64_t bytes = 0, call_id = 0;
-    uint32_t faults = 0;     // page faults inside the call (saturated)
+    uint32_t faults = 0;  // page faults inside the call (saturated)
     bool h2d : 1 = false, copy : 1 = false, pinned_by_program : 1 = false;
     bool pinned_by_pinscope : 1 = false, shm : 1 = false, fresh : 1 = false;
     bool skipped_budget : 1 = false;

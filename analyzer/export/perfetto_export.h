@@ -199,7 +199,7 @@ class PerfettoExport : public Analysis {
   // analyses/device_join.h), so a run without CUPTI keeps only the last
   // minute's calls here; flow_order_ holds (opened at, flow id) in order.
   static constexpr uint64_t kFlowHorizonNs = 60ull * 1000 * 1000 * 1000;
-  uint64_t OpenFlow(uint64_t flow, uint64_t now_ns);  // 0 when `flow` is open already
+  uint64_t OpenFlow(uint64_t flow, uint64_t now_ns);   // 0 when `flow` is open already
   std::unordered_map<uint64_t, uint64_t> open_flows_;  // flow id -> opened at
   std::deque<std::pair<uint64_t, uint64_t>> flow_order_;
   std::unordered_map<uint64_t, uint64_t> correlations_;

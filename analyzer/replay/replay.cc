@@ -3,6 +3,7 @@
 // run-wide shm segment registry joined on (device, inode).
 #include "analyzer/replay/replay.h"
 
+#include <google/protobuf/arena.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -11,8 +12,6 @@
 #include <queue>
 #include <tuple>
 #include <utility>
-
-#include <google/protobuf/arena.h>
 
 #include "analyzer/common/trace_names.h"
 #include "analyzer/read/trace_reader.h"

@@ -98,8 +98,8 @@ SyncRun MakeRun(const std::string& name, int steps, bool cupti, const Calibratio
   TraceBuilder b(100, "sync-waits", kT0);
   testing::SetHostFacts(&b.header(), 0, 0);
   if (cupti) b.Notice(kT0, trace::Notice::INFO, "cupti_started", "CUPTI 13");
-  const uint64_t calibrated = static_cast<uint64_t>(
-      static_cast<double>(kBytes) / calibration.PinnedGbps(/*h2d=*/false, kBytes));
+  const uint64_t calibrated = static_cast<uint64_t>(static_cast<double>(kBytes) /
+                                                    calibration.PinnedGbps(/*h2d=*/false, kBytes));
   for (int i = 0; i < steps; ++i) {
     const uint64_t t = kT0 + kMs + static_cast<uint64_t>(i) * 50 * kMs;
     const uint64_t blocked = kMs + static_cast<uint64_t>(i % 7) * 400 * kUs;
