@@ -79,22 +79,31 @@ void CallSiteAnalysis::OnCopy(const CopyContext& context) {
   if (!cost.pageable) return;
   const ProcessState& process = context.event.process;
   const uint64_t stack_id = context.copy.stack_id();
-  const trace::Stack* stack = stack_id == 0 ? nullptr : process.Stack(stack_id);
-  (stack != nullptr ? with_stack_ : without_stack_) += 1;
-
-  const std::string python = InnermostPythonFrame(process, stack_id);
-  const std::string native = InnermostNativeFrame(process, stack_id);
-  auto [it, inserted] = by_key_.try_emplace({python, native});
-  Accumulator& acc = it->second;
-  CallSite& site = acc.site;
-  if (inserted) {
-    acc.order = by_key_.size();
-    site.python = python;
-    site.native = native;
-    site.frames = stack != nullptr && stack->python_frames_size() > 0
-                      ? process.DescribeStack(stack_id, stack_depth_)
-                      : NativeFrames(process, stack_id, stack_depth_);
+  Accumulator* found = nullptr;
+  if (last_site_.acc != nullptr && last_site_.process_index == process.index() &&
+      last_site_.stack_id == stack_id) {
+    found = last_site_.acc;
+    (last_site_.has_stack ? with_stack_ : without_stack_) += 1;
+  } else {
+    const trace::Stack* stack = stack_id == 0 ? nullptr : process.Stack(stack_id);
+    (stack != nullptr ? with_stack_ : without_stack_) += 1;
+    const std::string python = InnermostPythonFrame(process, stack_id);
+    const std::string native = InnermostNativeFrame(process, stack_id);
+    auto [it, inserted] = by_key_.try_emplace({python, native});
+    found = &it->second;
+    if (inserted) {
+      found->order = by_key_.size();
+      found->site.python = python;
+      found->site.native = native;
+      found->site.frames = stack != nullptr && stack->python_frames_size() > 0
+                               ? process.DescribeStack(stack_id, stack_depth_)
+                               : NativeFrames(process, stack_id, stack_depth_);
+    }
+    if (stack != nullptr || stack_id == 0)
+      last_site_ = {process.index(), stack_id, stack != nullptr, found};
   }
+  Accumulator& acc = *found;
+  CallSite& site = acc.site;
   const CopyRow& row = cost.row;
   ++site.copies;
   ++(context.copy.direction() == trace::H2D ? site.h2d : site.d2h);

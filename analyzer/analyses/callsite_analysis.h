@@ -91,6 +91,16 @@ class CallSiteAnalysis : public Analysis {
   size_t top_;
   int stack_depth_;
   std::map<std::pair<std::string, std::string>, Accumulator> by_key_;
+  // The last copy's site: the next copies of a loop have the same stack
+  // (map nodes do not move). Only for a stack that exists (or none): one
+  // not seen yet could still arrive and name itself.
+  struct LastSite {
+    int process_index = -1;
+    uint64_t stack_id = 0;
+    bool has_stack = false;
+    Accumulator* acc = nullptr;
+  };
+  LastSite last_site_;
   // Segment id -> (creation site, creator pid, creator forked), for the
   // segments the engine tracks (a forgotten one can feed no copy).
   struct Creation {

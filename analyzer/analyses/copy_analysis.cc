@@ -70,6 +70,7 @@ std::string BufferInfo::Describe() const {
 
 CopyAnalysis::CopyAnalysis(const Calibration& calibration, int top, int stack_depth)
     : calibration_(calibration),
+      gbps_(calibration),
       top_(top > 0 ? static_cast<size_t>(top) : 0),
       stack_depth_(stack_depth) {}
 
@@ -84,7 +85,7 @@ CopyAnalysis::Cost CopyAnalysis::CostOf(const CopyContext& context) const {
   one.blocked_ns = context.blocked_ns;
   one.failed = copy.result() != 0 ? 1 : 0;
   if (host_device) {
-    const double gbps = calibration_.PinnedGbps(direction == trace::H2D, copy.bytes());
+    const double gbps = gbps_.Pinned(direction == trace::H2D, copy.bytes());
     if (gbps > 0)
       one.pinned_estimate_ns = static_cast<uint64_t>(static_cast<double>(copy.bytes()) / gbps);
   }
@@ -105,7 +106,12 @@ void CopyAnalysis::OnCopy(const CopyContext& context) {
   const bool pageable = cost.pageable;
   by_key_[{static_cast<int>(direction), static_cast<int>(kind)}].Add(one);
   const ProcessState& process = context.event.process;
-  ThreadCopies& thread = by_thread_[{process.index(), context.event.packet.tid()}];
+  const std::pair<int, uint32_t> thread_key{process.index(), context.event.packet.tid()};
+  if (last_thread_ == nullptr || last_thread_key_ != thread_key) {
+    last_thread_ = &by_thread_[thread_key];  // map nodes do not move
+    last_thread_key_ = thread_key;
+  }
+  ThreadCopies& thread = *last_thread_;
   thread.process_index = process.index();
   thread.pid = process.pid();
   thread.tid = context.event.packet.tid();

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "analyzer/analyses/gbps_memo.h"
 #include "analyzer/read/calibration.h"
 #include "analyzer/replay/replay.h"
 
@@ -128,6 +129,7 @@ class CopyAnalysis : public Analysis {
 
  private:
   const Calibration& calibration_;
+  GbpsMemo gbps_;  // CostOf's pinned bandwidths (twice per copy: here and the call sites)
   size_t top_;
   int stack_depth_;
   std::map<std::pair<int, int>, CopyRow> by_key_;
@@ -138,6 +140,8 @@ class CopyAnalysis : public Analysis {
   std::array<CopyRow, 3> by_buffer_;
   std::vector<LargeCopy> largest_;  // kept sorted, at most top_
   std::map<std::pair<int, uint32_t>, ThreadCopies> by_thread_;
+  ThreadCopies* last_thread_ = nullptr;  // the last copy's thread
+  std::pair<int, uint32_t> last_thread_key_;
   std::vector<ThreadCopies> threads_;
 };
 

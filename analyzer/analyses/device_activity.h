@@ -85,6 +85,9 @@ class ProcessDeviceAnalysis {
   }
   void Advance(uint64_t now_ns);
   ProcessDeviceResult Finish(Interval window);
+  // A host call whose call id's calls all ended before `now - join_horizon_ns()`
+  // at an Advance(now) can no longer be joined: its callers may finalize it.
+  uint64_t join_horizon_ns() const { return joiner_.horizon_ns(); }
 
   // Memcpy records joined to their host copy call, for a caller that needs
   // them too (the sync-wait analysis: a copy's transfer time); kept from the

@@ -52,6 +52,7 @@ class CorrelationJoiner {
   std::vector<Joined> Take();
 
   const JoinStats& stats() const { return stats_; }
+  uint64_t horizon_ns() const { return horizon_ns_; }
   // The call id CUPTI's `correlation_id` belongs to, if seen and not expired.
   std::optional<uint64_t> CallIdFor(uint32_t correlation_id) const;
 

@@ -16,14 +16,17 @@ namespace {
 // Root main thread H2D copies kept for the batch detection (the largest
 // recurring ones are the batches; a run with more is summarised on these).
 constexpr size_t kMaxRootCopies = 1 << 20;
-// Main-thread copies and syncs kept for SyncWaits (48 bytes each).
+// Main-thread copies and syncs SyncWaits holds at once, not yet final (56
+// bytes each): those of the device join's horizon (60 s) with CUPTI, one per
+// thread without it. A call past it is counted in dropped_calls.
 constexpr uint64_t kMaxWaitCalls = 1 << 21;
 // A sync without a stack is named by the copy just before it on its thread
 // (`.item()`, `.cpu()`: cudaMemcpyAsync then cudaStreamSynchronize) when
 // that copy returned this recently.
 constexpr uint64_t kSyncAfterCopyNs = 1000000;  // 1 ms
 
-uint64_t Median(std::vector<uint64_t> values) {
+// The upper median; reorders `values`.
+uint64_t MedianInPlace(std::vector<uint64_t>& values) {
   if (values.empty()) return 0;
   std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
   return values[values.size() / 2];
@@ -35,10 +38,19 @@ uint64_t AtGbps(uint64_t bytes, double gbps) {
 
 }  // namespace
 
-InputAnalysis::InputAnalysis(const Calibration& calibration) : calibration_(calibration) {}
+InputAnalysis::InputAnalysis(const Calibration& calibration)
+    : calibration_(calibration), gbps_(calibration) {}
 InputAnalysis::~InputAnalysis() = default;
 
-InputAnalysis::PerProcess& InputAnalysis::Process(int index) { return per_process_[index]; }
+// Copies and syncs come from one process for long stretches (map nodes do
+// not move).
+InputAnalysis::PerProcess& InputAnalysis::Process(int index) {
+  if (last_process_ == nullptr || last_process_index_ != index) {
+    last_process_ = &per_process_[index];
+    last_process_index_ = index;
+  }
+  return *last_process_;
+}
 
 void InputAnalysis::OnProcess(const ProcessState& process) {
   if (root_pid_ < 0 && (process.origin() == trace::ORIGIN_ROOT || process.parent() == nullptr)) {
@@ -98,8 +110,8 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
     pins_.pinned_copy_bytes += copy.bytes();
     pins_.pinned_copy_blocked_ns += ctx.blocked_ns;
     pins_.pinned_copy_at_pageable_ns +=
-        AtGbps(copy.bytes(), calibration_.PageableGbps(h2d, copy.bytes()));
-    pins_.pinned_copy_at_pinned_ns += AtGbps(copy.bytes(), calibration_.PinnedGbps(h2d, copy.bytes()));
+        AtGbps(copy.bytes(), gbps_.Pageable(h2d, copy.bytes()));
+    pins_.pinned_copy_at_pinned_ns += AtGbps(copy.bytes(), gbps_.Pinned(h2d, copy.bytes()));
   } else if (copy.pin() == trace::PIN_SKIPPED_BUDGET) {
     ++pins_.skipped_budget;
   }
@@ -125,9 +137,10 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
       return;
     }
     WaitThread& thread = WaitThreadOf(state, process);
+    FoldFinal(thread, false);
     const uint32_t host_kind = h2d ? copy.src_kind() : copy.dst_kind();
-    const double gbps = host_kind == trace::PAGEABLE ? calibration_.PageableGbps(h2d, copy.bytes())
-                                                     : calibration_.PinnedGbps(h2d, copy.bytes());
+    const double gbps = host_kind == trace::PAGEABLE ? gbps_.Pageable(h2d, copy.bytes())
+                                                     : gbps_.Pinned(h2d, copy.bytes());
     WaitCall wait{};
     wait.start_ns = call.start_ns;
     wait.end_ns = call.end_ns;
@@ -137,18 +150,116 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
     wait.site = WaitSite(process, copy.stack_id());
     wait.kind = h2d ? 1 : 2;
     wait.pageable = host_kind == trace::PAGEABLE;
-    thread.by_call.try_emplace(copy.call_id(), static_cast<uint32_t>(thread.calls.size()));
-    thread.calls.push_back(wait);
-    ++wait_calls_;
+    wait.joinable = state.device != nullptr;
+    if (wait.joinable)
+      thread.by_call.try_emplace(copy.call_id(), thread.front_seq + thread.calls.size());
+    AddWaitCall(thread, wait);
     JoinDevice(state);
   }
+}
+
+void InputAnalysis::AddWaitCall(WaitThread& thread, const WaitCall& call) {
+  thread.last = call;
+  thread.has_last = true;
+  if (!call.joinable && thread.calls.empty()) {
+    Fold(thread, call);  // final already, and nothing before it waits
+    return;
+  }
+  thread.calls.push_back(call);
+  ++wait_calls_;
+  peak_wait_calls_ = std::max(peak_wait_calls_, wait_calls_);
+}
+
+// A call is final when no device record can join it any more: it never went
+// to a device analysis, or the calls of its call id all ended before the
+// cut of the device analysis's last Advance (which then dropped the id).
+// Calls fold in order, so the front waits for the calls before it.
+void InputAnalysis::FoldFinal(WaitThread& thread, bool all) {
+  std::deque<WaitCall>& calls = thread.calls;
+  while (!calls.empty()) {
+    const WaitCall& front = calls.front();
+    size_t group = 1;
+    if (!all && front.joinable) {
+      uint64_t end = front.end_ns;
+      while (group < calls.size() && calls[group].joinable &&
+             calls[group].call_id == front.call_id) {
+        end = std::max(end, calls[group].end_ns);
+        ++group;
+      }
+      // The last call of the group may have more of its id to come.
+      if (end >= thread.cut_ns || group == calls.size()) return;
+    }
+    for (size_t i = 0; i < group; ++i) {
+      const WaitCall& c = calls.front();
+      auto it = thread.by_call.find(c.call_id);
+      if (it != thread.by_call.end() && it->second == thread.front_seq) thread.by_call.erase(it);
+      Fold(thread, c);
+      calls.pop_front();
+      ++thread.front_seq;
+      --wait_calls_;
+    }
+  }
+}
+
+// One final call: its wait, and the saving of the waiting call before it
+// (up to this one's start, when this one waits too).
+void InputAnalysis::Fold(WaitThread& thread, const WaitCall& c) {
+  SyncThread& out = thread.out;
+  if (out.calls == 0) thread.first_start_ns = c.start_ns;
+  ++out.calls;
+  thread.last_end_ns = std::max(thread.last_end_ns, c.end_ns);
+  const uint64_t blocked = c.end_ns - c.start_ns;
+  const uint64_t own = (c.kind == 0 ? 0 : c.transfer_ns) + SyncWaits::kCallOverheadNs;
+  uint64_t wait = blocked > own ? blocked - own : 0;
+  if (c.kind != 0 && c.pageable && !c.joined) wait = 0;
+  if (c.kind != 0) (c.joined ? out.copies_joined : out.copies_calibrated)++;
+  if (wait == 0) return;
+  if (thread.has_waiting) {
+    const WaitCall& before = thread.waiting;
+    const uint64_t host = c.start_ns > before.end_ns ? c.start_ns - before.end_ns : 0;
+    FoldWaiting(thread, std::min(thread.waiting_ns, host));
+  }
+  thread.has_waiting = true;
+  thread.waiting = c;
+  thread.waiting_ns = wait;
+}
+
+void InputAnalysis::FoldWaiting(WaitThread& thread, uint64_t saving) {
+  const WaitCall& c = thread.waiting;
+  const uint64_t wait = thread.waiting_ns;
+  SyncThread& out = thread.out;
+  ++out.waiting_calls;
+  out.wait_ns += wait;
+  (c.kind == 0 ? out.sync_wait_ns : out.copy_wait_ns) += wait;
+  out.saving_ns += saving;
+  const int32_t index = c.site <= -2 ? -2 - c.site : c.site;
+  SyncSite& site = thread.sites[index];
+  if (index >= 0 && site.site.empty()) site.site = wait_sites_[index];
+  if (c.site <= -2) site.via_copy = true;
+  ++site.calls;
+  site.wait_ns += wait;
+  site.saving_ns += saving;
+  if (c.kind == 0) {
+    ++site.syncs;
+    const std::string api = SyncApiName(static_cast<trace::SyncApi>(c.api));
+    if (std::find(site.apis.begin(), site.apis.end(), api) == site.apis.end())
+      site.apis.push_back(api);
+  } else {
+    ++site.copies;
+    ++(c.kind == 1 ? site.h2d : site.d2h);
+    site.copy_bytes += c.bytes;
+  }
+  thread.has_waiting = false;
 }
 
 InputAnalysis::WaitThread& InputAnalysis::WaitThreadOf(PerProcess& state,
                                                        const ProcessState& process) {
   if (state.wait_thread < 0) {
     state.wait_thread = static_cast<int>(wait_threads_.size());
-    wait_threads_.push_back({process.index(), process.pid(), process.pid(), {}, {}});
+    WaitThread thread;
+    thread.process_index = process.index();
+    thread.pid = thread.tid = process.pid();
+    wait_threads_.push_back(std::move(thread));
   }
   return wait_threads_[state.wait_thread];
 }
@@ -172,8 +283,9 @@ void InputAnalysis::JoinDevice(PerProcess& state) {
   WaitThread& thread = wait_threads_[state.wait_thread];
   for (const device::Joined& joined : copies) {
     auto it = thread.by_call.find(joined.host->call_id);
-    if (it == thread.by_call.end()) continue;
-    for (size_t i = it->second; i < thread.calls.size() && i < it->second + 64u; ++i) {
+    if (it == thread.by_call.end() || it->second < thread.front_seq) continue;
+    const size_t from = it->second - thread.front_seq;
+    for (size_t i = from; i < thread.calls.size() && i < from + 64u; ++i) {
       WaitCall& call = thread.calls[i];
       if (call.call_id != joined.host->call_id || call.start_ns != joined.host->start_ns) continue;
       if (!call.joined) call.transfer_ns = 0;
@@ -192,6 +304,7 @@ void InputAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
       ++sync_.dropped_calls;
     } else {
       WaitThread& thread = WaitThreadOf(state, process);
+      FoldFinal(thread, false);
       WaitCall wait{};
       wait.start_ns = event.time_ns;
       wait.end_ns = std::max(sync.end_ns(), event.time_ns);
@@ -199,16 +312,15 @@ void InputAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
       wait.kind = 0;
       wait.api = static_cast<uint8_t>(sync.api());
       wait.site = WaitSite(process, sync.stack_id());
-      if (wait.site < 0 && !thread.calls.empty()) {
+      if (wait.site < 0 && thread.has_last) {
         // Named by the copy just before it: encoded as -2 - site.
-        const WaitCall& before = thread.calls.back();
+        const WaitCall& before = thread.last;
         if (before.kind != 0 && before.site >= 0 && before.end_ns <= wait.start_ns &&
             wait.start_ns - before.end_ns <= kSyncAfterCopyNs) {
           wait.site = -2 - before.site;
         }
       }
-      thread.calls.push_back(wait);
-      ++wait_calls_;
+      AddWaitCall(thread, wait);
     }
   }
   if (!state.device) return;
@@ -336,6 +448,13 @@ void InputAnalysis::AdvanceDevice(PerProcess& state, uint64_t now_ns) {
   if (now_ns <= state.last_advance_ns + device::kSec) return;
   state.device->Advance(now_ns);
   state.last_advance_ns = now_ns;
+  // What the join gave up on is final for SyncWaits.
+  const uint64_t horizon = state.device->join_horizon_ns();
+  if (state.wait_thread >= 0 && now_ns >= horizon) {
+    WaitThread& thread = wait_threads_[state.wait_thread];
+    thread.cut_ns = std::max(thread.cut_ns, now_ns - horizon);
+    FoldFinal(thread, false);
+  }
 }
 
 void InputAnalysis::OnRecording(const Event& event, const trace::DeviceRecording& r) {
@@ -377,6 +496,7 @@ void InputAnalysis::OnProcessEnd(const ProcessState& process) {
     devices_.push_back(std::move(out));
   }
   state.device.reset();
+  if (state.wait_thread >= 0) FoldFinal(wait_threads_[state.wait_thread], true);
 }
 
 const device::DeviceBusy* InputAnalysis::MainDevice(std::optional<int> process_index) const {
@@ -392,68 +512,16 @@ const device::DeviceBusy* InputAnalysis::MainDevice(std::optional<int> process_i
 
 void InputAnalysis::FinishSyncWaits() {
   for (WaitThread& thread : wait_threads_) {
-    std::deque<WaitCall>& calls = thread.calls;
-    if (calls.empty()) continue;
-    const auto by_start = [](const WaitCall& a, const WaitCall& b) {
-      return a.start_ns < b.start_ns;
-    };
-    // One thread's calls come in order; sorting an ordered run would only
-    // allocate a buffer of half their size.
-    if (!std::is_sorted(calls.begin(), calls.end(), by_start)) {
-      std::stable_sort(calls.begin(), calls.end(), by_start);
-    }
-    SyncThread out;
+    FoldFinal(thread, true);
+    if (thread.has_waiting) FoldWaiting(thread, 0);  // no waiting call after it
+    SyncThread& out = thread.out;
+    if (out.calls == 0) continue;
     out.process_index = thread.process_index;
     out.pid = thread.pid;
     out.tid = thread.tid;
-    out.calls = calls.size();
-    uint64_t last_end = 0;
-    for (const WaitCall& c : calls) last_end = std::max(last_end, c.end_ns);
-    out.span_ns = last_end - calls.front().start_ns;
-    // Waits per call, then each one's saving up to the next waiting call.
-    std::vector<uint64_t> waits(calls.size(), 0);
-    for (size_t i = 0; i < calls.size(); ++i) {
-      const WaitCall& c = calls[i];
-      const uint64_t blocked = c.end_ns - c.start_ns;
-      const uint64_t own = (c.kind == 0 ? 0 : c.transfer_ns) + SyncWaits::kCallOverheadNs;
-      waits[i] = blocked > own ? blocked - own : 0;
-      if (c.kind != 0 && c.pageable && !c.joined) waits[i] = 0;
-      if (c.kind != 0) (c.joined ? out.copies_joined : out.copies_calibrated)++;
-    }
-    std::map<int32_t, SyncSite> sites;
-    size_t next = 0;
-    for (size_t i = 0; i < calls.size(); ++i) {
-      if (waits[i] == 0) continue;
-      const WaitCall& c = calls[i];
-      next = std::max(next, i + 1);
-      while (next < calls.size() && waits[next] == 0) ++next;
-      const uint64_t host =
-          next < calls.size() && calls[next].start_ns > c.end_ns ? calls[next].start_ns - c.end_ns : 0;
-      const uint64_t saving = std::min(waits[i], host);
-      ++out.waiting_calls;
-      out.wait_ns += waits[i];
-      (c.kind == 0 ? out.sync_wait_ns : out.copy_wait_ns) += waits[i];
-      out.saving_ns += saving;
-      const int32_t index = c.site <= -2 ? -2 - c.site : c.site;
-      SyncSite& site = sites[index];
-      if (index >= 0) site.site = wait_sites_[index];
-      if (c.site <= -2) site.via_copy = true;
-      ++site.calls;
-      site.wait_ns += waits[i];
-      site.saving_ns += saving;
-      if (c.kind == 0) {
-        ++site.syncs;
-        const std::string api = SyncApiName(static_cast<trace::SyncApi>(c.api));
-        if (std::find(site.apis.begin(), site.apis.end(), api) == site.apis.end())
-          site.apis.push_back(api);
-      } else {
-        ++site.copies;
-        ++(c.kind == 1 ? site.h2d : site.d2h);
-        site.copy_bytes += c.bytes;
-      }
-    }
+    out.span_ns = thread.last_end_ns - thread.first_start_ns;
     out.host_ns = out.span_ns - std::min(out.span_ns, out.wait_ns);
-    for (auto& [index, site] : sites) out.sites.push_back(std::move(site));
+    for (auto& [index, site] : thread.sites) out.sites.push_back(std::move(site));
     std::stable_sort(out.sites.begin(), out.sites.end(), [](const SyncSite& a, const SyncSite& b) {
       return a.saving_ns != b.saving_ns ? a.saving_ns > b.saving_ns : a.wait_ns > b.wait_ns;
     });
@@ -469,21 +537,22 @@ void InputAnalysis::Finish(const RunInfo& run) {
   for (const auto& [tid, maps] : root_shm_maps_) {
     if (maps > pin_thread_.shm_maps) pin_thread_ = {tid, maps};
   }
-  std::vector<Copy> batches;
-  for (const Copy& c : root_copies_) {
-    if (c.bytes * 2 >= largest_root_copy_) batches.push_back(c);
+  std::vector<Copy>& batches = root_copies_;  // filtered in place: no second list
+  std::erase_if(batches, [&](const Copy& c) { return c.bytes * 2 < largest_root_copy_; });
+  if (batches.size() < BatchLoop::kMinBatches) {
+    batches = {};
+    return;
   }
-  root_copies_.clear();
-  root_copies_.shrink_to_fit();
-  if (batches.size() < BatchLoop::kMinBatches) return;
-  std::sort(batches.begin(), batches.end(),
-            [](const Copy& a, const Copy& b) { return a.start_ns < b.start_ns; });
+  // Kept in replay order, which is by start within the root's main thread.
+  const auto by_start = [](const Copy& a, const Copy& b) { return a.start_ns < b.start_ns; };
+  if (!std::is_sorted(batches.begin(), batches.end(), by_start))
+    std::sort(batches.begin(), batches.end(), by_start);
   loop_.found = true;
   loop_.batches = batches.size();
-  std::vector<uint64_t> bytes, copies;
+  loop_.intervals_ns.reserve(batches.size() - 1);
+  loop_.copies_ns.reserve(batches.size() - 1);
   for (size_t i = 0; i < batches.size(); ++i) {
     const Copy& b = batches[i];
-    bytes.push_back(b.bytes);
     if (b.pinned) ++loop_.pinned_batches;
     if (b.pin == trace::PIN_REGISTERED || b.pin == trace::PIN_CACHED) {
       ++loop_.pinscope_batches;
@@ -495,17 +564,21 @@ void InputAnalysis::Finish(const RunInfo& run) {
       }
     }
     if (b.fresh_mmap) ++loop_.fresh_mmap_batches;
-    copies.push_back(batches[i].end_ns - batches[i].start_ns);
     if (i + 1 < batches.size()) {
       loop_.intervals_ns.push_back(batches[i + 1].start_ns - batches[i].start_ns);
       loop_.copies_ns.push_back(batches[i].end_ns - batches[i].start_ns);
       loop_.total_copy_ns += batches[i].end_ns - batches[i].start_ns;
     }
   }
-  loop_.batch_bytes = Median(bytes);
-  loop_.median_copy_ns = Median(copies);
-  loop_.median_interval_ns = Median(loop_.intervals_ns);
+  std::vector<uint64_t> values(batches.size());  // one scratch list for the medians
+  for (size_t i = 0; i < batches.size(); ++i) values[i] = batches[i].bytes;
+  loop_.batch_bytes = MedianInPlace(values);
+  for (size_t i = 0; i < batches.size(); ++i) values[i] = batches[i].end_ns - batches[i].start_ns;
+  loop_.median_copy_ns = MedianInPlace(values);
+  values.assign(loop_.intervals_ns.begin(), loop_.intervals_ns.end());
+  loop_.median_interval_ns = MedianInPlace(values);
   loop_.total_interval_ns = batches.back().start_ns - batches.front().start_ns;
+  batches = {};
   loop_.host_copy_gbps = calibration_.HostCopyGbps(loop_.batch_bytes);
   loop_.pin_cost_ns = AtGbps(loop_.batch_bytes, loop_.host_copy_gbps);
   if (loop_.fresh_mmap_batches > 0) {

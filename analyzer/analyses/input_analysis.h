@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "analyzer/analyses/device_activity.h"
+#include "analyzer/analyses/gbps_memo.h"
 #include "analyzer/read/calibration.h"
 #include "analyzer/replay/replay.h"
 
@@ -195,6 +196,10 @@ class InputAnalysis : public Analysis {
   // Forked worker processes (origin FORK, not helpers) and UNREGISTER "fork".
   uint64_t workers() const { return workers_; }
   uint64_t fork_unpins() const { return fork_unpins_; }
+  // The most main-thread calls SyncWaits held at once, not yet final: what
+  // it keeps per call is bounded by the device join's horizon, not by the
+  // run (tests/analyzer/pipeline/sync_waits_test.cc).
+  uint64_t peak_wait_calls() const { return peak_wait_calls_; }
 
  private:
   struct Copy {
@@ -203,7 +208,8 @@ class InputAnalysis : public Analysis {
     uint8_t pin;  // trace::PinOutcome
     bool ahead, reused, fresh_mmap;
   };
-  // A main-thread copy or sync kept for SyncWaits (Finish).
+  // A main-thread copy or sync not yet final for SyncWaits: a device record
+  // may still join it (its transfer time), or it is the last one seen.
   struct WaitCall {
     uint64_t start_ns, end_ns;
     uint64_t call_id;
@@ -214,14 +220,30 @@ class InputAnalysis : public Analysis {
     uint8_t api;           // SyncApi for syncs
     bool joined;
     bool pageable;         // host side pageable
+    bool joinable;         // handed to the process's device analysis (a record may join it)
   };
+  // One main thread's SyncWaits, streamed: calls wait in `calls` only until
+  // no device record can join them any more (the device analysis gave up on
+  // their call id: older than its join horizon at an Advance, or without a
+  // device analysis at all), then fold into the sums. Memory: the calls of
+  // the last join horizon (60 s) with CUPTI, one call without.
   struct WaitThread {
     int process_index = 0;
     uint32_t pid = 0, tid = 0;
-    // A deque: up to kMaxWaitCalls (2 M) are kept, and a vector's doubling
-    // would hold the old and the new copy at once (docs/benchmarks.md).
-    std::deque<WaitCall> calls;
-    std::unordered_map<uint64_t, uint32_t> by_call;  // call id -> first index
+    std::deque<WaitCall> calls;  // in order of start (the replay keeps a file's order)
+    uint64_t front_seq = 0;      // sequence number of calls.front()
+    std::unordered_map<uint64_t, uint64_t> by_call;  // joinable copies: call id -> first seq
+    uint64_t cut_ns = 0;  // calls of a call id that all ended before this are final
+    bool has_last = false;
+    WaitCall last{};  // the call just before, final or not (names a sync without a stack)
+    // Folded so far.
+    SyncThread out;
+    std::map<int32_t, SyncSite> sites;
+    uint64_t first_start_ns = 0, last_end_ns = 0;
+    // The last final call that waited: its saving needs the next one's start.
+    bool has_waiting = false;
+    WaitCall waiting{};
+    uint64_t waiting_ns = 0;
   };
 
   struct PerProcess {
@@ -244,9 +266,15 @@ class InputAnalysis : public Analysis {
   void FinishSyncWaits();
   // The main thread of `process` as a SyncWaits thread, added at first use.
   WaitThread& WaitThreadOf(PerProcess& state, const ProcessState& process);
+  void AddWaitCall(WaitThread& thread, const WaitCall& call);
+  // Folds the calls that are final (all of them with `all`) into the sums.
+  void FoldFinal(WaitThread& thread, bool all);
+  void Fold(WaitThread& thread, const WaitCall& call);
+  void FoldWaiting(WaitThread& thread, uint64_t saving_ns);
   int32_t WaitSite(const ProcessState& process, uint64_t stack_id);
 
   const Calibration& calibration_;
+  GbpsMemo gbps_;  // the per-copy lookups of OnCopy
   int root_pid_ = -1;
   std::vector<Copy> root_copies_;  // root main thread H2D copies
   uint64_t largest_root_copy_ = 0;
@@ -257,6 +285,8 @@ class InputAnalysis : public Analysis {
   BatchLoop loop_;
   PinStats pins_;
   std::map<int, PerProcess> per_process_;
+  PerProcess* last_process_ = nullptr;
+  int last_process_index_ = -1;
   std::vector<ProcessDevice> devices_;
   uint64_t workers_ = 0;
   uint64_t fork_unpins_ = 0;
@@ -265,7 +295,8 @@ class InputAnalysis : public Analysis {
   std::vector<WaitThread> wait_threads_;
   std::vector<std::string> wait_sites_;
   std::unordered_map<std::string, int32_t> wait_site_index_;
-  uint64_t wait_calls_ = 0;
+  uint64_t wait_calls_ = 0;       // calls in the threads' `calls`, at most kMaxWaitCalls
+  uint64_t peak_wait_calls_ = 0;  // the most at once
   SyncWaits sync_;
 };
 

@@ -44,6 +44,16 @@ PipelineAnalysis::Process& PipelineAnalysis::Of(const ProcessState& process) {
   return processes_[process.index()];
 }
 
+// Copies and syncs come from one thread for long stretches: the last one's
+// Thread is kept (map nodes do not move).
+PipelineAnalysis::Thread& PipelineAnalysis::RootThread(const ProcessState& process, uint32_t tid) {
+  if (last_thread_ == nullptr || last_tid_ != tid) {
+    last_thread_ = &Of(process).threads[tid];
+    last_tid_ = tid;
+  }
+  return *last_thread_;
+}
+
 PipelineAnalysis::Usage PipelineAnalysis::UsageOf(const trace::ThreadUsage& u) {
   // cpu_ns is exact; traces from before it carry only getrusage's split.
   Usage out;
@@ -51,6 +61,20 @@ PipelineAnalysis::Usage PipelineAnalysis::UsageOf(const trace::ThreadUsage& u) {
   out.sys = u.sys_ns();
   out.faults = u.minor_faults() + u.major_faults();
   return out;
+}
+
+PipelineAnalysis::Call PipelineAnalysis::CallOf(uint64_t start, uint64_t end,
+                                                const trace::ThreadUsage& enter,
+                                                const trace::ThreadUsage& exit) {
+  const Usage begin = UsageOf(enter), finish = UsageOf(exit);
+  Call call;
+  call.start = start;
+  call.end = end;
+  call.cpu_begin = begin.cpu;
+  call.cpu_ns = finish.cpu > begin.cpu ? finish.cpu - begin.cpu : 0;
+  const uint64_t faults = finish.faults > begin.faults ? finish.faults - begin.faults : 0;
+  call.faults = static_cast<uint32_t>(std::min<uint64_t>(faults, UINT32_MAX));
+  return call;
 }
 
 void PipelineAnalysis::OnProcess(const ProcessState& process) {
@@ -67,14 +91,11 @@ void PipelineAnalysis::OnProcess(const ProcessState& process) {
 void PipelineAnalysis::OnCopy(const CopyContext& ctx) {
   const ProcessState& process = ctx.event.process;
   if (process.index() != root_index_) return;
-  Thread& t = Of(process).threads[ctx.event.packet.tid()];
+  Thread& t = RootThread(process, ctx.event.packet.tid());
   if (t.calls.size() >= kMaxKept) return;
   const trace::CopyEvent& c = ctx.copy;
-  Call call;
-  call.start = ctx.event.time_ns;
-  call.end = ctx.event.time_ns + ctx.blocked_ns;
-  call.begin = UsageOf(c.usage_enter());
-  call.finish = UsageOf(c.usage_exit());
+  Call call = CallOf(ctx.event.time_ns, ctx.event.time_ns + ctx.blocked_ns, c.usage_enter(),
+                     c.usage_exit());
   call.bytes = c.bytes();
   call.call_id = c.call_id();
   call.copy = true;
@@ -105,16 +126,12 @@ void PipelineAnalysis::OnCopy(const CopyContext& ctx) {
 
 void PipelineAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
   if (event.process.index() != root_index_) return;
-  Thread& t = Of(event.process).threads[event.packet.tid()];
+  Thread& t = RootThread(event.process, event.packet.tid());
   if (t.calls.size() >= kMaxKept) return;
-  Call call;
-  call.start = event.time_ns;
-  call.end = sync.end_ns() > event.packet.timestamp_ns()
-                 ? event.time_ns + (sync.end_ns() - event.packet.timestamp_ns())
-                 : event.time_ns;
-  call.begin = UsageOf(sync.usage_enter());
-  call.finish = UsageOf(sync.usage_exit());
-  t.calls.push_back(call);
+  const uint64_t end = sync.end_ns() > event.packet.timestamp_ns()
+                           ? event.time_ns + (sync.end_ns() - event.packet.timestamp_ns())
+                           : event.time_ns;
+  t.calls.push_back(CallOf(event.time_ns, end, sync.usage_enter(), sync.usage_exit()));
 }
 
 void PipelineAnalysis::OnAlloc(const Event& event, const LiveAlloc& alloc) {}
@@ -544,8 +561,8 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     for (const Span& sp : main.next) {
       if (sp.loader_id != loader || !inside(sp.start)) continue;
       while (c < main.calls.size() && main.calls[c].start < sp.end) ++c;
-      if (c < main.calls.size() && main.calls[c].begin.cpu >= sp.finish.cpu)
-        m.release_ns += Diff(main.calls[c].begin.cpu, sp.finish.cpu);
+      if (c < main.calls.size() && main.calls[c].cpu_begin >= sp.finish.cpu)
+        m.release_ns += Diff(main.calls[c].cpu_begin, sp.finish.cpu);
     }
   }
 
@@ -570,7 +587,7 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   uint64_t batch_copies = 0, pinned = 0, pinscope = 0, shm = 0, fresh = 0, skipped = 0;
   for (const Call& c : main.calls) {
     if (!inside(c.start)) continue;
-    if (c.begin.cpu > 0) m.usage_recorded = true;
+    if (c.cpu_begin > 0) m.usage_recorded = true;
     const double wall = Diff(c.end, c.start);
     if (!c.copy) {
       m.sync_ns += wall;
@@ -584,8 +601,8 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     ++batch_copies;
     batch_bytes += c.bytes;
     m.copy_ns += wall;
-    m.copy_cpu_ns += Diff(c.finish.cpu, c.begin.cpu);
-    m.copy_faults += Diff(c.finish.faults, c.begin.faults);
+    m.copy_cpu_ns += static_cast<double>(c.cpu_ns);
+    m.copy_faults += static_cast<double>(c.faults);
     if (auto it = device_times.find(c.call_id); it != device_times.end()) {
       // Waiting for the stream: from the call to the transfer's start, minus
       // the launch's own few microseconds.
@@ -620,12 +637,12 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     const Call* a = nullptr;
     const Call* b = nullptr;
     for (const Call& c : main.calls) {
-      if (!inside(c.start) || c.begin.cpu == 0) continue;
+      if (!inside(c.start) || c.cpu_begin == 0) continue;
       if (!a) a = &c;
       b = &c;
     }
     if (a && b && b != a)
-      m.cpu_ns = Diff(b->begin.cpu, a->begin.cpu) / n * n / std::max(1.0, n - 1);
+      m.cpu_ns = Diff(b->cpu_begin, a->cpu_begin) / n * n / std::max(1.0, n - 1);
     // The main thread waited for the next batch where it neither ran nor
     // waited in a call: the off-CPU rest of the step.
     const double calls = m.copy_ns + m.other_copy_ns + m.sync_ns;

@@ -94,13 +94,21 @@ class PipelineAnalysis : public Analysis {
     uint32_t tid = 0;
     int32_t worker_id = -1;
   };
-  struct Call {  // a copy or sync of a root thread
+  // A copy or sync of a root thread: 56 bytes, up to kMaxKept per thread
+  // (what BuildInputs reads of its ThreadUsage: the CPU time at entry, and
+  // the CPU time and page faults inside the call).
+  struct Call {
     uint64_t start = 0, end = 0;
-    Usage begin, finish;
+    uint64_t cpu_begin = 0;  // the thread's CPU time at entry (0: not recorded)
+    uint64_t cpu_ns = 0;     // its CPU time inside the call
     uint64_t bytes = 0, call_id = 0;
-    bool h2d = false, copy = false, pinned_by_program = false, pinned_by_pinscope = false;
-    bool shm = false, fresh = false, skipped_budget = false;
+    uint32_t faults = 0;  // page faults inside the call (saturated)
+    bool h2d : 1 = false, copy : 1 = false, pinned_by_program : 1 = false;
+    bool pinned_by_pinscope : 1 = false, shm : 1 = false, fresh : 1 = false;
+    bool skipped_budget : 1 = false;
   };
+  static Call CallOf(uint64_t start, uint64_t end, const trace::ThreadUsage& enter,
+                     const trace::ThreadUsage& exit);
   struct Thread {
     std::vector<Span> next, fetch, pin, recv;
     std::deque<Call> calls;  // up to kMaxKept: no doubling copy (docs/benchmarks.md)
@@ -116,6 +124,10 @@ class PipelineAnalysis : public Analysis {
   };
 
   Process& Of(const ProcessState& process);
+  // A thread of the root process (the only one whose calls are kept).
+  Thread& RootThread(const ProcessState& process, uint32_t tid);
+  Thread* last_thread_ = nullptr;
+  uint32_t last_tid_ = 0;
   // The root's device analysis, made at its first use (it keeps the joined
   // copies, for the batch copies' stream waits).
   device::ProcessDeviceAnalysis& Device();

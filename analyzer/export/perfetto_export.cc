@@ -330,6 +330,18 @@ void PerfettoExport::OnProcess(const ProcessState& process) {
   Thread(process, process.pid(), process.start_ns());
 }
 
+uint64_t PerfettoExport::OpenFlow(uint64_t flow, uint64_t now_ns) {
+  while (!flow_order_.empty() && flow_order_.front().first + kFlowHorizonNs < now_ns) {
+    const auto [opened, id] = flow_order_.front();
+    flow_order_.pop_front();
+    auto it = open_flows_.find(id);
+    if (it != open_flows_.end() && it->second == opened) open_flows_.erase(it);
+  }
+  if (!open_flows_.emplace(flow, now_ns).second) return 0;
+  flow_order_.emplace_back(now_ns, flow);
+  return flow;
+}
+
 void PerfettoExport::OnCopy(const CopyContext& context) {
   const trace::CopyEvent& copy = context.copy;
   const trace::TracePacket& packet = context.event.packet;
@@ -342,8 +354,7 @@ void PerfettoExport::OnCopy(const CopyContext& context) {
   const uint64_t end = copy.end_ns() > begin ? copy.end_ns() : begin;
   const int index = context.event.process.index();
   // A batch copy (one call id, several CopyEvents) starts its flow once.
-  uint64_t flow = copy.call_id() != 0 ? FlowId(index, copy.call_id()) : 0;
-  if (flow != 0 && !open_flows_.emplace(flow, true).second) flow = 0;
+  const uint64_t flow = copy.call_id() != 0 ? OpenFlow(FlowId(index, copy.call_id()), begin) : 0;
   HostSlice(
       context.event.process, packet.tid(), begin, end, name, "copy",
       [&](EventArgs& event) {
@@ -374,8 +385,8 @@ void PerfettoExport::OnCopy(const CopyContext& context) {
 void PerfettoExport::OnSync(const Event& event, const trace::SyncEvent& sync) {
   const uint64_t begin = event.packet.timestamp_ns();
   const uint64_t end = sync.end_ns() > begin ? sync.end_ns() : begin;
-  uint64_t flow = sync.call_id() != 0 ? FlowId(event.process.index(), sync.call_id()) : 0;
-  if (flow != 0 && !open_flows_.emplace(flow, true).second) flow = 0;
+  const uint64_t flow =
+      sync.call_id() != 0 ? OpenFlow(FlowId(event.process.index(), sync.call_id()), begin) : 0;
   HostSlice(
       event.process, event.packet.tid(), begin, end, SyncSliceName(sync.api()), "sync",
       [&](EventArgs& slice) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <iosfwd>
 #include <map>
@@ -193,7 +194,14 @@ class PerfettoExport : public Analysis {
   bool loader_hook_ = false;
   // Flows: host calls written with a flow id, by FlowId, and CUPTI
   // correlation ids -> call id, (process index << 32 | correlation id).
-  std::unordered_map<uint64_t, bool> open_flows_;
+  // A flow not ended by a device record within kFlowHorizonNs of its call
+  // is forgotten (the device join gives up after as long:
+  // analyses/device_join.h), so a run without CUPTI keeps only the last
+  // minute's calls here; flow_order_ holds (opened at, flow id) in order.
+  static constexpr uint64_t kFlowHorizonNs = 60ull * 1000 * 1000 * 1000;
+  uint64_t OpenFlow(uint64_t flow, uint64_t now_ns);   // 0 when `flow` is open already
+  std::unordered_map<uint64_t, uint64_t> open_flows_;  // flow id -> opened at
+  std::deque<std::pair<uint64_t, uint64_t>> flow_order_;
   std::unordered_map<uint64_t, uint64_t> correlations_;
   // Program-pinned host bytes (cudaHostAlloc) live per process index.
   std::unordered_map<int, int64_t> program_pinned_;

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Memory of report and export follows the live state, not the trace length.
+
+Writes synthetic runs of 0.5 M and 2 M events with tools/bench/replay_bench
+(the DataLoader mix, and `--copies`: half the events copies), then measures
+the peak RSS (the child's ru_maxrss) of `replay_bench replay` (the report's
+replay, every analysis, the text report) and of `pinscope export --perfetto`
+on each. Four times the events may add only a few MiB, and on the copies
+run only what is known to grow there: the step model's root-thread calls
+(56 bytes each, kept up to 2^20: analyzer/analyses/pipeline_analysis.h) and
+the batch copies (24 bytes each, up to 2^20). Anything else kept per event
+(a per-copy list, a map entry per call) adds more than the slack at 2 M
+events and fails. RSS is not timing: the bounds do not depend on the
+machine's speed or load.
+
+usage: memory_flat_test.py REPLAY_BENCH PINSCOPE WORKDIR
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+MIB = 1024 * 1024
+
+
+def peak_rss_kib(argv):
+    """Runs argv in a child and returns its ru_maxrss (KiB)."""
+    pid = os.fork()
+    if pid == 0:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        try:
+            os.execv(argv[0], argv)
+        finally:
+            os._exit(127)
+    _, status, usage = os.wait4(pid, 0)
+    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        sys.exit(f"FAIL: {' '.join(argv)} exited with status {status:#x}")
+    return usage.ru_maxrss
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    bench, pinscope, work = sys.argv[1:]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    failures = []
+    try:
+        # (name, flags, what is known to grow from 0.5 M to 2 M events, KiB)
+        # --copies: per step an H2D batch copy, a sync, a D2H copy, a sync.
+        # The step model keeps 2^20 calls at most, 56 B each; the batch
+        # loop keeps each batch copy for its medians (24 B, a vector's
+        # doubling up to 48 B, and Finish's intervals, copy times and
+        # scratch list: 24 B more).
+        def calls_kept(events):
+            return min(events, 1 << 20)
+        copies_known = ((calls_kept(2000000) - calls_kept(500000)) * 56
+                        + (2000000 - 500000) // 4 * 72) // 1024
+        cases = [("mix", [], 0), ("copies", ["--copies"], copies_known)]
+        slack_kib = 8 * 1024  # anything else: less than 6 bytes per event more
+        for name, flags, known_kib in cases:
+            rss = {}
+            for events in (500000, 2000000):
+                run = os.path.join(work, f"{name}-{events}")
+                subprocess.run([bench, *flags, "generate", run, str(events)], check=True,
+                               stdout=subprocess.DEVNULL)
+                report = peak_rss_kib([bench, "replay", run])
+                export = peak_rss_kib(
+                    [pinscope, "export", "--perfetto", os.path.join(work, "out.pftrace"), run])
+                os.unlink(os.path.join(work, "out.pftrace"))
+                shutil.rmtree(run)
+                rss[events] = (report, export)
+                print(f"{name} {events} events: report {report} KiB, export {export} KiB")
+            for i, what in enumerate(("report", "export")):
+                small, large = rss[500000][i], rss[2000000][i]
+                # Growth allowed: what is known, the slack, and 10% of the
+                # small run (the allocator's arenas, page rounding).
+                limit = small + small // 10 + known_kib + slack_kib
+                if large > limit:
+                    failures.append(f"{name} {what}: {large} KiB at 2 M events against {small} "
+                                    f"KiB at 0.5 M (limit {limit} KiB): memory grows with the trace")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
