@@ -21,6 +21,7 @@ bool KindFits(uint32_t host, uint32_t device) {
 }  // namespace
 
 void OrderJoiner::AddHostCall(const HostCall& call) {
+  now_ns_ = std::max(now_ns_, call.start_ns);
   if (call.type == HostCall::Type::kCopy) {
     if (call.result != 0) {  // a failed copy moves nothing: no record will come
       ++stats_.host_copies_unmatched;
@@ -28,30 +29,33 @@ void OrderJoiner::AddHostCall(const HostCall& call) {
     }
     std::deque<CopyCall>& q = copies_[{call.direction, call.bytes}];
     auto at = q.end();  // calls arrive at return: nearly in start order
-    while (at != q.begin() && std::prev(at)->call.start_ns > call.start_ns) --at;
+    while (at != q.begin() && std::prev(at)->call.host_start() > call.host_start()) --at;
     q.insert(at, CopyCall{call});
     return;
   }
   if (call.result == 0 && (call.api == kStreamSynchronize || call.api == kDeviceSynchronize)) {
     std::deque<Wait>& w = waits_[call.tid];
     auto at = w.end();
-    while (at != w.begin() && std::prev(at)->start_ns > call.start_ns) --at;
-    w.insert(at, {call.start_ns, call.end_ns, call.stream, call.api});
+    while (at != w.begin() && std::prev(at)->start_ns > call.host_start()) --at;
+    w.insert(at, {call.host_start(), call.host_end(), call.stream, call.api});
   }
   auto at = syncs_.end();
-  while (at != syncs_.begin() && std::prev(at)->call.start_ns > call.start_ns) --at;
+  while (at != syncs_.begin() && std::prev(at)->call.host_start() > call.host_start()) --at;
   SyncCall entry;
   entry.call = call;
   syncs_.insert(at, entry);
 }
 
-void OrderJoiner::AddCorrelation(uint32_t, uint64_t, uint64_t) { ++stats_.correlations; }
+void OrderJoiner::AddCorrelation(uint32_t, uint64_t, uint64_t now_ns) {
+  now_ns_ = std::max(now_ns_, now_ns);
+  ++stats_.correlations;
+}
 
 void OrderJoiner::AddDevice(const DeviceRecord& record) {
   switch (record.kind) {
     case kActMemcpy:
     case kActSync:
-      pending_.push_back(record);
+      pending_.push_back({record, std::max(now_ns_, record.end_ns)});
       return;
     case kActMemset:
       // No host memset calls are recorded: unmatched, as with correlations,
@@ -70,15 +74,15 @@ bool OrderJoiner::KindsFit(const HostCall& call, const DeviceRecord& record) con
 }
 
 bool OrderJoiner::Contains(const HostCall& call, const DeviceRecord& record) const {
-  return call.start_ns <= record.start_ns + options_.tolerance_ns &&
-         record.end_ns <= call.end_ns + options_.tolerance_ns;
+  return call.host_start() <= record.start_ns + options_.tolerance_ns &&
+         record.end_ns <= call.host_end() + options_.tolerance_ns;
 }
 
 bool OrderJoiner::DoneBefore(const HostCall& call, uint64_t start_ns) const {
   auto t = waits_.find(call.tid);
   if (t == waits_.end()) return false;
   const std::deque<Wait>& w = t->second;
-  auto it = std::lower_bound(w.begin(), w.end(), call.end_ns,
+  auto it = std::lower_bound(w.begin(), w.end(), call.host_end(),
                              [](const Wait& a, uint64_t v) { return a.start_ns < v; });
   // One thread's waits follow each other: their ends are in order too.
   for (; it != w.end() && it->end_ns + options_.tolerance_ns < start_ns; ++it) {
@@ -97,7 +101,7 @@ void OrderJoiner::MatchCopy(const DeviceRecord& record) {
   constexpr size_t kNone = std::numeric_limits<size_t>::max();
   size_t first = kNone, chosen = kNone;
   for (size_t i = 0;
-       i < q.size() && q[i].call.start_ns <= record.start_ns + options_.tolerance_ns;) {
+       i < q.size() && q[i].call.host_start() <= record.start_ns + options_.tolerance_ns;) {
     const HostCall& call = q[i].call;
     if (!KindsFit(call, record)) {
       ++i;
@@ -138,7 +142,7 @@ void OrderJoiner::MatchSync(DeviceRecord record) {
     for (SyncCall& s : syncs_) {
       if (!Contains(s.call, record)) continue;
       const uint64_t fit =
-          AbsDiff(record.start_ns, s.call.start_ns) + AbsDiff(s.call.end_ns, record.end_ns);
+          AbsDiff(record.start_ns, s.call.host_start()) + AbsDiff(s.call.host_end(), record.end_ns);
       if (s.has_record && s.fit_ns <= fit) continue;  // it keeps its better record
       if (fit < best_fit) best = &s, best_fit = fit;
     }
@@ -156,10 +160,10 @@ void OrderJoiner::MatchSync(DeviceRecord record) {
 }
 
 void OrderJoiner::MatchSettled(uint64_t cut_ns) {
-  std::vector<DeviceRecord> settled;
   auto keep = std::partition(pending_.begin(), pending_.end(),
-                             [&](const DeviceRecord& r) { return r.end_ns > cut_ns; });
-  settled.assign(keep, pending_.end());
+                             [&](const Pending& p) { return p.arrival_ns > cut_ns; });
+  std::vector<DeviceRecord> settled;
+  for (auto it = keep; it != pending_.end(); ++it) settled.push_back(it->record);
   pending_.erase(keep, pending_.end());
   std::sort(settled.begin(), settled.end(), [](const DeviceRecord& a, const DeviceRecord& b) {
     return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns < b.end_ns;
@@ -173,11 +177,12 @@ void OrderJoiner::MatchSettled(uint64_t cut_ns) {
   }
 }
 
-// A sync call is final once every record that could fit it (ending before
-// its end + tolerance) has been matched.
+// A sync call's match is final once the call is older than the horizon
+// (`all`: at the end): until then a late record that fits it better may
+// still take it.
 void OrderJoiner::FinalizeSyncs(uint64_t cut_ns, bool all) {
   for (auto it = syncs_.begin(); it != syncs_.end();) {
-    if (!all && it->call.end_ns + options_.tolerance_ns >= cut_ns) {
+    if (!all && it->call.host_end() >= cut_ns) {
       ++it;
       continue;
     }
@@ -197,16 +202,16 @@ void OrderJoiner::Emit(const DeviceRecord& record, const HostCall* call) {
 }
 
 void OrderJoiner::Advance(uint64_t now_ns) {
+  now_ns_ = std::max(now_ns_, now_ns);
   if (now_ns < options_.settle_ns) return;
-  const uint64_t settled = now_ns - options_.settle_ns;
-  MatchSettled(settled);
-  FinalizeSyncs(settled, /*all=*/false);
+  MatchSettled(now_ns - options_.settle_ns);
   if (now_ns < options_.horizon_ns) return;
   const uint64_t cut = now_ns - options_.horizon_ns;
+  FinalizeSyncs(cut, /*all=*/false);
   for (auto cls = copies_.begin(); cls != copies_.end();) {
     std::deque<CopyCall>& q = cls->second;
     const size_t before = q.size();
-    std::erase_if(q, [&](const CopyCall& c) { return c.call.end_ns < cut; });
+    std::erase_if(q, [&](const CopyCall& c) { return c.call.host_end() < cut; });
     stats_.host_copies_unmatched += before - q.size();
     cls = q.empty() ? copies_.erase(cls) : std::next(cls);
   }

@@ -3,7 +3,7 @@
 // host calls"). Used for a process whose trace has no ExternalCorrelation
 // packets (CUPTI writes them only with its costly RUNTIME kind on, issue 16).
 // Same interface, output and stats as CorrelationJoiner (device_join.h).
-// Streaming: records are matched a settle time after they end, in device
+// Streaming: records are matched a settle time after they arrive, in device
 // start order; memory is bounded by the horizon, not by the run's length.
 #pragma once
 
@@ -27,9 +27,10 @@ struct OrderJoinOptions {
   // device record may look this much earlier (or a sync record's wait this
   // much longer) than the host call it belongs to.
   uint64_t tolerance_ns = 50 * kUs;
-  // A device record is matched once the trace is this far past its end:
-  // the records of one flush, and a host call that returns just after its
-  // device record ended, have all arrived by then.
+  // A device record is matched once the trace is this far past its arrival
+  // (the trace time when it was added, at least its end): the other records
+  // of its flush, and a host call that returns just after its device record
+  // ended, have all arrived by then.
   uint64_t settle_ns = 2 * kSec;
 };
 
@@ -63,7 +64,8 @@ class OrderJoiner {
   void AddDevice(const DeviceRecord& record);
 
   // Matches the records that have settled, then gives up on host calls
-  // older than now - horizon.
+  // older than now - horizon (a sync call's match is final then: a record
+  // arriving late may still take it from a worse-fitting one).
   void Advance(uint64_t now_ns);
   // Matches everything still pending (end of the process's stream).
   void Finish();
@@ -89,7 +91,11 @@ class OrderJoiner {
   };
   using ClassKey = std::pair<uint32_t, uint64_t>;  // direction, bytes
 
-  void MatchSettled(uint64_t cut_ns);  // records that ended before cut_ns
+  struct Pending {
+    DeviceRecord record;
+    uint64_t arrival_ns;
+  };
+  void MatchSettled(uint64_t cut_ns);  // records that arrived before cut_ns
   void MatchCopy(const DeviceRecord& record);
   void MatchSync(DeviceRecord record);
   bool KindsFit(const HostCall& call, const DeviceRecord& record) const;
@@ -104,7 +110,8 @@ class OrderJoiner {
   std::map<ClassKey, std::deque<CopyCall>> copies_;       // unmatched, by host start
   std::deque<SyncCall> syncs_;                            // by host start, until final
   std::unordered_map<uint32_t, std::deque<Wait>> waits_;  // by tid, by start
-  std::vector<DeviceRecord> pending_;                     // joinable records not yet settled
+  std::vector<Pending> pending_;                          // joinable records not yet settled
+  uint64_t now_ns_ = 0;                                   // latest trace time seen
   std::vector<Joined> out_;
   JoinStats stats_;
 };

@@ -56,6 +56,12 @@ struct HostCall {
   uint64_t stream = 0;
   uint32_t api = 0;
   int32_t result = 0;
+  // The packet's own entry and return times, where start_ns/end_ns are the
+  // replay's (raised to keep a file's order: a call appended at its return
+  // after packets stamped later would start late). 0: start_ns / end_ns.
+  uint64_t entry_ns = 0, return_ns = 0;
+  uint64_t host_start() const { return entry_ns ? entry_ns : start_ns; }
+  uint64_t host_end() const { return return_ns ? return_ns : end_ns; }
   uint64_t blocked_ns() const { return end_ns > start_ns ? end_ns - start_ns : 0; }
 };
 
