@@ -35,8 +35,14 @@ uint64_t AtGbps(uint64_t bytes, double gbps) {
 
 }  // namespace
 
-InputAnalysis::InputAnalysis(const Calibration& calibration) : calibration_(calibration) {}
+InputAnalysis::InputAnalysis(const Calibration& calibration, device::JoinMode join)
+    : calibration_(calibration), join_(join) {}
 InputAnalysis::~InputAnalysis() = default;
+
+std::unique_ptr<device::ProcessDeviceAnalysis> InputAnalysis::NewDevice() const {
+  return std::make_unique<device::ProcessDeviceAnalysis>(device::BusyOptions(), 60 * device::kSec,
+                                                         join_);
+}
 
 InputAnalysis::PerProcess& InputAnalysis::Process(int index) { return per_process_[index]; }
 
@@ -104,6 +110,11 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
   call.dst_kind = copy.dst_kind();
   call.bytes = copy.bytes();
   call.tid = tid;
+  call.stream = copy.stream();
+  call.api = copy.api();
+  call.result = copy.result();
+  call.entry_ns = ctx.event.packet.timestamp_ns();
+  call.return_ns = std::max(copy.end_ns(), call.entry_ns);
   if (state.device) state.device->OnHostCall(call);
 
   // Main threads' H2D/D2H copies for SyncWaits, with their transfer time at
@@ -209,6 +220,11 @@ void InputAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
   call.start_ns = event.time_ns;
   call.end_ns = std::max(sync.end_ns(), event.time_ns);
   call.tid = event.packet.tid();
+  call.stream = sync.stream();
+  call.api = sync.api();
+  call.result = sync.result();
+  call.entry_ns = event.packet.timestamp_ns();
+  call.return_ns = std::max(sync.end_ns(), call.entry_ns);
   state.device->OnHostCall(call);
 }
 
@@ -273,7 +289,7 @@ void InputAnalysis::OnDevice(const Event& event, const trace::DeviceActivity& a)
   // Created at the first record: host calls before it are not needed for
   // the join of later records except their own, which arrive first; the
   // copies recorded before CUPTI started have no device records anyway.
-  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  if (!state.device) state.device = NewDevice();
   ++state.records;
   device::DeviceRecord record;
   record.kind = a.kind();
@@ -294,7 +310,7 @@ void InputAnalysis::OnDevice(const Event& event, const trace::DeviceActivity& a)
 
 void InputAnalysis::OnCorrelation(const Event& event, const trace::ExternalCorrelation& c) {
   PerProcess& state = Process(event.process.index());
-  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  if (!state.device) state.device = NewDevice();
   state.device->OnCorrelation(c.correlation_id(), c.call_id(), event.time_ns);
   JoinDevice(state);
 }
@@ -307,7 +323,8 @@ void InputAnalysis::OnCorrelation(const Event& event, const trace::ExternalCorre
 void InputAnalysis::OnNotice(const Event& event, const trace::Notice& notice) {
   if (notice.code() != "cupti_started") return;
   PerProcess& state = Process(event.process.index());
-  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  if (!state.device) state.device = NewDevice();
+  if (device::NoticeSaysNoCorrelations(notice.text())) state.device->NoCorrelations();
 }
 
 // Lets the device analysis give up what is older than its horizons also
@@ -322,7 +339,7 @@ void InputAnalysis::AdvanceDevice(PerProcess& state, uint64_t now_ns) {
 void InputAnalysis::OnRecording(const Event& event, const trace::DeviceRecording& r) {
   PerProcess& state = Process(event.process.index());
   // Kernels off before the first device record: the blind time starts here.
-  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  if (!state.device) state.device = NewDevice();
   device::RecordingSwitch change;
   change.time_ns = event.time_ns;
   change.kernels = r.kernels();
@@ -330,6 +347,7 @@ void InputAnalysis::OnRecording(const Event& event, const trace::DeviceRecording
   change.kernel_rate = r.kernel_rate();
   change.planned_ns = r.planned_ns();
   state.device->OnRecording(change);
+  if (r.no_correlations()) state.device->NoCorrelations();
 }
 
 void InputAnalysis::OnProcessEnd(const ProcessState& process) {
