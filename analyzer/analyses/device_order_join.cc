@@ -44,6 +44,8 @@ void OrderJoiner::AddHostCall(const HostCall& call) {
   SyncCall entry;
   entry.call = call;
   syncs_.insert(at, entry);
+  if (call.host_end() > call.host_start())
+    longest_sync_ns_ = std::max(longest_sync_ns_, call.host_end() - call.host_start());
 }
 
 void OrderJoiner::AddCorrelation(uint32_t, uint64_t, uint64_t now_ns) {
@@ -139,7 +141,15 @@ void OrderJoiner::MatchSync(DeviceRecord record) {
   for (size_t round = 0; round <= syncs_.size() + 1; ++round) {
     SyncCall* best = nullptr;
     uint64_t best_fit = std::numeric_limits<uint64_t>::max();
-    for (SyncCall& s : syncs_) {
+    // Candidates start at most tolerance after the record and, being
+    // at most longest_sync_ns_ long, not too long before it: syncs_ is by
+    // start, so only that stretch is scanned (syncs_ holds a horizon's).
+    auto it =
+        std::upper_bound(syncs_.begin(), syncs_.end(), record.start_ns + options_.tolerance_ns,
+                         [](uint64_t v, const SyncCall& c) { return v < c.call.host_start(); });
+    while (it != syncs_.begin()) {
+      SyncCall& s = *--it;
+      if (s.call.host_start() + longest_sync_ns_ + options_.tolerance_ns < record.end_ns) break;
       if (!Contains(s.call, record)) continue;
       const uint64_t fit =
           AbsDiff(record.start_ns, s.call.host_start()) + AbsDiff(s.call.host_end(), record.end_ns);

@@ -107,8 +107,9 @@ class OrderJoiner {
   void Emit(const DeviceRecord& record, const HostCall* call);
 
   OrderJoinOptions options_;
-  std::map<ClassKey, std::deque<CopyCall>> copies_;       // unmatched, by host start
-  std::deque<SyncCall> syncs_;                            // by host start, until final
+  std::map<ClassKey, std::deque<CopyCall>> copies_;  // unmatched, by host start
+  std::deque<SyncCall> syncs_;                       // by host start, until final
+  uint64_t longest_sync_ns_ = 0;  // of the sync calls seen (bounds MatchSync's scan)
   std::unordered_map<uint32_t, std::deque<Wait>> waits_;  // by tid, by start
   std::vector<Pending> pending_;                          // joinable records not yet settled
   uint64_t now_ns_ = 0;                                   // latest trace time seen
