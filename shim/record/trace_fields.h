@@ -40,7 +40,7 @@ namespace thread {
 constexpr uint32_t kTid = 1, kName = 2;
 }
 namespace recording {
-constexpr uint32_t kKernels = 1, kReason = 2, kKernelRate = 3, kPlannedNs = 4;
+constexpr uint32_t kKernels = 1, kReason = 2, kKernelRate = 3, kPlannedNs = 4, kNoCorrelations = 5;
 }
 namespace notice {
 constexpr uint32_t kSeverity = 1, kCode = 2, kText = 3;
