@@ -7,11 +7,31 @@
 
 namespace pinscope::device {
 
-ProcessDeviceAnalysis::ProcessDeviceAnalysis(BusyOptions options, uint64_t join_horizon_ns)
-    : joiner_(join_horizon_ns), busy_(options), chunks_(options.chunks) {}
+bool NoticeSaysNoCorrelations(std::string_view text) {
+  return text.find("runtime records off") != std::string_view::npos;
+}
+
+ProcessDeviceAnalysis::ProcessDeviceAnalysis(BusyOptions options, uint64_t join_horizon_ns,
+                                             JoinMode mode)
+    : join_horizon_ns_(join_horizon_ns), busy_(options), chunks_(options.chunks) {
+  OrderJoinOptions order;
+  order.horizon_ns = join_horizon_ns;
+  order_.emplace(order);
+  if (mode == JoinMode::kAuto) correlation_.emplace(join_horizon_ns);
+}
+
+void ProcessDeviceAnalysis::Decide(JoinMethod method) {
+  if (join_decided()) return;
+  if (method == JoinMethod::kOrder) {
+    correlation_.reset();
+  } else {
+    order_.reset();
+  }
+}
 
 void ProcessDeviceAnalysis::Pump() {
-  for (Joined& j : joiner_.Take()) {
+  if (!join_decided()) return;  // both joins hold their results until then
+  for (Joined& j : correlation_ ? correlation_->Take() : order_->Take()) {
     classes_.Add(j);
     if (keep_copies_ && j.host && j.host->type == HostCall::Type::kCopy &&
         j.device.kind == kActMemcpy)
@@ -20,7 +40,9 @@ void ProcessDeviceAnalysis::Pump() {
 }
 
 void ProcessDeviceAnalysis::OnHostCall(const HostCall& call) {
-  joiner_.AddHostCall(call);
+  now_ns_ = std::max(now_ns_, call.start_ns);
+  if (correlation_) correlation_->AddHostCall(call);
+  if (order_) order_->AddHostCall(call);
   busy_.AddHostInterval(call.type == HostCall::Type::kCopy ? GapCause::kCopy : GapCause::kSync,
                         {call.start_ns, call.end_ns});
   Pump();
@@ -32,7 +54,18 @@ void ProcessDeviceAnalysis::OnLoaderWait(Interval wait) {
 
 void ProcessDeviceAnalysis::OnCorrelation(uint32_t correlation_id, uint64_t call_id,
                                           uint64_t now_ns) {
-  joiner_.AddCorrelation(correlation_id, call_id, now_ns);
+  now_ns_ = std::max(now_ns_, now_ns);
+  if (correlation_) {
+    correlation_->AddCorrelation(correlation_id, call_id, now_ns);
+    Decide(JoinMethod::kCorrelation);
+  } else {
+    order_->AddCorrelation(correlation_id, call_id, now_ns);  // counted
+  }
+  Pump();
+}
+
+void ProcessDeviceAnalysis::NoCorrelations() {
+  if (correlation_ && correlation_->stats().correlations == 0) Decide(JoinMethod::kOrder);
   Pump();
 }
 
@@ -41,8 +74,15 @@ void ProcessDeviceAnalysis::OnDevice(const DeviceRecord& record) {
       std::find(kernel_devices_.begin(), kernel_devices_.end(), record.device_id) ==
           kernel_devices_.end())
     kernel_devices_.push_back(record.device_id);
-  joiner_.AddDevice(record);
   busy_.AddDevice(record);
+  // Kernels join nothing (the joins would only pass them through).
+  if (record.kind != kActMemcpy && record.kind != kActMemset && record.kind != kActSync) return;
+  if (!seen_record_ && record.kind != kActMemset) {
+    seen_record_ = true;
+    first_record_now_ = now_ns_;
+  }
+  if (correlation_) correlation_->AddDevice(record);
+  if (order_) order_->AddDevice(record);
   Pump();
 }
 
@@ -65,16 +105,23 @@ void ProcessDeviceAnalysis::OnRecording(const RecordingSwitch& change) {
 }
 
 void ProcessDeviceAnalysis::Advance(uint64_t now_ns) {
-  joiner_.Advance(now_ns);
+  now_ns_ = std::max(now_ns_, now_ns);
+  if (seen_record_ && now_ns_ >= first_record_now_ + kDecideNs) Decide(JoinMethod::kOrder);
+  if (correlation_) correlation_->Advance(now_ns);
+  if (order_) order_->Advance(now_ns);
   busy_.Advance(now_ns);
   Pump();
 }
 
 ProcessDeviceResult ProcessDeviceAnalysis::Finish(Interval window) {
-  joiner_.Finish();
+  // No correlation came: by order if there was anything to join.
+  Decide(seen_record_ ? JoinMethod::kOrder : JoinMethod::kCorrelation);
+  if (correlation_) correlation_->Finish();
+  if (order_) order_->Finish();
   Pump();
   ProcessDeviceResult r;
-  r.join = joiner_.stats();
+  r.join_method = join_method();
+  r.join = correlation_ ? correlation_->stats() : order_->stats();
   r.copy_classes = classes_.Results();
   r.devices = busy_.Finish(window);
   utilization_.Apply(window, chunks_, kernel_devices_, &r.devices);

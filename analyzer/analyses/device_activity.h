@@ -20,7 +20,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -29,6 +31,7 @@
 #include "analyzer/analyses/device_gaps.h"
 #include "analyzer/analyses/device_intervals.h"
 #include "analyzer/analyses/device_join.h"
+#include "analyzer/analyses/device_order_join.h"
 #include "analyzer/analyses/device_records.h"
 #include "analyzer/analyses/device_utilization.h"
 #include "analyzer/analyses/device_verdict.h"
@@ -58,21 +61,43 @@ struct KernelRecording {
 };
 
 struct ProcessDeviceResult {
+  JoinMethod join_method = JoinMethod::kCorrelation;
   JoinStats join;
   std::vector<CopyClassStats> copy_classes;
   std::vector<DeviceBusy> devices;
   KernelRecording recording;
 };
 
+// How the join is chosen: kAuto decides per process (below); kOrder joins
+// by order whatever the trace has (`pinscope report --join=order`, a
+// diagnostic: correlations are counted, not used).
+enum class JoinMode { kAuto, kOrder };
+
+// The cupti_started notice of a shim that ran without CUPTI's RUNTIME
+// records says so ("runtime records off"): no correlations will come.
+bool NoticeSaysNoCorrelations(std::string_view cupti_started_text);
+
+// In kAuto mode a process joins by correlation when its trace has
+// ExternalCorrelation packets, and by order when the trace says none will
+// come (NoCorrelations: the notice above, DeviceRecording.no_correlations),
+// or when none has come kDecideNs after its first memcpy or sync record
+// (CUPTI writes a correlation in the same flush as the record). Until that
+// is decided both joins run and their results wait.
 class ProcessDeviceAnalysis {
  public:
+  static constexpr uint64_t kDecideNs = 5 * kSec;
+
   explicit ProcessDeviceAnalysis(BusyOptions options = BusyOptions(),
-                                 uint64_t join_horizon_ns = 60 * kSec);
+                                 uint64_t join_horizon_ns = 60 * kSec,
+                                 JoinMode mode = JoinMode::kAuto);
   // Host calls feed the join and (copies, syncs) the gap attribution.
   void OnHostCall(const HostCall& call);
   // Intervals in which the main loop waited for the DataLoader.
   void OnLoaderWait(Interval wait);
   void OnCorrelation(uint32_t correlation_id, uint64_t call_id, uint64_t now_ns);
+  // The trace says this process records no correlations: join by order
+  // (unless correlations were already seen).
+  void NoCorrelations();
   void OnDevice(const DeviceRecord& record);
   // A DeviceRecording packet, in trace order: kernels=false starts blind
   // time (GpuBusyTracker::BeginBlind), kernels=true ends it. Copy classes
@@ -87,7 +112,7 @@ class ProcessDeviceAnalysis {
   ProcessDeviceResult Finish(Interval window);
   // A host call whose call id's calls all ended before `now - join_horizon_ns()`
   // at an Advance(now) can no longer be joined: its callers may finalize it.
-  uint64_t join_horizon_ns() const { return joiner_.horizon_ns(); }
+  uint64_t join_horizon_ns() const { return join_horizon_ns_; }
 
   // Memcpy records joined to their host copy call, for a caller that needs
   // them too (the sync-wait analysis: a copy's transfer time); kept from the
@@ -95,12 +120,25 @@ class ProcessDeviceAnalysis {
   void KeepJoinedCopies() { keep_copies_ = true; }
   std::vector<Joined> TakeJoinedCopies() { return std::exchange(joined_copies_, {}); }
 
+  // The join in use; provisional (kCorrelation) while undecided.
+  JoinMethod join_method() const {
+    return correlation_ ? JoinMethod::kCorrelation : JoinMethod::kOrder;
+  }
+  bool join_decided() const { return !(correlation_ && order_); }
+
  private:
   void Pump();
+  void Decide(JoinMethod method);
   bool keep_copies_ = false;
   std::vector<Joined> joined_copies_;
-  CorrelationJoiner joiner_;
+  // Both while undecided; one after.
+  std::optional<CorrelationJoiner> correlation_;
+  std::optional<OrderJoiner> order_;
+  uint64_t now_ns_ = 0;            // latest trace time seen
+  uint64_t first_record_now_ = 0;  // now_ns_ at the first memcpy/sync record
+  bool seen_record_ = false;
   CopyClassAccumulator classes_;
+  uint64_t join_horizon_ns_;
   GpuBusyTracker busy_;
   uint32_t chunks_;
   std::vector<uint32_t> kernel_devices_;  // devices a kernel record came for

@@ -21,6 +21,11 @@ struct Joined {
   std::optional<HostCall> host;
 };
 
+// How a process's device records met their host calls: by CUPTI's
+// correlation records (CorrelationJoiner), or by time and order, without them
+// (OrderJoiner, device_order_join.h).
+enum class JoinMethod { kCorrelation, kOrder };
+
 struct JoinStats {
   uint64_t joined = 0;             // device records matched to a host call
   uint64_t device_unmatched = 0;   // joinable device records that found none

@@ -38,9 +38,14 @@ uint64_t AtGbps(uint64_t bytes, double gbps) {
 
 }  // namespace
 
-InputAnalysis::InputAnalysis(const Calibration& calibration)
-    : calibration_(calibration), gbps_(calibration) {}
+InputAnalysis::InputAnalysis(const Calibration& calibration, device::JoinMode join)
+    : calibration_(calibration), gbps_(calibration), join_(join) {}
 InputAnalysis::~InputAnalysis() = default;
+
+std::unique_ptr<device::ProcessDeviceAnalysis> InputAnalysis::NewDevice() const {
+  return std::make_unique<device::ProcessDeviceAnalysis>(device::BusyOptions(), 60 * device::kSec,
+                                                         join_);
+}
 
 // Copies and syncs come from one process for long stretches (map nodes do
 // not move).
@@ -126,6 +131,11 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
   call.dst_kind = copy.dst_kind();
   call.bytes = copy.bytes();
   call.tid = tid;
+  call.stream = copy.stream();
+  call.api = copy.api();
+  call.result = copy.result();
+  call.entry_ns = ctx.event.packet.timestamp_ns();
+  call.return_ns = std::max(copy.end_ns(), call.entry_ns);
   if (state.device) state.device->OnHostCall(call);
 
   // Main threads' H2D/D2H copies for SyncWaits, with their transfer time at
@@ -331,6 +341,11 @@ void InputAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
   call.start_ns = event.time_ns;
   call.end_ns = std::max(sync.end_ns(), event.time_ns);
   call.tid = event.packet.tid();
+  call.stream = sync.stream();
+  call.api = sync.api();
+  call.result = sync.result();
+  call.entry_ns = event.packet.timestamp_ns();
+  call.return_ns = std::max(sync.end_ns(), call.entry_ns);
   state.device->OnHostCall(call);
 }
 
@@ -404,7 +419,7 @@ void InputAnalysis::OnDevice(const Event& event, const trace::DeviceActivity& a)
   // Created at the first record: host calls before it are not needed for
   // the join of later records except their own, which arrive first; the
   // copies recorded before CUPTI started have no device records anyway.
-  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  if (!state.device) state.device = NewDevice();
   ++state.records;
   device::DeviceRecord record;
   record.kind = a.kind();
@@ -425,7 +440,7 @@ void InputAnalysis::OnDevice(const Event& event, const trace::DeviceActivity& a)
 
 void InputAnalysis::OnCorrelation(const Event& event, const trace::ExternalCorrelation& c) {
   PerProcess& state = Process(event.process.index());
-  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  if (!state.device) state.device = NewDevice();
   state.device->OnCorrelation(c.correlation_id(), c.call_id(), event.time_ns);
   JoinDevice(state);
 }
@@ -438,7 +453,8 @@ void InputAnalysis::OnCorrelation(const Event& event, const trace::ExternalCorre
 void InputAnalysis::OnNotice(const Event& event, const trace::Notice& notice) {
   if (notice.code() != "cupti_started") return;
   PerProcess& state = Process(event.process.index());
-  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  if (!state.device) state.device = NewDevice();
+  if (device::NoticeSaysNoCorrelations(notice.text())) state.device->NoCorrelations();
 }
 
 // Lets the device analysis give up what is older than its horizons also
@@ -460,7 +476,7 @@ void InputAnalysis::AdvanceDevice(PerProcess& state, uint64_t now_ns) {
 void InputAnalysis::OnRecording(const Event& event, const trace::DeviceRecording& r) {
   PerProcess& state = Process(event.process.index());
   // Kernels off before the first device record: the blind time starts here.
-  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  if (!state.device) state.device = NewDevice();
   device::RecordingSwitch change;
   change.time_ns = event.time_ns;
   change.kernels = r.kernels();
@@ -468,12 +484,13 @@ void InputAnalysis::OnRecording(const Event& event, const trace::DeviceRecording
   change.kernel_rate = r.kernel_rate();
   change.planned_ns = r.planned_ns();
   state.device->OnRecording(change);
+  if (r.no_correlations()) state.device->NoCorrelations();
 }
 
 void InputAnalysis::OnUtilization(const Event& event, const trace::GpuUtilization& u) {
   if (u.cuda_device() < 0) return;  // a GPU this process does not see as a CUDA device
   PerProcess& state = Process(event.process.index());
-  if (!state.device) state.device = std::make_unique<device::ProcessDeviceAnalysis>();
+  if (!state.device) state.device = NewDevice();
   const int n = std::min(u.sample_ns_size(), u.percent_size());
   for (int i = 0; i < n; ++i)
     state.device->OnUtilization(static_cast<uint32_t>(u.cuda_device()), u.sample_ns(i),

@@ -167,7 +167,10 @@ struct ProcessDevice {
 
 class InputAnalysis : public Analysis {
  public:
-  explicit InputAnalysis(const Calibration& calibration);
+  // `join`: how device records meet their host calls (kOrder: ignore the
+  // trace's correlations, `pinscope report --join=order`).
+  explicit InputAnalysis(const Calibration& calibration,
+                         device::JoinMode join = device::JoinMode::kAuto);
   ~InputAnalysis() override;
 
   void OnProcess(const ProcessState& process) override;
@@ -261,6 +264,7 @@ class InputAnalysis : public Analysis {
   // gap attribution (labels and indices are smaller).
   static constexpr uint64_t kMinBatchBytes = 1ull << 20;
   PerProcess& Process(int index);
+  std::unique_ptr<device::ProcessDeviceAnalysis> NewDevice() const;
   void JoinDevice(PerProcess& state);
   void AdvanceDevice(PerProcess& state, uint64_t now_ns);
   void FinishSyncWaits();
@@ -275,6 +279,7 @@ class InputAnalysis : public Analysis {
 
   const Calibration& calibration_;
   GbpsMemo gbps_;  // the per-copy lookups of OnCopy
+  device::JoinMode join_;
   int root_pid_ = -1;
   std::vector<Copy> root_copies_;  // root main thread H2D copies
   uint64_t largest_root_copy_ = 0;

@@ -37,7 +37,7 @@ double Diff(uint64_t a, uint64_t b) { return a > b ? static_cast<double>(a - b) 
 
 }  // namespace
 
-PipelineAnalysis::PipelineAnalysis() = default;
+PipelineAnalysis::PipelineAnalysis(device::JoinMode join) : join_(join) {}
 PipelineAnalysis::~PipelineAnalysis() = default;
 
 PipelineAnalysis::Process& PipelineAnalysis::Of(const ProcessState& process) {
@@ -120,6 +120,11 @@ void PipelineAnalysis::OnCopy(const CopyContext& ctx) {
     h.dst_kind = c.dst_kind();
     h.bytes = c.bytes();
     h.tid = ctx.event.packet.tid();
+    h.stream = c.stream();
+    h.api = c.api();
+    h.result = c.result();
+    h.entry_ns = ctx.event.packet.timestamp_ns();
+    h.return_ns = std::max(c.end_ns(), h.entry_ns);
     device_->OnHostCall(h);
   }
 }
@@ -195,6 +200,7 @@ void PipelineAnalysis::OnRecording(const Event& event, const trace::DeviceRecord
   s.planned_ns = r.planned_ns();
   device_->OnRecording(s);
   compute_.OnRecording(s);
+  if (r.no_correlations()) device_->NoCorrelations();
   if (recording_.size() < kMaxKept) recording_.push_back({s.time_ns, s.kernels});
 }
 
@@ -210,6 +216,7 @@ void PipelineAnalysis::OnUtilization(const Event& event, const trace::GpuUtiliza
 
 void PipelineAnalysis::OnNotice(const Event& event, const trace::Notice& notice) {
   if (event.process.index() != root_index_ || notice.code() != "cupti_started") return;
+  if (device::NoticeSaysNoCorrelations(notice.text())) Device().NoCorrelations();
   Device();
 }
 
@@ -341,7 +348,8 @@ std::vector<uint64_t> PipelineAnalysis::IterTimes(uint64_t loader) const {
 
 device::ProcessDeviceAnalysis& PipelineAnalysis::Device() {
   if (!device_) {
-    device_ = std::make_unique<device::ProcessDeviceAnalysis>();
+    device_ = std::make_unique<device::ProcessDeviceAnalysis>(device::BusyOptions(),
+                                                              60 * device::kSec, join_);
     device_->KeepJoinedCopies();  // the batch copies' device times (stream waits)
   }
   return *device_;

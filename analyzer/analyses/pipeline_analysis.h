@@ -27,7 +27,8 @@ namespace pinscope {
 
 class PipelineAnalysis : public Analysis {
  public:
-  PipelineAnalysis();
+  // `join`: as InputAnalysis's (the batch copies' device times).
+  explicit PipelineAnalysis(device::JoinMode join = device::JoinMode::kAuto);
   ~PipelineAnalysis() override;
 
   void OnProcess(const ProcessState& process) override;
@@ -142,6 +143,7 @@ class PipelineAnalysis : public Analysis {
   std::vector<uint64_t> iter_times_;       // and when each was made
   // When each epoch of `loader` began (its LOADER_ITERs), in order.
   std::vector<uint64_t> IterTimes(uint64_t loader) const;
+  device::JoinMode join_;
   std::unique_ptr<device::ProcessDeviceAnalysis> device_;
   // The GPU's own work, kernels and memsets: copies are the copy stage's
   // (a pageable copy's slow DMA is not the GPU being busy).

@@ -11,6 +11,14 @@
 
 namespace pinscope {
 
+namespace {
+
+device::JoinMode JoinModeOf(const ReportOptions& options) {
+  return options.join_by_order ? device::JoinMode::kOrder : device::JoinMode::kAuto;
+}
+
+}  // namespace
+
 Report::Report(Calibration calibration, const ReportOptions& options)
     : options_(options),
       calibration_(std::move(calibration)),
@@ -19,8 +27,8 @@ Report::Report(Calibration calibration, const ReportOptions& options)
       allocs_(std::make_unique<AllocAnalysis>()),
       shm_(std::make_unique<ShmAnalysis>()),
       processes_(std::make_unique<ProcessAnalysis>()),
-      input_(std::make_unique<InputAnalysis>(calibration_)),
-      pipeline_(std::make_unique<PipelineAnalysis>()) {}
+      input_(std::make_unique<InputAnalysis>(calibration_, JoinModeOf(options))),
+      pipeline_(std::make_unique<PipelineAnalysis>(JoinModeOf(options))) {}
 
 Report::~Report() = default;
 

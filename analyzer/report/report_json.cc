@@ -595,33 +595,39 @@ nlohmann::ordered_json JsonReport(const Report& report) {
           by_cause[device::GapCauseName(static_cast<device::GapCause>(c))] = {
               {"gaps", busy.by_cause[c].gaps}, {"idle_ns", busy.by_cause[c].idle_ns}};
         }
-        devices.push_back({{"pid", pd.pid},
-                           {"device_id", busy.device_id},
-                           {"busy_fraction", fraction(busy.busy_fraction)},
-                           {"active_busy_fraction", fraction(busy.active_busy_fraction)},
-                           {"chunk_busy_fraction", chunks},
-                           {"gap_count", busy.gap_count},
-                           {"gap_ns", busy.gap_ns},
-                           {"gaps_by_cause", by_cause},
-                           {"kernels", !busy.kernels_sampled() ? "all"
-                                       : busy.measured()       ? "sampled"
-                                                               : "none"},
-                           {"busy_source", busy.source == device::BusySource::kUtilization
-                                               ? "nvml"
-                                               : "records"},
-                           {"nvml_samples", busy.utilization_samples},
-                           {"nvml_period_ns", busy.utilization_period_ns},
-                           {"nvml_busy_fraction", busy.utilization_samples
-                                                      ? nlohmann::ordered_json(
-                                                            busy.utilization_busy_fraction)
-                                                      : nlohmann::ordered_json(nullptr)},
-                           {"blind_ns", busy.blind_ns},
-                           {"covered_fraction", busy.covered_fraction()},
-                           {"kernel_recording",
-                            {{"mode", rec.mode},
-                             {"stops", rec.stops},
-                             {"windows", rec.windows},
-                             {"peak_kernel_rate", rec.peak_kernel_rate}}}});
+        devices.push_back(
+            {{"pid", pd.pid},
+             {"device_id", busy.device_id},
+             {"busy_fraction", fraction(busy.busy_fraction)},
+             {"active_busy_fraction", fraction(busy.active_busy_fraction)},
+             {"chunk_busy_fraction", chunks},
+             {"gap_count", busy.gap_count},
+             {"gap_ns", busy.gap_ns},
+             {"gaps_by_cause", by_cause},
+             {"kernels", !busy.kernels_sampled() ? "all"
+                         : busy.measured()       ? "sampled"
+                                                 : "none"},
+             {"busy_source",
+              busy.source == device::BusySource::kUtilization ? "nvml" : "records"},
+             {"nvml_samples", busy.utilization_samples},
+             {"nvml_period_ns", busy.utilization_period_ns},
+             {"nvml_busy_fraction", busy.utilization_samples
+                                        ? nlohmann::ordered_json(busy.utilization_busy_fraction)
+                                        : nlohmann::ordered_json(nullptr)},
+             {"blind_ns", busy.blind_ns},
+             {"covered_fraction", busy.covered_fraction()},
+             {"kernel_recording",
+              {{"mode", rec.mode},
+               {"stops", rec.stops},
+               {"windows", rec.windows},
+               {"peak_kernel_rate", rec.peak_kernel_rate}}},
+             {"join",
+              {{"method",
+                pd.result.join_method == device::JoinMethod::kOrder ? "order" : "correlation"},
+               {"joined", pd.result.join.joined},
+               {"device_unmatched", pd.result.join.device_unmatched},
+               {"host_copies_unmatched", pd.result.join.host_copies_unmatched},
+               {"correlations", pd.result.join.correlations}}}});
       }
     }
     j["device_activity"] = devices;

@@ -20,6 +20,10 @@ struct ReportOptions {
   bool show_helpers = false;     // --all-processes: unfold helper processes
   // Names of native frames: RUN/symbols.pb, then the binaries here (kAuto).
   SymbolSource symbols = SymbolSource::kAuto;
+  // --join=order (a diagnostic): join device records to their host calls by
+  // time and order even where the trace has correlation records
+  // (docs/device-activity.md); false: by correlation where there are some.
+  bool join_by_order = false;
   // Told the stages and the bytes replayed (the CLI's progress line); not
   // owned, nullptr: nobody is told. Changes nothing in the output.
   Progress* progress = nullptr;

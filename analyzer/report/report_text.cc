@@ -8,6 +8,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "analyzer/common/doc_path.h"
 #include "analyzer/common/format.h"
 #include "analyzer/common/trace_names.h"
 #include "analyzer/report/report.h"
@@ -716,13 +717,26 @@ void TextWriter::DeviceSection() {
   if (devices.empty()) return;
   Title("Device activity (CUPTI)");
   for (const ProcessDevice& p : devices) {
+    // Without correlation records the join is by time and order: said once,
+    // and on each line ("joined" alone: by correlation).
+    const bool by_order = p.result.join_method == device::JoinMethod::kOrder;
+    if (by_order) {
+      const uint64_t corr = p.result.join.correlations;
+      Para("pid " + std::to_string(p.pid) +
+           (corr == 0 ? ": the trace has no correlation records; device records"
+                      : ": device records (--join=order: the trace's " + FormatCount(corr) +
+                            " correlation records not used)") +
+           " joined to their host calls by time and order (" + DocPath("device-activity.md") +
+           ").");
+    }
     for (const device::CopyClassStats& c : p.result.copy_classes) {
       Para("pid " + std::to_string(p.pid) + " " +
            DirectionName(static_cast<trace::Direction>(c.key.direction)) + " " +
            MemoryKindName(static_cast<trace::MemoryKind>(c.key.host_kind)) + ": " +
            FormatCount(c.count) + " copies, " + FormatBytes(c.bytes) + ", device " +
            FormatDuration(c.device_ns) + " (" + FormatGbps(c.device_gbps()) + "), host blocked " +
-           FormatDuration(c.host_blocked_ns) + " (" + FormatCount(c.joined) + " joined)");
+           FormatDuration(c.host_blocked_ns) + " (" + FormatCount(c.joined) +
+           (by_order ? " joined by order)" : " joined)"));
     }
     for (const device::DeviceBusy& busy : p.result.devices) {
       const std::string gpu =

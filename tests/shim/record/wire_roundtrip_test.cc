@@ -557,6 +557,7 @@ std::vector<Case> AllCases() {
                      r->set_reason("sampling");
                      r->set_kernel_rate(31234.5);
                      r->set_planned_ns(kMax64);
+                     r->set_no_correlations(true);
                    },
                    [](const pt::TracePacket& p, Encoder* e) {
                      namespace k = f::recording;
@@ -565,6 +566,7 @@ std::vector<Case> AllCases() {
                      e->String(k::kReason, r.reason().c_str());
                      e->Double(k::kKernelRate, r.kernel_rate());
                      e->Varint(k::kPlannedNs, r.planned_ns());
+                     e->Bool(k::kNoCorrelations, r.no_correlations());
                    }});
   cases.push_back({f::packet::kThreadSample,
                    [](pt::TracePacket* p) {
