@@ -568,6 +568,26 @@ std::vector<Case> AllCases() {
                      e->Varint(k::kPlannedNs, r.planned_ns());
                      e->Bool(k::kNoCorrelations, r.no_correlations());
                    }});
+  cases.push_back({f::packet::kUtilization,
+                   [](pt::TracePacket* p) {
+                     pt::GpuUtilization* u = p->mutable_utilization();
+                     u->set_cuda_device(-1);
+                     u->set_nvml_index(kMax32);
+                     u->set_pci_bus_id("0000:17:00.0");
+                     for (uint64_t t : {uint64_t{1}, kMax64}) u->add_sample_ns(t);
+                     for (uint32_t v : {0u, 100u}) u->add_percent(v);
+                   },
+                   [](const pt::TracePacket& p, Encoder* e) {
+                     namespace k = f::utilization;
+                     const pt::GpuUtilization& u = p.utilization();
+                     e->SInt(k::kCudaDevice, u.cuda_device());
+                     e->Varint(k::kNvmlIndex, u.nvml_index());
+                     e->String(k::kPciBusId, u.pci_bus_id().c_str());
+                     uint64_t ns[2] = {u.sample_ns(0), u.sample_ns(1)};
+                     uint64_t pct[2] = {u.percent(0), u.percent(1)};
+                     e->PackedVarints(k::kSampleNs, ns, 2);
+                     e->PackedVarints(k::kPercent, pct, 2);
+                   }});
   cases.push_back({f::packet::kThreadSample,
                    [](pt::TracePacket* p) {
                      for (uint32_t tid : {1u, kMax32}) {
