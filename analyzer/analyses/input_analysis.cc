@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "analyzer/analyses/callsite_analysis.h"
+#include "analyzer/analyses/device_from_trace.h"
 #include "analyzer/common/trace_names.h"
 
 namespace pinscope {
@@ -121,21 +122,7 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
     ++pins_.skipped_budget;
   }
   // Device join: every copy call is a host call of its process.
-  device::HostCall call;
-  call.type = device::HostCall::Type::kCopy;
-  call.call_id = copy.call_id();
-  call.start_ns = ctx.event.time_ns;
-  call.end_ns = ctx.event.time_ns + ctx.blocked_ns;
-  call.direction = copy.direction();
-  call.src_kind = copy.src_kind();
-  call.dst_kind = copy.dst_kind();
-  call.bytes = copy.bytes();
-  call.tid = tid;
-  call.stream = copy.stream();
-  call.api = copy.api();
-  call.result = copy.result();
-  call.entry_ns = ctx.event.packet.timestamp_ns();
-  call.return_ns = std::max(copy.end_ns(), call.entry_ns);
+  const device::HostCall call = device::CopyCallOf(ctx);
   if (state.device) state.device->OnHostCall(call);
 
   // Main threads' H2D/D2H copies for SyncWaits, with their transfer time at
@@ -335,17 +322,7 @@ void InputAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
   }
   if (!state.device) return;
   AdvanceDevice(state, event.time_ns);
-  device::HostCall call;
-  call.type = device::HostCall::Type::kSync;
-  call.call_id = sync.call_id();
-  call.start_ns = event.time_ns;
-  call.end_ns = std::max(sync.end_ns(), event.time_ns);
-  call.tid = event.packet.tid();
-  call.stream = sync.stream();
-  call.api = sync.api();
-  call.result = sync.result();
-  call.entry_ns = event.packet.timestamp_ns();
-  call.return_ns = std::max(sync.end_ns(), call.entry_ns);
+  const device::HostCall call = device::SyncCallOf(event, sync);
   state.device->OnHostCall(call);
 }
 
@@ -421,18 +398,7 @@ void InputAnalysis::OnDevice(const Event& event, const trace::DeviceActivity& a)
   // copies recorded before CUPTI started have no device records anyway.
   if (!state.device) state.device = NewDevice();
   ++state.records;
-  device::DeviceRecord record;
-  record.kind = a.kind();
-  record.start_ns = a.start_ns();
-  record.end_ns = a.end_ns();
-  record.bytes = a.bytes();
-  record.direction = a.direction();
-  record.src_kind = a.src_kind();
-  record.dst_kind = a.dst_kind();
-  record.device_id = a.device_id();
-  record.stream_id = a.stream_id();
-  record.correlation_id = a.correlation_id();
-  record.name_id = a.name_id();
+  const device::DeviceRecord record = device::DeviceRecordOf(a);
   state.device->OnDevice(record);
   AdvanceDevice(state, event.time_ns);
   JoinDevice(state);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <iterator>
 
+#include "analyzer/analyses/device_from_trace.h"
+
 namespace pinscope {
 
 namespace {
@@ -110,22 +112,7 @@ void PipelineAnalysis::OnCopy(const CopyContext& ctx) {
   }
   t.calls.push_back(call);
   if (device_) {
-    device::HostCall h;
-    h.type = device::HostCall::Type::kCopy;
-    h.call_id = c.call_id();
-    h.start_ns = call.start;
-    h.end_ns = call.end;
-    h.direction = c.direction();
-    h.src_kind = c.src_kind();
-    h.dst_kind = c.dst_kind();
-    h.bytes = c.bytes();
-    h.tid = ctx.event.packet.tid();
-    h.stream = c.stream();
-    h.api = c.api();
-    h.result = c.result();
-    h.entry_ns = ctx.event.packet.timestamp_ns();
-    h.return_ns = std::max(c.end_ns(), h.entry_ns);
-    device_->OnHostCall(h);
+    device_->OnHostCall(device::CopyCallOf(ctx));
   }
 }
 
@@ -154,17 +141,7 @@ void PipelineAnalysis::OnPin(const Event& event, const trace::PinEvent& pin) {
 void PipelineAnalysis::OnDevice(const Event& event, const trace::DeviceActivity& a) {
   if (event.process.index() != root_index_) return;
   Device();
-  device::DeviceRecord r;
-  r.kind = a.kind();
-  r.start_ns = a.start_ns();
-  r.end_ns = a.end_ns();
-  r.bytes = a.bytes();
-  r.direction = a.direction();
-  r.src_kind = a.src_kind();
-  r.dst_kind = a.dst_kind();
-  r.device_id = a.device_id();
-  r.stream_id = a.stream_id();
-  r.correlation_id = a.correlation_id();
+  const device::DeviceRecord r = device::DeviceRecordOf(a);
   device_->OnDevice(r);
   const bool compute = r.kind == device::kActKernel || r.kind == device::kActMemset;
   if (compute) compute_.OnDevice(r);

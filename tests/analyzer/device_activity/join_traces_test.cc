@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "analyzer/analyses/device_activity.h"
+#include "analyzer/analyses/device_from_trace.h"
 #include "analyzer/read/run_loader.h"
 #include "analyzer/replay/replay.h"
 #include "analyzer/report/report_command.h"
@@ -86,54 +87,20 @@ class JoinProbe : public Analysis {
   void OnCopy(const CopyContext& c) override {
     Process* p = Find(c.event.process);
     if (p == nullptr) return;
-    device::HostCall h;
-    h.type = device::HostCall::Type::kCopy;
-    h.call_id = c.copy.call_id();
-    h.start_ns = c.event.time_ns;
-    h.end_ns = c.event.time_ns + c.blocked_ns;
-    h.direction = c.copy.direction();
-    h.src_kind = c.copy.src_kind();
-    h.dst_kind = c.copy.dst_kind();
-    h.bytes = c.copy.bytes();
-    h.tid = c.event.packet.tid();
-    h.stream = c.copy.stream();
-    h.api = c.copy.api();
-    h.result = c.copy.result();
-    h.entry_ns = c.event.packet.timestamp_ns();
-    h.return_ns = std::max(c.copy.end_ns(), h.entry_ns);
+    const device::HostCall h = device::CopyCallOf(c);
     for (auto& d : p->by) d->OnHostCall(h);
     p->Advance(c.event.time_ns);
   }
   void OnSync(const Event& e, const trace::SyncEvent& s) override {
     Process* p = Find(e.process);
     if (p == nullptr) return;
-    device::HostCall h;
-    h.type = device::HostCall::Type::kSync;
-    h.call_id = s.call_id();
-    h.start_ns = e.time_ns;
-    h.end_ns = std::max(s.end_ns(), e.time_ns);
-    h.tid = e.packet.tid();
-    h.stream = s.stream();
-    h.api = s.api();
-    h.result = s.result();
-    h.entry_ns = e.packet.timestamp_ns();
-    h.return_ns = std::max(s.end_ns(), h.entry_ns);
+    const device::HostCall h = device::SyncCallOf(e, s);
     for (auto& d : p->by) d->OnHostCall(h);
     p->Advance(e.time_ns);
   }
   void OnDevice(const Event& e, const trace::DeviceActivity& a) override {
     Process& p = Of(e.process);
-    device::DeviceRecord r;
-    r.kind = a.kind();
-    r.start_ns = a.start_ns();
-    r.end_ns = a.end_ns();
-    r.bytes = a.bytes();
-    r.direction = a.direction();
-    r.src_kind = a.src_kind();
-    r.dst_kind = a.dst_kind();
-    r.device_id = a.device_id();
-    r.stream_id = a.stream_id();
-    r.correlation_id = a.correlation_id();
+    const device::DeviceRecord r = device::DeviceRecordOf(a);
     if (r.kind == device::kActMemcpy || r.kind == device::kActSync) ++device_records;
     for (auto& d : p.by) d->OnDevice(r);
     p.Advance(e.time_ns);
