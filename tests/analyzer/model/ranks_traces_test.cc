@@ -105,9 +105,10 @@ void WriteRank(const std::string& dir, uint32_t rank, bool nccl) {
         for (auto& e : *p.mutable_thread_sample()->mutable_threads()) e.set_tid(e.tid() + shift);
       if (p.has_shm() && p.shm().inode() != 0) p.mutable_shm()->set_inode(p.shm().inode() + shift);
     }
-    const trace::ProcessHeader& h = t.packet(0).header();
-    if (nccl && h.origin() == trace::ORIGIN_EXEC) PlantNccl(&t, h.pid(), first, last);
-    std::ofstream out(dir + "/" + std::to_string(h.pid()) + ".pstrace", std::ios::binary);
+    // By value: PlantNccl replaces the packets a reference would point into.
+    const uint32_t pid = t.packet(0).header().pid();
+    if (nccl && t.packet(0).header().origin() == trace::ORIGIN_EXEC) PlantNccl(&t, pid, first, last);
+    std::ofstream out(dir + "/" + std::to_string(pid) + ".pstrace", std::ios::binary);
     out << t.SerializeAsString();
   }
 }
