@@ -30,6 +30,9 @@ if [ -z "${SKIP_BUILD:-}" ]; then tools/gpu_build.sh || exit 1; fi
 echo "=== libpinscope.so"
 readelf -d /tmp/ps/lib/libpinscope.so | grep NEEDED
 readelf -d /tmp/ps/lib/libpinscope.so | grep NEEDED | grep -vqE 'libc\.so|ld-linux' && bad "libpinscope.so needs more than libc"
+# The zstd tool: the machine has none; tools/gpu_fetch_debs.sh carries Debian's, which
+# tools/gpu_build.sh unpacked into /tmp/psdeps.
+export PATH="$PATH:/tmp/psdeps/usr/bin"
 command -v zstd >/dev/null || bad "no zstd tool on this machine (step 2 needs zstd -dc)"
 
 run_job() {  # name compress rep args...

@@ -8,6 +8,8 @@
 #   loops  tools/bench/cupti_overhead.py, launch-bound: mlp12 (~156 kernels a
 #          step) and many (2,000+ kernels a step): no tool, pinscope's
 #          default, torch.profiler (CPU+CUDA)
+#          (VARIANTS="mlp12 many", PROFILER_REPS=3: the first reps that
+#          also run torch.profiler; ROUNDS=5 rounds of MLP_STEPS=150 steps)
 #   input  tests/gpu/pipeline_job.py input_starvation (DataLoader-bound):
 #          no tool, pinscope's default
 #   busy   tests/gpu/pipeline_job.py gpu_bound under PINSCOPE_CUPTI_KERNELS=all:
@@ -55,7 +57,7 @@ one() {
   echo "[$name $mode r$rep] exit $rc: ${job:0:160}"
   [ $rc -eq 0 ] || tail -5 "$base.err"
 }
-LOOP="tools/bench/cupti_overhead.py --rounds 5 --warmup 30"
+LOOP="tools/bench/cupti_overhead.py --rounds ${ROUNDS:-5} --warmup 30"
 JOB=tests/gpu/pipeline_job.py
 
 for rep in $(seq "$REPS"); do
@@ -64,13 +66,13 @@ for rep in $(seq "$REPS"); do
     one busy 1 pinscope gpu_bound $PY $JOB --scenario gpu_bound --steps 40
   fi
   if has loops; then
-    for v in mlp12 many; do
-      steps=150; [ $v = many ] && steps=30
+    for v in ${VARIANTS:-mlp12 many}; do
+      steps=${MLP_STEPS:-150}; [ $v = many ] && steps=30
       one loop "$rep" plain "$v" $PY $LOOP --variant $v --steps $steps --mode plain
       one loop "$rep" pinscope "$v" $PY $LOOP --variant $v --steps $steps --mode pinscope
       # torch.profiler for comparison: 3 runs of the mlp12 loop (its event
       # processing on 2,000-kernel steps takes longer than the call allows)
-      if [ $v = mlp12 ] && [ "$rep" -le 3 ]; then
+      if [ $v = mlp12 ] && [ "$rep" -le "${PROFILER_REPS:-3}" ]; then
         one loop "$rep" profiler "$v" $PY $LOOP --variant $v --steps $steps --mode profiler
       fi
     done

@@ -53,6 +53,15 @@ else
   $PY -m pip install --no-index --no-deps --prefix "$v" "$whl" || { fail "pip install --prefix"; finish; }
   mkdir -p "$v/bin"; ln -sf "$(command -v "$PY")" "$v/bin/python"
 fi
+# The machine's torch lives in a virtual environment of its own (on the H200:
+# /opt/torch/.venv), whose packages a venv made from it does not see as
+# "system" ones: a .pth file names its site-packages, as a user who installs
+# pinscope next to an existing torch would get it.
+tsite=$($PY -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+vsite=$("$v/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
+if [ -n "$vsite" ] && ! "$v/bin/python" -c 'import torch' 2>/dev/null; then
+  echo "$tsite" > "$vsite/machine-torch.pth" && echo "torch from $tsite (machine-torch.pth)"
+fi
 for f in bin/pinscope lib/libpinscope.so share/pinscope/python/pinscope_hook.py share/doc/pinscope/cli.md; do
   [ -f "$v/$f" ] || fail "the install has no $f"
 done

@@ -41,8 +41,12 @@ void ProcessDeviceAnalysis::Pump() {
 
 void ProcessDeviceAnalysis::OnHostCall(const HostCall& call) {
   now_ns_ = std::max(now_ns_, call.start_ns);
-  if (correlation_) correlation_->AddHostCall(call);
-  if (order_) order_->AddHostCall(call);
+  if (detached_) {
+    ++windows_.host_calls_between;  // no device record will come for it
+  } else {
+    if (correlation_) correlation_->AddHostCall(call);
+    if (order_) order_->AddHostCall(call);
+  }
   busy_.AddHostInterval(call.type == HostCall::Type::kCopy ? GapCause::kCopy : GapCause::kSync,
                         {call.start_ns, call.end_ns});
   Pump();
@@ -88,6 +92,14 @@ void ProcessDeviceAnalysis::OnDevice(const DeviceRecord& record) {
 
 void ProcessDeviceAnalysis::OnRecording(const RecordingSwitch& change) {
   ++recording_.switches;
+  if (change.detached && !detached_) {
+    detached_ = true;
+    detached_since_ns_ = change.time_ns;
+  } else if (!change.detached && detached_) {
+    detached_ = false;
+    detached_spans_.push_back({detached_since_ns_, change.time_ns});
+  }
+  if (change.reason == "attached") ++windows_.windows;
   recording_.peak_kernel_rate = std::max(recording_.peak_kernel_rate, change.kernel_rate);
   if (!change.kernels && !busy_.blind_open()) {
     ++recording_.stops;
@@ -126,6 +138,14 @@ ProcessDeviceResult ProcessDeviceAnalysis::Finish(Interval window) {
   r.devices = busy_.Finish(window);
   utilization_.Apply(window, chunks_, kernel_devices_, &r.devices);
   r.recording = recording_;
+  r.windows = windows_;
+  r.windows.span_ns = window.length();
+  if (detached_) detached_spans_.push_back({detached_since_ns_, std::max(window.end_ns, detached_since_ns_)});
+  for (const Interval& span : detached_spans_) {
+    const uint64_t a = std::max(span.start_ns, window.start_ns);
+    const uint64_t b = std::min(span.end_ns, window.end_ns);
+    if (b > a) r.windows.detached_ns += b - a;
+  }
   return r;
 }
 

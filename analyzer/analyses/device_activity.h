@@ -19,6 +19,7 @@
 // adds their composition for one process, fed packet by packet.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -46,6 +47,25 @@ struct RecordingSwitch {
   std::string reason;      // "sampling", "window", "disabled", "step_aside"
   double kernel_rate = 0;  // kernels/s over the window that just ended; 0: not measured
   uint64_t planned_ns = 0;
+  // CUPTI detached from here on (DeviceRecording.detached): no device records
+  // of any kind until the next switch.
+  bool detached = false;
+};
+
+// Device records taken in windows (the shim's PINSCOPE_CUPTI_WINDOW_MS, with
+// CUPTI detached in between; docs/device-activity.md, "Windows").
+struct DeviceWindows {
+  uint64_t windows = 0;      // windows begun (0: CUPTI never detached)
+  uint64_t detached_ns = 0;  // time between windows, inside the process's window
+  // Host copy and sync calls made while detached: never joined, not
+  // counted as unmatched.
+  uint64_t host_calls_between = 0;
+  uint64_t span_ns = 0;  // the window the figures are over (the process's life)
+  double recorded_fraction() const {
+    return span_ns ? 1.0 - static_cast<double>(std::min(detached_ns, span_ns)) / static_cast<double>(span_ns)
+                   : 1.0;
+  }
+  bool sampled() const { return detached_ns > 0 || host_calls_between > 0; }
 };
 
 // How a process recorded kernels, from its DeviceRecording packets.
@@ -66,6 +86,7 @@ struct ProcessDeviceResult {
   std::vector<CopyClassStats> copy_classes;
   std::vector<DeviceBusy> devices;
   KernelRecording recording;
+  DeviceWindows windows;
 };
 
 // How the join is chosen: kAuto decides per process (below); kOrder joins
@@ -103,6 +124,10 @@ class ProcessDeviceAnalysis {
   // time (GpuBusyTracker::BeginBlind), kernels=true ends it. Copy classes
   // and the join are not affected (copies are always recorded).
   void OnRecording(const RecordingSwitch& change);
+  // CUPTI is detached now (between device-record windows).
+  bool detached() const { return detached_; }
+  // The run had detached spans so far: device records are a sample.
+  bool windowed() const { return detached_ || !detached_spans_.empty(); }
   // One NVML utilization sample (GpuUtilization): the busy figures of a
   // device whose kernels were not recorded (device_utilization.h).
   void OnUtilization(uint32_t device_id, uint64_t sample_ns, uint32_t percent) {
@@ -144,6 +169,10 @@ class ProcessDeviceAnalysis {
   std::vector<uint32_t> kernel_devices_;  // devices a kernel record came for
   UtilizationSeries utilization_;
   KernelRecording recording_;
+  DeviceWindows windows_;
+  bool detached_ = false;
+  uint64_t detached_since_ns_ = 0;
+  std::vector<Interval> detached_spans_;  // closed ones; few (one per period)
 };
 
 }  // namespace pinscope::device

@@ -449,6 +449,7 @@ void InputAnalysis::OnRecording(const Event& event, const trace::DeviceRecording
   change.reason = r.reason();
   change.kernel_rate = r.kernel_rate();
   change.planned_ns = r.planned_ns();
+  change.detached = r.detached();
   state.device->OnRecording(change);
   if (r.no_correlations()) state.device->NoCorrelations();
 }

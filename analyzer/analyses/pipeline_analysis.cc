@@ -175,6 +175,7 @@ void PipelineAnalysis::OnRecording(const Event& event, const trace::DeviceRecord
   s.reason = r.reason();
   s.kernel_rate = r.kernel_rate();
   s.planned_ns = r.planned_ns();
+  s.detached = r.detached();
   device_->OnRecording(s);
   compute_.OnRecording(s);
   if (r.no_correlations()) device_->NoCorrelations();
@@ -570,6 +571,7 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   }
   uint64_t batch_bytes = 0;
   uint64_t batch_copies = 0, pinned = 0, pinscope = 0, shm = 0, fresh = 0, skipped = 0;
+  uint64_t device_copies = 0;  // batch copies with a device record
   for (const Call& c : main.calls) {
     if (!inside(c.start)) continue;
     if (c.cpu_begin > 0) m.usage_recorded = true;
@@ -593,12 +595,20 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
       // the launch's own few microseconds.
       m.copy_wait_ns += std::max(0.0, Diff(it->second.first, c.start) - 50000.0);
       m.copy_device_ns += Diff(it->second.second, it->second.first);
+      ++device_copies;
     }
     pinned += c.pinned_by_program;
     pinscope += c.pinned_by_pinscope;
     shm += c.shm;
     fresh += c.fresh;
     skipped += c.skipped_budget;
+  }
+  // Device records taken in windows (CUPTI detached in between): the copies
+  // that have one stand for all of them.
+  if (device_ && device_->windowed() && device_copies > 0 && device_copies < batch_copies) {
+    const double scale = static_cast<double>(batch_copies) / static_cast<double>(device_copies);
+    m.copy_wait_ns *= scale;
+    m.copy_device_ns *= scale;
   }
   m.batch_bytes = steps ? batch_bytes / steps : 0;
   m.batch_pinned = batch_copies && pinned * 2 > batch_copies;

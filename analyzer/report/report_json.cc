@@ -628,6 +628,13 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                {"device_unmatched", pd.result.join.device_unmatched},
                {"host_copies_unmatched", pd.result.join.host_copies_unmatched},
                {"correlations", pd.result.join.correlations}}}});
+        if (pd.result.windows.sampled()) {
+          const device::DeviceWindows& w = pd.result.windows;
+          devices.back()["device_windows"] = {{"windows", w.windows},
+                                              {"detached_ns", w.detached_ns},
+                                              {"recorded_fraction", w.recorded_fraction()},
+                                              {"host_calls_between", w.host_calls_between}};
+        }
       }
     }
     j["device_activity"] = devices;

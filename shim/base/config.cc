@@ -146,6 +146,13 @@ void LoadConfig(Config* c) {
     c->cupti_kernel_rate = 1000;
   }
   BoolVar("PINSCOPE_CUPTI_RUNTIME", &c->cupti_runtime);
+  UintVar("PINSCOPE_CUPTI_WINDOW_MS", 3600000, &c->cupti_window_ms);
+  UintVar("PINSCOPE_CUPTI_PERIOD_S", 86400, &c->cupti_period_s);
+  if (c->cupti_period_s && uint64_t{c->cupti_period_s} * 1000 <= c->cupti_window_ms) {
+    Log("PINSCOPE_CUPTI_PERIOD_S=%u is not longer than PINSCOPE_CUPTI_WINDOW_MS=%u; "
+        "recording device activity all the time", c->cupti_period_s, c->cupti_window_ms);
+    c->cupti_window_ms = 0;
+  }
   BoolVar("PINSCOPE_NVML", &c->nvml);
   if (const char* s = getenv("PINSCOPE_NVML_PATH")) CopyString(c->nvml_path, sizeof c->nvml_path, s);
   if (const char* s = getenv("PINSCOPE_PIN"); s && *s) {

@@ -47,6 +47,11 @@ struct Config {
   KernelRecording cupti_kernels = KernelRecording::kOff;  // PINSCOPE_CUPTI_KERNELS
   uint32_t cupti_kernel_rate = 1000;  // PINSCOPE_CUPTI_KERNEL_RATE (records/s, auto)
   bool cupti_runtime = false;        // PINSCOPE_CUPTI_RUNTIME (1: RUNTIME kind, exact joins; issue 16)
+  // Device records in windows (issue 16): CUPTI attached for cupti_window_ms,
+  // then detached (cuptiFinalize: its cost on every launch goes with it) until
+  // cupti_period_s after the window began. 0 ms: attached all the time.
+  uint32_t cupti_window_ms = 2000;   // PINSCOPE_CUPTI_WINDOW_MS
+  uint32_t cupti_period_s = 120;     // PINSCOPE_CUPTI_PERIOD_S (0: one window, never again)
   bool nvml = true;                  // PINSCOPE_NVML (GPU utilization samples)
   char nvml_path[4096] = {};         // PINSCOPE_NVML_PATH
   PinMode pin = PinMode::kOff;       // PINSCOPE_PIN

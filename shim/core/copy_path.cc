@@ -95,6 +95,7 @@ int TracedCopy(CopyCall& r, CopySide dst, CopySide src, RealCall call) {
   r.usage_exit = ThreadUsageNow();
   r.result = rc;
   RecordCopy(r);
+  CuptiAfterCall();
   return rc;
 }
 
@@ -115,6 +116,7 @@ int TracedSync(uint32_t api, uint64_t stream, RealCall call) {
   r.usage_exit = ThreadUsageNow();
   r.result = rc;
   RecordSync(r);
+  CuptiAfterCall();
   return rc;
 }
 
@@ -165,6 +167,7 @@ int TracedBatch(bool per_thread, void* const* dsts, const void* const* srcs, con
     r.result = rc;
     RecordCopy(r);
   }
+  CuptiAfterCall();
   return rc;
 }
 

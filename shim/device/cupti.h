@@ -31,6 +31,10 @@ extern std::atomic<bool> g_pushing;
 extern PINSCOPE_TLS bool t_pushed;
 void PushSlow(uint64_t call_id);
 void PopSlow();
+// Non-zero when the flusher asks for a device-record window to end or begin
+// (cupti_windows.cc); served by the next hooked call's CuptiAfterCall.
+extern std::atomic<int> g_window_request;
+void ServeWindow();
 }  // namespace cupti_internal
 
 // Around the real copy/sync call: makes the shim's call_id CUPTI's external
@@ -42,6 +46,14 @@ inline void CuptiPushCall(uint64_t call_id) {
 }
 inline void CuptiPopCall() {
   if (cupti_internal::t_pushed) cupti_internal::PopSlow();
+}
+
+// Right after a hooked CUDA call returned, on the program's thread, guard
+// set: where CUPTI is detached at the end of a device-record window and
+// attached again at the next (PINSCOPE_CUPTI_WINDOW_MS). One relaxed load
+// unless a switch is due.
+inline void CuptiAfterCall() {
+  if (cupti_internal::g_window_request.load(std::memory_order_relaxed)) cupti_internal::ServeWindow();
 }
 
 // From the flusher thread (shim/process), every flush period: asks CUPTI for the

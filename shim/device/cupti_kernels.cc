@@ -17,18 +17,19 @@ namespace f = fields;
 
 constexpr uint64_t kMaxBlindPeriods = 30;
 
+}  // namespace
+
 void WriteRecording(bool kernels, const char* reason, double rate, uint64_t planned_ns,
-                    uint64_t now) {
+                    uint64_t now, bool detached) {
   namespace r = f::recording;
   Packet p(f::packet::kRecording, now);
   p.e().Bool(r::kKernels, kernels);
   p.e().String(r::kReason, reason);
   p.e().Double(r::kKernelRate, rate);
   p.e().Varint(r::kPlannedNs, planned_ns);
+  if (detached) p.e().Bool(r::kDetached, true);
   p.Commit();
 }
-
-}  // namespace
 
 // At start, the kinds enabled: kernels on unless PINSCOPE_CUPTI_KERNELS=0.
 void StartKernelsLocked(bool kernels) {

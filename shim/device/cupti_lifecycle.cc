@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "shim/base/clock.h"
 #include "shim/base/config.h"
 #include "shim/base/guard.h"
 #include "shim/cuda/real_runtime.h"
@@ -39,10 +40,60 @@ void ChildAfterFork() {
   CuptiState& s = Cupti();
   s.state.store(kOff);
   g_pushing.store(false);
+  g_window_request.store(0);
   t_pushed = false;
   pthread_mutex_init(&s.mu, nullptr);
   pthread_mutex_init(&s.pool_mu, nullptr);
 }
+
+}  // namespace
+
+// The activity kinds pinscope records, enabled (at start and at the start of
+// every window); false with `why` set if one that is required failed (what
+// was enabled is disabled again). mu held.
+bool EnableOurKindsLocked(bool kernels, char* why, size_t cap) {
+  const Config& cfg = GetConfig();
+  CuptiState& s = Cupti();
+  CUptiResult rc = CUPTI_SUCCESS;
+  // Memcpy, memset and kernels are what the report needs; synchronization
+  // records are a bonus where the CUPTI supports them.
+  const struct {
+    CUpti_ActivityKind kind;
+    bool required;
+    const char* name;
+  } kKinds[] = {{CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, true, "EXTERNAL_CORRELATION"},
+                {CUPTI_ACTIVITY_KIND_MEMCPY, true, "MEMCPY"},
+                {CUPTI_ACTIVITY_KIND_MEMSET, true, "MEMSET"},
+                {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, true, "CONCURRENT_KERNEL"},
+                {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, false, "SYNCHRONIZATION"}};
+  for (const auto& k : kKinds) {
+    if (k.kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && !kernels) continue;
+    if (EnableKind(k.kind, k.required, &rc)) continue;
+    snprintf(why, cap, "cuptiActivityEnable(%s) failed: %s (%d)", k.name, ResultText(rc),
+             static_cast<int>(rc));
+    DisableOurKinds();
+    return false;
+  }
+  // Runtime API records (see kRuntimeCbids), restricted to the hooked calls
+  // where the CUPTI can (CUDA >= 12.5) and the program did not ask for all
+  // of them itself; otherwise every runtime call makes a record (costlier).
+  // Off by default (PINSCOPE_CUPTI_RUNTIME=1 turns it on): on the H200 the
+  // kind costs 13-20% of a launch-bound step even restricted (issue 16).
+  // CUDA 13.0's CUPTI then writes no correlations; the analyzer joins device
+  // copies to their host calls by time and order instead.
+  if (cfg.cupti_runtime) {
+    if (!EnableKind(CUPTI_ACTIVITY_KIND_RUNTIME, true, &rc)) {
+      snprintf(why, cap, "cuptiActivityEnable(RUNTIME) failed: %s (%d)", ResultText(rc),
+               static_cast<int>(rc));
+      DisableOurKinds();
+      return false;
+    }
+    RestrictRuntimeRecordsLocked();
+  }
+  return true;
+}
+
+namespace {
 
 void StartLocked() {
   const Config& cfg = GetConfig();
@@ -104,49 +155,17 @@ void StartLocked() {
     fail(why);
     return;
   }
-  // Memcpy, memset and kernels are what the report needs; synchronization
-  // records are a bonus where the CUPTI supports them.
-  const struct {
-    CUpti_ActivityKind kind;
-    bool required;
-    const char* name;
-  } kKinds[] = {{CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, true, "EXTERNAL_CORRELATION"},
-                {CUPTI_ACTIVITY_KIND_MEMCPY, true, "MEMCPY"},
-                {CUPTI_ACTIVITY_KIND_MEMSET, true, "MEMSET"},
-                {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, true, "CONCURRENT_KERNEL"},
-                {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, false, "SYNCHRONIZATION"}};
   const bool kernels = cfg.cupti_kernels != KernelRecording::kOff;
-  for (const auto& k : kKinds) {
-    if (k.kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && !kernels) continue;
-    if (EnableKind(k.kind, k.required, &rc)) continue;
-    snprintf(why, sizeof why, "cuptiActivityEnable(%s) failed: %s (%d)", k.name, ResultText(rc),
-             static_cast<int>(rc));
-    DisableOurKinds();
+  if (!EnableOurKindsLocked(kernels, why, sizeof why)) {
     fail(why);
     return;
-  }
-  // Runtime API records (see kRuntimeCbids), restricted to the hooked calls
-  // where the CUPTI can (CUDA >= 12.5) and the program did not ask for all
-  // of them itself; otherwise every runtime call makes a record (costlier).
-  // Off by default (PINSCOPE_CUPTI_RUNTIME=1 turns it on): on the H200 the
-  // kind costs 13-20% of a launch-bound step even restricted (issue 16).
-  // CUDA 13.0's CUPTI then writes no correlations; the analyzer joins device
-  // copies to their host calls by time and order instead.
-  if (cfg.cupti_runtime) {
-    if (!EnableKind(CUPTI_ACTIVITY_KIND_RUNTIME, true, &rc)) {
-      snprintf(why, sizeof why, "cuptiActivityEnable(RUNTIME) failed: %s (%d)", ResultText(rc),
-               static_cast<int>(rc));
-      DisableOurKinds();
-      fail(why);
-      return;
-    }
-    RestrictRuntimeRecordsLocked();
   }
   // Runs before CUDA's and CUPTI's own exit handlers (registered earlier),
   // so the last buffers are flushed while CUPTI still works.
   atexit(AtExit);
   pthread_atfork(nullptr, nullptr, ChildAfterFork);
   StartKernelsLocked(kernels);
+  StartWindowsLocked(kernels);
   s.state.store(kActive);
   g_pushing.store(true);
   snprintf(why, sizeof why, "device activity from %s (CUPTI API version %u)%s", s.lib_path, version,
@@ -186,9 +205,12 @@ void CuptiFlushPeriodic() {
   HookScope scope;
   if (pthread_mutex_trylock(&s.mu) != 0) return;  // starting or stepping aside: next period
   if (s.state.load() == kActive) {
-    MeasureOffset();
-    s.api.FlushAll(0);
-    cupti_internal::SampleKernelsLocked();
+    if (!cupti_internal::DetachedLocked()) {
+      MeasureOffset();
+      s.api.FlushAll(0);
+      if (!s.windows.on) cupti_internal::SampleKernelsLocked();
+    }
+    cupti_internal::TickWindowsLocked(MonoNs());
   }
   pthread_mutex_unlock(&s.mu);
 }
@@ -200,8 +222,11 @@ void CuptiFinish() {
   pthread_mutex_lock(&s.mu);
   if (s.state.load() == kActive) {
     g_pushing.store(false);
-    MeasureOffset();
-    s.api.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    cupti_internal::g_window_request.store(0);
+    if (!cupti_internal::DetachedLocked()) {
+      MeasureOffset();
+      s.api.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    }
     s.state.store(kFinished);
     if (uint64_t dropped = s.dropped.load()) {
       char text[160];

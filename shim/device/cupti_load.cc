@@ -113,6 +113,7 @@ const char* ResolveApi() {
   Resolve(&api.Pop, "cuptiActivityPopExternalCorrelationId", true, &missing);
   Resolve(&api.GetTimestamp, "cuptiGetTimestamp", true, &missing);
   Resolve(&api.EnableRuntimeApi, "cuptiActivityEnableRuntimeApi", false, &missing);
+  Resolve(&api.Finalize, "cuptiFinalize", false, &missing);
   return missing;
 }
 

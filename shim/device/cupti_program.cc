@@ -36,8 +36,13 @@ void StepAsideLocked(const char* why) {
   CuptiState& s = Cupti();
   if (s.state.load() != kActive) return;
   g_pushing.store(false);
-  s.api.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  DisableOurKinds();
+  // Detached between two device-record windows: nothing to flush, nothing
+  // enabled, and any CUPTI call would attach it again.
+  if (!DetachedLocked()) {
+    s.api.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    DisableOurKinds();
+  }
+  s.windows.on = false;
   s.state.store(kAside);
   SayUnavailable(why);
 }

@@ -43,6 +43,7 @@ struct Api {
   CUptiResult (*Pop)(CUpti_ExternalCorrelationKind, uint64_t*);
   CUptiResult (*GetTimestamp)(uint64_t*);
   CUptiResult (*EnableRuntimeApi)(CUpti_CallbackId, uint8_t);  // CUDA >= 12.5, optional
+  CUptiResult (*Finalize)();  // optional: without it, no windows (attached throughout)
 };
 
 // Everything the CUPTI files share, once per process. Constant-initialized
@@ -92,6 +93,24 @@ struct CuptiState {
     uint64_t tick_ns = 0;         // the previous sampling tick while kernels were on
     uint64_t tick_records = 0;    // records then
   } kernels;
+
+  // Device records in windows (PINSCOPE_CUPTI_WINDOW_MS, PINSCOPE_CUPTI_PERIOD_S;
+  // issue 16). On the H200 an enabled activity kind costs a launch-bound loop
+  // 15-30% of its step (MEMCPY alone as much as the kernel kind), and the
+  // cost stays after the kinds are disabled; only cuptiFinalize takes it
+  // away (tools/bench/cupti_kind_bench.cu, docs/benchmarks.md). So CUPTI is
+  // attached for a window, detached, and attached again a period after the
+  // window began. The flusher asks (g_window_request); the switch itself runs
+  // on a program thread right after a hooked CUDA call returned
+  // (CuptiAfterCall), where NVIDIA's documentation of cuptiFinalize asks for
+  // it. Each switch is a DeviceRecording packet (detached: no device records
+  // of any kind until the next one). Guarded by mu.
+  struct Windows {
+    bool on = false;        // windows in use in this process
+    bool attached = true;   // CUPTI attached (a window) or finalized (a gap)
+    uint64_t since_ns = 0;  // when the current window began
+    uint32_t count = 0;     // windows so far
+  } windows;
 
   // Records CUPTI dropped (no buffer), reported once at exit.
   std::atomic<uint64_t> dropped{0};
@@ -143,8 +162,24 @@ void MeasureOffset();
 void HandleRecord(const CUpti_Activity* rec);
 
 // --- cupti_kernels.cc: kernel recording windows; mu held -------------------
+// A DeviceRecording packet (trace.proto).
+void WriteRecording(bool kernels, const char* reason, double rate, uint64_t planned_ns,
+                    uint64_t now, bool detached = false);
 void StartKernelsLocked(bool kernels);
 void SampleKernelsLocked();
+
+// --- cupti_lifecycle.cc; mu held -------------------------------------------
+// Enables the kinds pinscope records; false (why set, nothing left enabled)
+// when a required one fails.
+bool EnableOurKindsLocked(bool kernels, char* why, size_t cap);
+
+// --- cupti_windows.cc: device-record windows (CuptiState::windows); mu held -
+void StartWindowsLocked(bool kernels);
+// From the flusher, attached or not: asks for the next switch when it is due.
+void TickWindowsLocked(uint64_t now);
+// At exit: true when CUPTI is detached (nothing to flush, and any CUPTI call
+// would attach it again).
+bool DetachedLocked();
 
 // --- cupti_correlation.cc: runtime records for the correlation join --------
 void RestrictRuntimeRecordsLocked();

@@ -44,7 +44,8 @@ namespace thread {
 constexpr uint32_t kTid = 1, kName = 2;
 }
 namespace recording {
-constexpr uint32_t kKernels = 1, kReason = 2, kKernelRate = 3, kPlannedNs = 4, kNoCorrelations = 5;
+constexpr uint32_t kKernels = 1, kReason = 2, kKernelRate = 3, kPlannedNs = 4, kNoCorrelations = 5,
+                   kDetached = 6;
 }
 namespace utilization {
 constexpr uint32_t kCudaDevice = 1, kNvmlIndex = 2, kPciBusId = 3, kSampleNs = 4, kPercent = 5;

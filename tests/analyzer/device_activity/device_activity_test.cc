@@ -801,6 +801,56 @@ TEST(Process, RecordingSwitchesMakeBlindTimeAndASummary) {
   EXPECT_FALSE(JudgeInput(o.devices[0]).not_input_bound);
 }
 
+// Device records in windows (DeviceRecording.detached): host calls made while
+// CUPTI was detached are counted apart, never as unmatched, and the time
+// between windows is what the records do not cover.
+TEST(Process, CallsBetweenWindowsAreNotUnmatched) {
+  ProcessDeviceAnalysis p(AlignedOptions(), 1 * kSec);
+  auto change = [](uint64_t t, const char* reason, bool detached) {
+    RecordingSwitch c;
+    c.time_ns = t;
+    c.kernels = false;
+    c.reason = reason;
+    c.detached = detached;
+    return c;
+  };
+  p.NoCorrelations();  // the default: joined by order
+  p.OnRecording(change(0, "attached", false));
+  p.OnHostCall(Copy(1, 10 * ms, 12 * ms, 4096));
+  p.OnDevice(Memcpy(10 * ms + 100 * us, 11 * ms, 4096, 0));
+  p.OnRecording(change(100 * ms, "detached", true));
+  EXPECT_TRUE(p.detached());
+  for (uint64_t i = 0; i < 5; ++i) p.OnHostCall(Copy(2 + i, (200 + 100 * i) * ms, (201 + 100 * i) * ms, 4096));
+  p.OnRecording(change(1000 * ms, "attached", false));
+  EXPECT_FALSE(p.detached());
+  EXPECT_TRUE(p.windowed());
+  p.OnHostCall(Copy(7, 1010 * ms, 1012 * ms, 4096));
+  p.OnDevice(Memcpy(1010 * ms + 100 * us, 1011 * ms, 4096, 0));
+  p.OnRecording(change(1100 * ms, "detached", true));
+  p.OnHostCall(Copy(8, 1200 * ms, 1201 * ms, 4096));
+  ProcessDeviceResult r = p.Finish({0, 1500 * ms});
+  EXPECT_EQ(r.join_method, JoinMethod::kOrder);
+  EXPECT_EQ(r.join.joined, 2u);
+  EXPECT_EQ(r.join.host_copies_unmatched, 0u);
+  EXPECT_EQ(r.join.device_unmatched, 0u);
+  EXPECT_EQ(r.windows.windows, 2u);
+  EXPECT_EQ(r.windows.host_calls_between, 6u);
+  EXPECT_EQ(r.windows.detached_ns, 900 * ms + 400 * ms);  // [100, 1000) and [1100, 1500)
+  EXPECT_DOUBLE_EQ(r.windows.recorded_fraction(), 200.0 / 1500.0);
+  EXPECT_TRUE(r.windows.sampled());
+  ASSERT_EQ(r.copy_classes.size(), 1u);
+  EXPECT_EQ(r.copy_classes[0].count, 2u);
+
+  // Attached throughout: nothing of this shows.
+  ProcessDeviceAnalysis q(AlignedOptions(), 1 * kSec);
+  q.OnRecording(change(0, "attached", false));
+  q.OnHostCall(Copy(1, 10 * ms, 12 * ms, 4096));
+  ProcessDeviceResult o = q.Finish({0, 100 * ms});
+  EXPECT_FALSE(o.windows.sampled());
+  EXPECT_FALSE(q.windowed());
+  EXPECT_EQ(o.windows.windows, 1u);
+}
+
 // --- all together --------------------------------------------------------------
 
 TEST(Process, FeedsJoinClassesAndBusyFromPackets) {

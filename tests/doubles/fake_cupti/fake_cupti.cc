@@ -40,6 +40,11 @@ size_t g_dropped = 0;
 fakecupti_stats g_stats{};
 // Runtime callback ids switched off one by one (cuptiActivityEnableRuntimeApi).
 bool g_runtime_cbid_off[1024];
+// Finalized and not registered again since (fakecupti_stats::calls_while_finalized).
+bool g_finalized = false;
+void NoteCall() {  // g_mu held
+  if (g_finalized) ++g_stats.calls_while_finalized;
+}
 // Records waiting for a flush; each kept as its own byte string.
 std::vector<std::vector<uint8_t>>* g_queue = nullptr;
 
@@ -152,6 +157,9 @@ FAKE_API CUptiResult cuptiGetResultString(CUptiResult rc, const char** str) {
 
 FAKE_API CUptiResult cuptiGetTimestamp(uint64_t* ts) {
   if (!ts) return CUPTI_ERROR_INVALID_PARAMETER;
+  pthread_mutex_lock(&g_mu);
+  NoteCall();
+  pthread_mutex_unlock(&g_mu);
   *ts = Now();
   return CUPTI_SUCCESS;
 }
@@ -173,6 +181,7 @@ FAKE_API CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
   pthread_mutex_lock(&g_mu);
   g_request = req;
   g_complete = done;
+  g_finalized = false;
   ++g_stats.registrations;
   pthread_mutex_unlock(&g_mu);
   return CUPTI_SUCCESS;
@@ -184,6 +193,7 @@ FAKE_API CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
   if (m == Mode::kFailEnable) return CUPTI_ERROR_NOT_INITIALIZED;
   if (static_cast<int>(kind) <= 0 || static_cast<int>(kind) >= 64) return CUPTI_ERROR_INVALID_KIND;
   pthread_mutex_lock(&g_mu);
+  NoteCall();
   g_enabled |= 1ull << static_cast<int>(kind);
   if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) {  // the kind overrides per-call settings
     for (bool& off : g_runtime_cbid_off) off = false;
@@ -196,6 +206,7 @@ FAKE_API CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
 FAKE_API CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
   if (static_cast<int>(kind) <= 0 || static_cast<int>(kind) >= 64) return CUPTI_ERROR_INVALID_KIND;
   pthread_mutex_lock(&g_mu);
+  NoteCall();
   g_enabled &= ~(1ull << static_cast<int>(kind));
   pthread_mutex_unlock(&g_mu);
   return CUPTI_SUCCESS;
@@ -222,6 +233,8 @@ FAKE_API CUptiResult cuptiFinalize() {
   g_request = nullptr;
   g_complete = nullptr;
   g_enabled = 0;
+  g_finalized = true;
+  ++g_stats.finalizes;
   if (g_queue) g_queue->clear();
   pthread_mutex_unlock(&g_mu);
   return CUPTI_SUCCESS;
@@ -237,6 +250,7 @@ FAKE_API CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrel
   t_since[k][t_depth[k]] = Now();
   ++t_depth[k];
   pthread_mutex_lock(&g_mu);
+  NoteCall();
   ++g_stats.pushes[k];
   pthread_mutex_unlock(&g_mu);
   return CUPTI_SUCCESS;
@@ -248,6 +262,7 @@ FAKE_API CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrela
   if (k <= 0 || k >= kKinds) return CUPTI_ERROR_INVALID_PARAMETER;
   if (t_depth[k] == 0) return CUPTI_ERROR_QUEUE_EMPTY;
   pthread_mutex_lock(&g_mu);
+  NoteCall();
   MakeApiCall(t_since[k][t_depth[k] - 1]);  // the region's one CUDA call
   ++g_stats.pops[k];
   pthread_mutex_unlock(&g_mu);
@@ -260,6 +275,7 @@ FAKE_API CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrela
 
 FAKE_API CUptiResult cuptiActivityFlushAll(uint32_t flag) {
   pthread_mutex_lock(&g_mu);
+  NoteCall();
   ++g_stats.flushes;
   CUpti_BuffersCallbackRequestFunc req = g_request;
   CUpti_BuffersCallbackCompleteFunc done = g_complete;

@@ -45,6 +45,11 @@ struct fakecupti_stats {
   unsigned long records_delivered;
   unsigned long runtime_cbids_off;  // runtime callback ids switched off one by
                                     // one (enabling the RUNTIME kind resets)
+  unsigned long finalizes;          // cuptiFinalize calls
+  // CUPTI calls (other than cuptiActivityRegisterCallbacks and
+  // cuptiGetVersion) made after a cuptiFinalize and before the next
+  // registration: each would attach the real CUPTI again.
+  unsigned long calls_while_finalized;
 };
 void fakecupti_get_stats(struct fakecupti_stats* out);
 

@@ -95,6 +95,7 @@ Result RunJob(const char* exe, std::vector<std::string> args, const Env& env, bo
                           "PINSCOPE_FLUSH_MS", "PINSCOPE_PIN", "CUDA_INJECTION64_PATH",
                           "PINSCOPE_CUPTI_KERNELS", "PINSCOPE_CUPTI_KERNEL_RATE",
                           "PINSCOPE_CUPTI_RUNTIME", "PINSCOPE_NVML", "PINSCOPE_NVML_PATH",
+                          "PINSCOPE_CUPTI_WINDOW_MS", "PINSCOPE_CUPTI_PERIOD_S",
                           "FAKECUPTI_MODE", "FAKECUPTI_BYTES", "FAKECUDA_DEVICES", "FAKENVML_MODE",
                           "FAKENVML_PERCENT", "FAKENVML_DEVICES"})
       unsetenv(v);
@@ -155,6 +156,7 @@ Env WithFake(const char* mode = "ok") {
   Env e;
   e.Set("PINSCOPE_CUPTI_PATH", FAKE_CUPTI).Set("FAKECUPTI_MODE", mode);
   e.Set("PINSCOPE_CUPTI_RUNTIME", "1").Set("PINSCOPE_CUPTI_KERNELS", "auto");
+  e.Set("PINSCOPE_CUPTI_WINDOW_MS", "0");  // attached throughout (windows: CuptiWindows.*)
   return e;
 }
 
@@ -347,11 +349,101 @@ TEST(CuptiKernels, DefaultsRecordCopiesWithoutRuntimeOrKernelRecords) {
   KernelCount k = CountKernels(r.root());
   EXPECT_EQ(k.kernels, 0);
   EXPECT_EQ(k.memcpys, 5);
-  ASSERT_EQ(k.recordings.size(), 1u);
+  // Kernels off, and the first device-record window begins (2 s by default:
+  // the job ends inside it).
+  ASSERT_EQ(k.recordings.size(), 2u);
   EXPECT_EQ(k.recordings[0]->recording().reason(), "disabled");
+  EXPECT_EQ(k.recordings[1]->recording().reason(), "attached");
+  EXPECT_EQ(k.recordings[1]->recording().planned_ns(), 2000000000u);
+  EXPECT_EQ(r.Diag("fake_finalizes"), 0);
   EXPECT_EQ(r.root().Of(t::TracePacket::kCorrelation).size(), 0u);
   EXPECT_EQ(r.Diag("fake_runtime_off"), 0);  // the RUNTIME kind was never restricted: never on
   EXPECT_NE(r.root().NoticeText("cupti_started").find("runtime records off"), std::string::npos);
+}
+
+// --- Device-record windows (issue 16) ---------------------------------------------
+
+// CUPTI attached for PINSCOPE_CUPTI_WINDOW_MS, then detached with cuptiFinalize
+// (the only way found to take its cost off every kernel launch on the H200),
+// attached again PINSCOPE_CUPTI_PERIOD_S after the window began. Device records
+// exist exactly for the host calls made inside windows; between them pinscope
+// makes no CUPTI call at all (each would attach the real CUPTI again).
+TEST(CuptiWindows, DeviceRecordsOnlyInWindowsAndNoCuptiCallBetween) {
+  Env e = WithFakeDefaults();
+  e.Set("PINSCOPE_FLUSH_MS", "20").Set("PINSCOPE_CUPTI_WINDOW_MS", "100");
+  e.Set("PINSCOPE_CUPTI_PERIOD_S", "1");
+  Result r = RunJob(CUPTI_JOB, {"paced"}, e);
+  ASSERT_EQ(r.status, 3) << r.err;
+  ASSERT_EQ(r.Diag("paced_copies"), 130);
+  EXPECT_EQ(CountLines(r.err, "pinscope"), 0) << r.err;
+  const ProcessTrace& p = r.root();
+  // The switches, after the "disabled" of the kernel kind (off by default).
+  std::vector<std::pair<uint64_t, const t::DeviceRecording*>> sw;
+  for (const t::TracePacket* q : p.Of(t::TracePacket::kRecording))
+    if (q->recording().reason() != "disabled") sw.push_back({q->timestamp_ns(), &q->recording()});
+  // 1.3 s of copies after start: windows at 0 and 1 s, each detached ~100 ms in.
+  ASSERT_GE(sw.size(), 4u);
+  ASSERT_LE(sw.size(), 4u + 1u);
+  std::vector<std::pair<uint64_t, uint64_t>> windows;  // [attached, detached)
+  for (size_t i = 0; i < sw.size(); ++i) {
+    const t::DeviceRecording& d = *sw[i].second;
+    EXPECT_EQ(d.reason(), i % 2 == 0 ? "attached" : "detached") << i;
+    EXPECT_EQ(d.detached(), i % 2 == 1) << i;
+    EXPECT_FALSE(d.kernels());
+    if (i % 2 == 0) {
+      EXPECT_EQ(d.planned_ns(), 100000000u);
+      windows.push_back({sw[i].first, UINT64_MAX});
+    } else {
+      windows.back().second = sw[i].first;
+      // The rest of the period: 1 s from the window's start.
+      EXPECT_GT(d.planned_ns(), 700000000u);
+      EXPECT_LT(d.planned_ns(), 900000000u);
+    }
+  }
+  ASSERT_GE(windows.size(), 2u);
+  for (const auto& [a, d] : windows) {
+    if (d == UINT64_MAX) continue;
+    // Asked at the first flush tick past 100 ms, done at the next copy.
+    EXPECT_GE(d - a, 100000000u);
+    EXPECT_LT(d - a, 100000000u + 2 * 20000000u + 40000000u);
+  }
+  EXPECT_GE(windows[1].first - windows[0].first, 1000000000u);
+  EXPECT_LT(windows[1].first - windows[0].first, 1000000000u + 80000000u);
+  // A device record for every host call inside a window, none for the others
+  // (the double makes one per call while pinscope pushes its id).
+  auto inside = [&](uint64_t ts) {
+    for (const auto& [a, d] : windows)
+      if (ts > a && ts < d) return true;
+    return false;
+  };
+  int host_in = 0, host_out = 0;
+  for (auto kind : {t::TracePacket::kCopy, t::TracePacket::kSync})
+    for (const t::TracePacket* q : p.Of(kind)) (inside(q->timestamp_ns()) ? host_in : host_out)++;
+  KernelCount k = CountKernels(p);
+  EXPECT_EQ(host_in + host_out, 135);
+  EXPECT_EQ(k.memcpys, host_in);
+  EXPECT_GT(host_out, 80);  // 0.9 s of the 1.3 s between windows
+  for (const t::TracePacket* q : p.Of(t::TracePacket::kDevice))
+    EXPECT_TRUE(inside(q->device().start_ns())) << q->device().start_ns();
+  // One registration and one finalize per window begun and ended; no CUPTI
+  // call while detached.
+  const long detaches = static_cast<long>(sw.size() / 2);
+  EXPECT_EQ(r.Diag("fake_registrations"), static_cast<long>(windows.size()));
+  EXPECT_EQ(r.Diag("fake_finalizes"), detaches);
+  EXPECT_EQ(r.Diag("fake_calls_while_finalized"), 0);
+}
+
+// PINSCOPE_CUPTI_WINDOW_MS=0: attached throughout, as before windows.
+TEST(CuptiWindows, ZeroKeepsCuptiAttached) {
+  Env e = WithFakeDefaults();
+  e.Set("PINSCOPE_FLUSH_MS", "20").Set("PINSCOPE_CUPTI_WINDOW_MS", "0");
+  Result r = RunJob(CUPTI_JOB, {"paced"}, e);
+  ASSERT_EQ(r.status, 3) << r.err;
+  KernelCount k = CountKernels(r.root());
+  EXPECT_EQ(k.memcpys, 135);
+  ASSERT_EQ(k.recordings.size(), 1u);
+  EXPECT_EQ(k.recordings[0]->recording().reason(), "disabled");
+  EXPECT_EQ(r.Diag("fake_finalizes"), 0);
 }
 
 // --- NVML utilization samples (issue 16) ----------------------------------------

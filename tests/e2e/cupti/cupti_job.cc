@@ -10,6 +10,8 @@
 //     storm: then 1500 simulated API calls (each a memcpy and a kernel
 //            record in the double), one per millisecond: a job that launches
 //            many kernels, for the sampled kernel recording
+//     paced: then 130 copies of 512 bytes, one every 10 ms (1.3 s): for the
+//            device-record windows (PINSCOPE_CUPTI_WINDOW_MS)
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -53,11 +55,12 @@ constexpr int kCustom2 = 5;  // CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool do_fork = false, do_sleep = false, do_storm = false;
+  bool do_fork = false, do_sleep = false, do_storm = false, do_paced = false;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "storm")) do_storm = true;
     if (!strcmp(argv[i], "fork")) do_fork = true;
     if (!strcmp(argv[i], "sleep")) do_sleep = true;
+    if (!strcmp(argv[i], "paced")) do_paced = true;
   }
   FILE* diag = fopen(getenv("JOB_DIAG") ? getenv("JOB_DIAG") : "/dev/null", "w");
   fprintf(diag, "cupti_loaded_before=%d\n", CuptiMapped());
@@ -85,10 +88,19 @@ int main(int argc, char** argv) {
     }
     fprintf(diag, "storm_calls=%d\n", api ? 1500 : 0);
   }
+  if (do_paced) {
+    for (int i = 0; i < 130; ++i) {
+      cudaMemcpy(dev, host.data(), 512, cudaMemcpyHostToDevice);
+      usleep(10 * 1000);
+    }
+    fprintf(diag, "paced_copies=130\n");
+  }
   fakecupti_stats s{};
   if (FakeStats(&s)) {
     fprintf(diag, "fake_pushes=%lu\nfake_pops=%lu\nfake_flushes=%lu\nfake_runtime_off=%lu\n",
             s.pushes[kCustom2], s.pops[kCustom2], s.flushes, s.runtime_cbids_off);
+    fprintf(diag, "fake_registrations=%lu\nfake_finalizes=%lu\nfake_calls_while_finalized=%lu\n",
+            s.registrations, s.finalizes, s.calls_while_finalized);
   }
   if (do_fork) {
     fflush(stdout);
