@@ -558,6 +558,7 @@ std::vector<Case> AllCases() {
                      r->set_kernel_rate(31234.5);
                      r->set_planned_ns(kMax64);
                      r->set_no_correlations(true);
+                     r->set_detached(true);
                    },
                    [](const pt::TracePacket& p, Encoder* e) {
                      namespace k = f::recording;
@@ -567,6 +568,7 @@ std::vector<Case> AllCases() {
                      e->Double(k::kKernelRate, r.kernel_rate());
                      e->Varint(k::kPlannedNs, r.planned_ns());
                      e->Bool(k::kNoCorrelations, r.no_correlations());
+                     e->Bool(k::kDetached, r.detached());
                    }});
   cases.push_back({f::packet::kUtilization,
                    [](pt::TracePacket* p) {
