@@ -49,6 +49,18 @@ HostCall Copy(uint64_t call_id, uint64_t start, uint64_t end, uint64_t bytes,
   return c;
 }
 
+// One DeviceRecording packet's switch.
+RecordingSwitch Switch(uint64_t t, bool kernels, const char* reason, double rate = 0,
+                       bool detached = false) {
+  RecordingSwitch c;
+  c.time_ns = t;
+  c.kernels = kernels;
+  c.reason = reason;
+  c.kernel_rate = rate;
+  c.detached = detached;
+  return c;
+}
+
 HostCall Sync(uint64_t call_id, uint64_t start, uint64_t end) {
   HostCall c;
   c.type = HostCall::Type::kSync;
@@ -763,12 +775,7 @@ TEST(Blind, StreamingWithBlindTimeEqualsBatch) {
 TEST(Process, RecordingSwitchesMakeBlindTimeAndASummary) {
   ProcessDeviceAnalysis p(AlignedOptions(), 1 * kSec);
   auto change = [](uint64_t t, bool kernels, const char* reason, double rate) {
-    RecordingSwitch c;
-    c.time_ns = t;
-    c.kernels = kernels;
-    c.reason = reason;
-    c.kernel_rate = rate;
-    return c;
+    return Switch(t, kernels, reason, rate);
   };
   p.OnDevice(Rec(kActKernel, 0, 10 * ms));
   p.OnRecording(change(10 * ms, false, "sampling", 31000));
@@ -807,12 +814,7 @@ TEST(Process, RecordingSwitchesMakeBlindTimeAndASummary) {
 TEST(Process, CallsBetweenWindowsAreNotUnmatched) {
   ProcessDeviceAnalysis p(AlignedOptions(), 1 * kSec);
   auto change = [](uint64_t t, const char* reason, bool detached) {
-    RecordingSwitch c;
-    c.time_ns = t;
-    c.kernels = false;
-    c.reason = reason;
-    c.detached = detached;
-    return c;
+    return Switch(t, false, reason, 0, detached);
   };
   p.NoCorrelations();  // the default: joined by order
   p.OnRecording(change(0, "attached", false));
