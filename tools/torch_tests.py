@@ -185,13 +185,22 @@ def progress(args, log_path, results):
     got, started = {}, None
     if args.runner == "pytest":
         text = open(log_path, errors="replace").read() if os.path.exists(log_path) else ""
+        # `-v` writes a test's node id when it starts and its outcome on the
+        # same line when it ends. A test that kills its process leaves its
+        # id followed by whatever the process printed as it died (pytest's
+        # faulthandler: "Fatal Python error: Segmentation fault" and a
+        # traceback after it), so the test that started is the last id seen
+        # at the start of a line, not the first word of the log's last line.
         for line in text.splitlines():
             m = PYTEST_LINE.match(line)
             if m:
                 got[m.group(1)] = PYTEST_OUTCOME[m.group(2)]
-        tail = text.rstrip("\n").rsplit("\n", 1)[-1].split(" ")[0]
-        if "::" in tail and tail not in got:
-            started = tail
+                continue
+            head = line.split(" ", 1)[0]
+            if "::" in head and not line.startswith(" "):
+                started = head
+        if started in got:
+            started = None
     elif os.path.exists(results):
         for line in open(results, errors="replace"):
             parts = line.split()

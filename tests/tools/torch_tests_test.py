@@ -63,59 +63,69 @@ class TestThingCPU(unittest.TestCase):
         pass
 '''
 
-with tempfile.TemporaryDirectory() as tmp:
-    tests = os.path.join(tmp, "tests")
-    os.mkdir(tests)
-    with open(os.path.join(tests, "test_dataloader.py"), "w") as f:
-        f.write(DATALOADER)
-    with open(os.path.join(tests, "test_cuda.py"), "w") as f:
-        f.write(CUDA)
-    work = os.path.join(tmp, "work")
-    base = [sys.executable, harness, "run", "--tests", tests, "--shim", shim, "--work", work,
-            "--python", sys.executable, "--time", "120", "--test-timeout", "3"]
-    p = subprocess.run(base + ["--files", "test_dataloader.py,test_cuda.py"], capture_output=True, text=True)
-    print(p.stdout[-4000:], p.stderr[-2000:])
-    check(p.returncode == 1, "a run with differences exits 1, not %d" % p.returncode)
-    rows = {}
-    with open(os.path.join(work, "outcomes.tsv")) as f:
-        for r in csv.DictReader(f, delimiter="\t"):
-            rows[r["test"]] = (r["plain"], r["preload"], r["pin"])
-    d = "test_dataloader.py::TestModes::"
-    expect = {
-        d + "test_same": ("pass", "pass", "pass"),
-        d + "test_skipped": ("skip", "skip", "skip"),
-        d + "test_skew": ("fail", "fail", "fail"),
-        d + "test_sees_preload": ("pass", "fail", "fail"),
-        d + "test_crash_pinned": ("pass", "pass", "crash"),
-        d + "test_hang_pinned": ("pass", "pass", "timeout"),
-        d + "test_zz_after": ("pass", "pass", "pass"),
-        "test_cuda.py::TestCuda::test_copy_broadcast": ("pass", "pass", "pass"),
-        "test_cuda.py::TestCuda::test_to_non_blocking": ("pass", "pass", "pass"),
-        "test_cuda.py::TestCuda::test_is_pinned": ("pass", "pass", "pass"),
-    }
-    check(rows == expect, "outcomes %r, expected %r" % (rows, expect))
-    out = p.stdout
-    for t in ("test_sees_preload", "test_crash_pinned", "test_hang_pinned"):
-        check(any(t in l and "confirmed" in l for l in out.splitlines()),
-              "%s: the difference is confirmed alone" % t)
-    check("test_skew: " not in out, "a test failing in every mode is not a difference")
-    check("result: 3 tests differ between modes" in out, "the result line counts 3 differences")
-    check("Differences between modes (3)" in out, "three differences listed")
+# Both drivers: this file's own unittest driver, and pytest where the test
+# Python has it (the GPU machine's has; `auto` picks it). A test that kills
+# its process is named by each: pytest's faulthandler prints a traceback
+# after the test's id, so the id is not the log's last line.
+RUNNERS = ["unittest"]
+if subprocess.run([sys.executable, "-c", "import pytest"], capture_output=True).returncode == 0:
+    RUNNERS.append("pytest")
+else:
+    print("pytest is not installed for %s: the unittest driver only" % sys.executable)
+for runner in RUNNERS:
+    with tempfile.TemporaryDirectory() as tmp:
+        tests = os.path.join(tmp, "tests")
+        os.mkdir(tests)
+        with open(os.path.join(tests, "test_dataloader.py"), "w") as f:
+            f.write(DATALOADER)
+        with open(os.path.join(tests, "test_cuda.py"), "w") as f:
+            f.write(CUDA)
+        work = os.path.join(tmp, "work")
+        base = [sys.executable, harness, "run", "--tests", tests, "--shim", shim, "--work", work,
+                "--python", sys.executable, "--time", "120", "--test-timeout", "3", "--runner", runner]
+        p = subprocess.run(base + ["--files", "test_dataloader.py,test_cuda.py"], capture_output=True, text=True)
+        print(p.stdout[-4000:], p.stderr[-2000:])
+        check(p.returncode == 1, runner + ": a run with differences exits 1, not %d" % p.returncode)
+        rows = {}
+        with open(os.path.join(work, "outcomes.tsv")) as f:
+            for r in csv.DictReader(f, delimiter="\t"):
+                rows[r["test"]] = (r["plain"], r["preload"], r["pin"])
+        d = "test_dataloader.py::TestModes::"
+        expect = {
+            d + "test_same": ("pass", "pass", "pass"),
+            d + "test_skipped": ("skip", "skip", "skip"),
+            d + "test_skew": ("fail", "fail", "fail"),
+            d + "test_sees_preload": ("pass", "fail", "fail"),
+            d + "test_crash_pinned": ("pass", "pass", "crash"),
+            d + "test_hang_pinned": ("pass", "pass", "timeout"),
+            d + "test_zz_after": ("pass", "pass", "pass"),
+            "test_cuda.py::TestCuda::test_copy_broadcast": ("pass", "pass", "pass"),
+            "test_cuda.py::TestCuda::test_to_non_blocking": ("pass", "pass", "pass"),
+            "test_cuda.py::TestCuda::test_is_pinned": ("pass", "pass", "pass"),
+        }
+        check(rows == expect, runner + ": outcomes %r, expected %r" % (rows, expect))
+        out = p.stdout
+        for t in ("test_sees_preload", "test_crash_pinned", "test_hang_pinned"):
+            check(any(t in l and "confirmed" in l for l in out.splitlines()),
+                  "%s: %s: the difference is confirmed alone" % (runner, t))
+        check("test_skew: " not in out, runner + ": a test failing in every mode is not a difference")
+        check("result: 3 tests differ between modes" in out, runner + ": the result line counts 3 differences")
+        check("Differences between modes (3)" in out, runner + ": three differences listed")
 
-    # Bad input: a clear message and exit 2.
-    for extra, msg in ((["--modes", "plain,bogus"], "unknown mode 'bogus'"),
-                       (["--files", "test_nothere.py"], "no test_nothere.py in"),
-                       (["--time", "0"], "--time must be positive")):
-        q = subprocess.run(base + extra, capture_output=True, text=True)
-        check(q.returncode == 2 and msg in q.stderr, "%s: exit 2 naming it, got %d %r" % (extra, q.returncode, q.stderr))
-    q = subprocess.run([sys.executable, harness, "run", "--tests", tests, "--shim", "/nonexistent.so",
-                        "--work", work, "--files", "test_cuda.py"], capture_output=True, text=True)
-    check(q.returncode == 2 and "/nonexistent.so" in q.stderr, "a missing shim is named")
+        # Bad input: a clear message and exit 2.
+        for extra, msg in ((["--modes", "plain,bogus"], "unknown mode 'bogus'"),
+                           (["--files", "test_nothere.py"], "no test_nothere.py in"),
+                           (["--time", "0"], "--time must be positive")):
+            q = subprocess.run(base + extra, capture_output=True, text=True)
+            check(q.returncode == 2 and msg in q.stderr, "%s: exit 2 naming it, got %d %r" % (extra, q.returncode, q.stderr))
+        q = subprocess.run([sys.executable, harness, "run", "--tests", tests, "--shim", "/nonexistent.so",
+                            "--work", work, "--files", "test_cuda.py"], capture_output=True, text=True)
+        check(q.returncode == 2 and "/nonexistent.so" in q.stderr, "a missing shim is named")
 
-    # Only the same outcomes: exit 0.
-    p = subprocess.run(base + ["--files", "test_cuda.py"], capture_output=True, text=True)
-    check(p.returncode == 0 and "result: no difference between modes in 3 tests" in p.stdout,
-          "identical outcomes exit 0: %d %s" % (p.returncode, p.stdout[-300:]))
+        # Only the same outcomes: exit 0.
+        p = subprocess.run(base + ["--files", "test_cuda.py"], capture_output=True, text=True)
+        check(p.returncode == 0 and "result: no difference between modes in 3 tests" in p.stdout,
+              "identical outcomes exit 0: %d %s" % (p.returncode, p.stdout[-300:]))
 
 # Sharding: 12 tests and one that hangs in every mode, 4 shards per mode,
 # all 12 processes at once: every test's outcome in every mode, the hang
