@@ -28,6 +28,10 @@ void WriteRecording(bool kernels, const char* reason, double rate, uint64_t plan
   p.e().Double(r::kKernelRate, rate);
   p.e().Varint(r::kPlannedNs, planned_ns);
   if (detached) p.e().Bool(r::kDetached, true);
+  // Without the RUNTIME kind, CUDA 13's CUPTI writes no correlation records:
+  // said on every switch, so the analyzer joins device records by order from
+  // the process's first packet on (a notice could come later, or be lost).
+  if (!GetConfig().cupti_runtime) p.e().Bool(r::kNoCorrelations, true);
   p.Commit();
 }
 

@@ -290,6 +290,7 @@ TEST(CuptiKernels, AutoRecordsKernelsInWindowsWhenTheRateIsHigh) {
   for (size_t i = 0; i < k.recordings.size(); ++i) {
     const t::DeviceRecording& d = k.recordings[i]->recording();
     EXPECT_EQ(d.kernels(), i % 2 == 1) << i;
+    EXPECT_FALSE(d.no_correlations()) << i;  // PINSCOPE_CUPTI_RUNTIME=1: correlations come
     if (!d.kernels()) {
       EXPECT_EQ(d.reason(), "sampling");
       EXPECT_GT(d.kernel_rate(), 100.0);
@@ -355,6 +356,8 @@ TEST(CuptiKernels, DefaultsRecordCopiesWithoutRuntimeOrKernelRecords) {
   EXPECT_EQ(k.recordings[0]->recording().reason(), "disabled");
   EXPECT_EQ(k.recordings[1]->recording().reason(), "attached");
   EXPECT_EQ(k.recordings[1]->recording().planned_ns(), 2000000000u);
+  // Without the RUNTIME kind no correlation can come: every switch says so.
+  for (const t::TracePacket* q : k.recordings) EXPECT_TRUE(q->recording().no_correlations());
   EXPECT_EQ(r.Diag("fake_finalizes"), 0);
   EXPECT_EQ(r.root().Of(t::TracePacket::kCorrelation).size(), 0u);
   EXPECT_EQ(r.Diag("fake_runtime_off"), 0);  // the RUNTIME kind was never restricted: never on
