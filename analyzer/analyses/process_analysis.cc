@@ -105,6 +105,9 @@ void ProcessAnalysis::OnProcessEnd(const ProcessState& process) {
     // Totals the shim writes at each flush: the last packet counts.
     summary.stacks_captured = counters.stacks_captured();
     summary.stack_capture_ns = counters.stack_capture_ns();
+    summary.hook_calls = counters.hook_calls();
+    summary.hook_ns = counters.hook_ns();
+    summary.own_threads_cpu_ns = counters.own_threads_cpu_ns();
   }
   if (summary.dropped_events > 0) {
     NoticeRecord record;
@@ -133,6 +136,29 @@ uint64_t ProcessAnalysis::stack_capture_ns() const {
   uint64_t total = 0;
   for (const ProcessSummary& p : processes_) total += p.stack_capture_ns;
   return total;
+}
+
+uint64_t ProcessAnalysis::hook_calls() const {
+  uint64_t total = 0;
+  for (const ProcessSummary& p : processes_) total += p.hook_calls;
+  return total;
+}
+
+uint64_t ProcessAnalysis::hook_ns() const {
+  uint64_t total = 0;
+  for (const ProcessSummary& p : processes_) total += p.hook_ns;
+  return total;
+}
+
+uint64_t ProcessAnalysis::own_threads_cpu_ns() const {
+  uint64_t total = 0;
+  for (const ProcessSummary& p : processes_) total += p.own_threads_cpu_ns;
+  return total;
+}
+
+bool ProcessAnalysis::has_own_cost() const {
+  return std::any_of(processes_.begin(), processes_.end(),
+                     [](const ProcessSummary& p) { return p.has_own_cost(); });
 }
 
 size_t ProcessAnalysis::helpers() const {

@@ -51,6 +51,14 @@ struct ProcessSummary {
   // thread CPU time spent taking them (its last Counters packet; 0 without).
   uint64_t stacks_captured = 0;
   uint64_t stack_capture_ns = 0;
+  // The rest of pinscope's own cost (Counters of shims since issue 16's
+  // own-cost fields; 0 without): the copy and wait hooks on the job's
+  // threads (count, and their time besides the real call and pinning), and
+  // the CPU time of pinscope's own threads.
+  uint64_t hook_calls = 0;
+  uint64_t hook_ns = 0;
+  uint64_t own_threads_cpu_ns = 0;
+  bool has_own_cost() const { return hook_calls > 0 || own_threads_cpu_ns > 0; }
 
   // "root", "worker" (forked), "exec", "helper".
   std::string Role() const;
@@ -89,6 +97,12 @@ class ProcessAnalysis : public Analysis {
   // Call stacks taken and the thread time taking them, over all processes.
   uint64_t stacks_captured() const;
   uint64_t stack_capture_ns() const;
+  // Summed over the processes (ProcessSummary's own-cost fields).
+  uint64_t hook_calls() const;
+  uint64_t hook_ns() const;
+  uint64_t own_threads_cpu_ns() const;
+  // True when a process's shim wrote the own-cost fields.
+  bool has_own_cost() const;
 
  private:
   std::vector<ProcessSummary> processes_;

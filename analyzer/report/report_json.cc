@@ -399,6 +399,28 @@ nlohmann::ordered_json JsonReport(const Report& report) {
         {"fraction_of_run", fraction(analysis.stack_capture_ns(), report.duration_ns())},
         {"by_process", by_process}};
   }
+  // Additive (schema_version 1): only when a shim wrote the own-cost counters.
+  if (analysis.has_own_cost()) {
+    const auto fraction = [](uint64_t part, uint64_t whole) {
+      return whole == 0 ? 0.0 : std::round(static_cast<double>(part) / whole * 1e6) / 1e6;
+    };
+    json by_process = json::array();
+    for (const ProcessSummary& p : report.processes()) {
+      if (!p.has_own_cost()) continue;
+      const uint64_t life = p.end_ns > p.start_ns ? p.end_ns - p.start_ns : 0;
+      by_process.push_back({{"pid", p.pid},
+                            {"hook_calls", p.hook_calls},
+                            {"hook_ns", p.hook_ns},
+                            {"hook_fraction_of_life", fraction(p.hook_ns, life)},
+                            {"own_threads_cpu_ns", p.own_threads_cpu_ns}});
+    }
+    j["own_cost"] = {{"hook_calls", analysis.hook_calls()},
+                     {"hook_ns", analysis.hook_ns()},
+                     {"hook_fraction_of_run", fraction(analysis.hook_ns(), report.duration_ns())},
+                     {"own_threads_cpu_ns", analysis.own_threads_cpu_ns()},
+                     {"stack_capture_ns", analysis.stack_capture_ns()},
+                     {"by_process", by_process}};
+  }
 
   const ShmAnalysis& shm = report.shm();
   json shares = json::array();

@@ -11,6 +11,7 @@
 #include "analyzer/common/doc_path.h"
 #include "analyzer/common/format.h"
 #include "analyzer/common/trace_names.h"
+#include "analyzer/report/own_cost_text.h"
 #include "analyzer/report/report.h"
 #include "analyzer/report/run_facts.h"
 
@@ -518,29 +519,9 @@ void TextWriter::ProcessSection() {
     command_table.AddRow({std::to_string(processes[index].pid), processes[index].command});
   }
   command_table.Render(out_, style_);
-  // pinscope's own cost on the job's threads (Counters; absent from older
-  // shims and with stacks off).
-  const ProcessAnalysis& analysis = report_.process_analysis();
-  if (analysis.stacks_captured() == 0 && analysis.stack_capture_ns() == 0) return;
-  const auto share = [](uint64_t part, uint64_t whole) {
-    return whole == 0 ? std::string("-") : FormatPercent(static_cast<double>(part) / whole);
-  };
-  Para("pinscope's call stacks: " + FormatCount(analysis.stacks_captured()) + " captured, " +
-       FormatDuration(analysis.stack_capture_ns()) + " of the job's thread time (" +
-       share(analysis.stack_capture_ns(), report_.duration_ns()) + " of the run's " +
-       FormatDuration(report_.duration_ns()) + " wall time)");
-  const auto taking = std::count_if(
-      processes.begin(), processes.end(),
-      [](const ProcessSummary& p) { return p.stacks_captured > 0 || p.stack_capture_ns > 0; });
-  if (taking < 2) return;
-  for (const ProcessSummary& p : processes) {
-    if (p.stacks_captured == 0 && p.stack_capture_ns == 0) continue;
-    const uint64_t life = p.end_ns > p.start_ns ? p.end_ns - p.start_ns : 0;
-    Para("pid " + std::to_string(p.pid) + ": " + FormatCount(p.stacks_captured) + " captured, " +
-             FormatDuration(p.stack_capture_ns) + " (" + share(p.stack_capture_ns, life) +
-             " of its " + FormatDuration(life) + ")",
-         "    ");
-  }
+  // pinscope's own cost (analyzer/report/own_cost_text.h).
+  for (const OwnCostParagraph& p : OwnCostParagraphs(report_))
+    Para(p.text, p.indented ? "    " : "  ");
 }
 
 void TextWriter::ShmSection() {

@@ -5,6 +5,7 @@
 
 #include "shim/base/clock.h"
 #include "shim/base/guard.h"
+#include "shim/base/own_cost.h"
 #include "shim/cuda/real_runtime.h"
 #include "shim/device/cupti.h"
 #include "shim/pin/pinning.h"
@@ -35,6 +36,14 @@ void ClassifyAs(CopyCall* r, const void* dst, const void* src, PointerInfo d, Po
   } else {
     r->direction = DirectionFor(r->requested_kind, s.kind, d.kind);
   }
+}
+
+// pinscope's own time in a hook that began at `start`: all of it but
+// `excluded` (the real call, and pinning's registrations and waits, which
+// the pinning section reports as pinning's cost).
+uint64_t OwnNs(uint64_t start, uint64_t excluded) {
+  const uint64_t total = MonoNs() - start;
+  return total > excluded ? total - excluded : 0;
 }
 
 void Classify(CopyCall* r, CopySide dst, CopySide src) {
@@ -80,11 +89,14 @@ int TracedCopy(CopyCall& r, CopySide dst, CopySide src, RealCall call) {
   // even when the recorder is passive: pageable semantics depend on it.
   if (InHook() || (!Recording() && !PinMayOwn())) return call();
   HookScope scope;
+  const uint64_t hook_start = MonoNs();
   NoteCuda();
   Classify(&r, dst, src);
   r.call_id = NextCallId();
   r.stack_id = CaptureStack(StackSite::kCopy);
+  const uint64_t pin_start = MonoNs();
   PinTicket ticket = PinBeforeCopy(&r);
+  const uint64_t pin_ns = MonoNs() - pin_start;
   r.usage_enter = ThreadUsageNow();
   r.t_enter = MonoNs();
   CuptiPushCall(r.call_id);  // device records of this call join to call_id
@@ -96,12 +108,14 @@ int TracedCopy(CopyCall& r, CopySide dst, CopySide src, RealCall call) {
   r.result = rc;
   RecordCopy(r);
   CuptiAfterCall();
+  AddHookCost(OwnNs(hook_start, pin_ns + (r.t_exit - r.t_enter)));
   return rc;
 }
 
 int TracedSync(uint32_t api, uint64_t stream, RealCall call) {
   if (InHook() || !Recording()) return call();
   HookScope scope;
+  const uint64_t hook_start = MonoNs();
   NoteCuda();
   SyncCall r;
   r.api = api;
@@ -117,6 +131,7 @@ int TracedSync(uint32_t api, uint64_t stream, RealCall call) {
   r.result = rc;
   RecordSync(r);
   CuptiAfterCall();
+  AddHookCost(OwnNs(hook_start, r.t_exit - r.t_enter));
   return rc;
 }
 
@@ -124,6 +139,7 @@ int TracedBatch(bool per_thread, void* const* dsts, const void* const* srcs, con
                 size_t count, uint64_t stream, RealCall call) {
   if (InHook() || (!Recording() && !PinMayOwn()) || !dsts || !srcs || !sizes) return call();
   HookScope scope;
+  const uint64_t hook_start = MonoNs();
   NoteCuda();
   uint64_t call_id = NextCallId();
   uint64_t stack_id = CaptureStack(StackSite::kCopy);
@@ -140,7 +156,9 @@ int TracedBatch(bool per_thread, void* const* dsts, const void* const* srcs, con
   // Memory pinscope pinned keeps pageable semantics here too, and stays
   // registered while the batch may use it.
   PinBatchTicket pins;
+  const uint64_t pin_start = MonoNs();
   PinBeforeBatch(dsts, srcs, sizes, count, stream, &pins);
+  const uint64_t pin_ns = MonoNs() - pin_start;
   const Usage u0 = ThreadUsageNow();
   uint64_t t0 = MonoNs();
   CuptiPushCall(call_id);
@@ -168,6 +186,7 @@ int TracedBatch(bool per_thread, void* const* dsts, const void* const* srcs, con
     RecordCopy(r);
   }
   CuptiAfterCall();
+  AddHookCost(OwnNs(hook_start, pin_ns + (t1 - t0)));
   return rc;
 }
 

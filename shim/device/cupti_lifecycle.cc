@@ -53,7 +53,6 @@ void ChildAfterFork() {
 // was enabled is disabled again). mu held.
 bool EnableOurKindsLocked(bool kernels, char* why, size_t cap) {
   const Config& cfg = GetConfig();
-  CuptiState& s = Cupti();
   CUptiResult rc = CUPTI_SUCCESS;
   // Memcpy, memset and kernels are what the report needs; synchronization
   // records are a bonus where the CUPTI supports them.

@@ -17,6 +17,7 @@
 
 #include "shim/base/config.h"
 #include "shim/base/guard.h"
+#include "shim/base/own_cost.h"
 #include "shim/cuda/real_runtime.h"
 #include "shim/pin/pin_cuda.h"
 #include "shim/pin/pin_state.h"
@@ -94,6 +95,7 @@ void* AheadMain(void*) {
     --s.ahead_n;
     s.ahead_pending.store(s.ahead_n, std::memory_order_relaxed);
     if (it.live) AheadRegisterLocked(it);
+    NoteOwnThreadCpu(OwnThread::kPinAhead);  // Counters: pinscope's own threads
   }
   pthread_mutex_unlock(&s.mu);
   return nullptr;

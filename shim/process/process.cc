@@ -18,6 +18,7 @@
 #include "shim/base/config.h"
 #include "shim/base/guard.h"
 #include "shim/base/log.h"
+#include "shim/base/own_cost.h"
 #include "shim/device/cupti.h"
 #include "shim/device/nvml.h"
 #include "shim/pin/pinning.h"
@@ -189,6 +190,10 @@ void WriteCounters() {
   StackCost stacks = GetStackCost();
   p.e().Varint(c::kStacksCaptured, stacks.captured);
   p.e().Varint(c::kStackCaptureNs, stacks.ns);
+  const OwnCost own = GetOwnCost();
+  p.e().Varint(c::kHookCalls, own.hook_calls);
+  p.e().Varint(c::kHookNs, own.hook_ns);
+  p.e().Varint(c::kOwnThreadsCpuNs, own.threads_cpu_ns);
   p.Commit();
 }
 
@@ -202,6 +207,7 @@ void* FlusherMain(void*) {
     // compressed and written here, not in their hooks (trace_writer.h).
     const uint64_t deadline = MonoNs() + uint64_t{GetConfig().flush_ms} * 1000000;
     while (WaitForFullTraceBuffer(deadline)) WriteFullTraceBuffer();
+    NoteOwnThreadCpu(OwnThread::kFlusher);  // this tick's Counters carry it
     FlusherTick();
   }
   return nullptr;
@@ -324,6 +330,7 @@ void ForkChild() {
   PinForkChild();
   NvmlForkChild();
   StacksResetInChild();
+  OwnCostResetInChild();
 }
 
 void FinishProcess(uint32_t how, int status) {

@@ -120,5 +120,94 @@ TEST(StackCaptureTest, NothingWithoutStacks) {
   EXPECT_FALSE(nlohmann::json::parse(ReportOf(dir, true)).contains("stack_capture"));
 }
 
+// A shim that times its hooks too (Counters.hook_calls, hook_ns,
+// own_threads_cpu_ns): main 400 calls / 2 ms and 30 ms of its threads' CPU,
+// with 100 stacks / 0.5 ms; a worker 100 calls / 0.5 ms and 4 ms of CPU.
+std::string WriteOwnCostRun() {
+  const std::string dir = MakeTempDir("own_cost");
+  TraceBuilder main(100, "r", kT0);
+  trace::Counters* c = AddCounters(main, kT0 + 100 * kMs, 10, kMs / 10).mutable_counters();
+  c->set_hook_calls(40);
+  c->set_hook_ns(kMs / 5);
+  c->set_own_threads_cpu_ns(3 * kMs);
+  c = AddCounters(main, kT0 + 900 * kMs, 100, kMs / 2).mutable_counters();
+  c->set_hook_calls(400);
+  c->set_hook_ns(2 * kMs);
+  c->set_own_threads_cpu_ns(30 * kMs);
+  main.Exit(kT0 + 1000 * kMs);
+  TraceBuilder worker(101, "r", kT0 + 100 * kMs, trace::ORIGIN_FORK, 100);
+  c = AddCounters(worker, kT0 + 590 * kMs, 0, 0).mutable_counters();
+  c->set_hook_calls(100);
+  c->set_hook_ns(kMs / 2);
+  c->set_own_threads_cpu_ns(4 * kMs);
+  worker.Exit(kT0 + 600 * kMs);
+  main.Write(dir);
+  worker.Write(dir);
+  return dir;
+}
+
+// The text with its wrapping undone: each line break and the indent after it
+// become one space.
+std::string Flat(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\n') {
+      out += text[i];
+      continue;
+    }
+    while (i + 1 < text.size() && text[i + 1] == ' ') ++i;
+    out += ' ';
+  }
+  return out;
+}
+
+TEST(OwnCostTest, TextSaysTheHooksStacksAndOwnThreads) {
+  const std::string text = Flat(ReportOf(WriteOwnCostRun(), false));
+  EXPECT_NE(
+      text.find(" pinscope's own cost: 2.50 ms of the job's threads in 500 copy and wait hooks "
+                "(5.0 us a call), 0.2% of the run's 1.00 s wall time; call stacks 0.500 ms "
+                "(100 captured; the copies' are part of the hooks' time); pinscope's own "
+                "threads 34.0 ms of CPU (trace writing and compression, device records, GPU "
+                "samples, pin-ahead registrations). Not timed per call: the malloc family's "
+                "hooks, about 1 ns a call below PINSCOPE_TRACE_MIN ("),
+      std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find(" pid 100: hooks 2.00 ms (400 calls, 0.2% of its 1.00 s), own threads 30.0 ms "
+                "of CPU pid 101: hooks 0.500 ms (100 calls, 0.1% of its 500.0 ms), own "
+                "threads 4.00 ms of CPU "),
+      std::string::npos)
+      << text;
+  // The stacks-only paragraph of older shims is not repeated.
+  EXPECT_EQ(text.find("pinscope's call stacks:"), std::string::npos) << text;
+}
+
+TEST(OwnCostTest, JsonHasTheSumAndEachProcess) {
+  const nlohmann::json j = nlohmann::json::parse(ReportOf(WriteOwnCostRun(), true));
+  const nlohmann::json expected = {{"hook_calls", 500},
+                                   {"hook_ns", 2500000},
+                                   {"hook_fraction_of_run", 0.0025},
+                                   {"own_threads_cpu_ns", 34 * kMs},
+                                   {"stack_capture_ns", kMs / 2},
+                                   {"by_process",
+                                    {{{"pid", 100},
+                                      {"hook_calls", 400},
+                                      {"hook_ns", 2 * kMs},
+                                      {"hook_fraction_of_life", 0.002},
+                                      {"own_threads_cpu_ns", 30 * kMs}},
+                                     {{"pid", 101},
+                                      {"hook_calls", 100},
+                                      {"hook_ns", kMs / 2},
+                                      {"hook_fraction_of_life", 0.001},
+                                      {"own_threads_cpu_ns", 4 * kMs}}}}};
+  EXPECT_EQ(j["own_cost"], expected);
+}
+
+TEST(OwnCostTest, OlderShimsGetTheStacksParagraphAlone) {
+  const nlohmann::json j = nlohmann::json::parse(ReportOf(WriteRun(), true));
+  EXPECT_FALSE(j.contains("own_cost"));
+  EXPECT_EQ(ReportOf(WriteRun(), false).find("pinscope's own cost"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pinscope

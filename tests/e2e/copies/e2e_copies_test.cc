@@ -399,6 +399,15 @@ TEST_F(E2ECopies, HostBlockedTimeOfPageableAndPinnedAsync) {
   EXPECT_LT(pinned, 50 * ms);
   // ... and the pinned copy's stream was still busy when it returned.
   EXPECT_GE(syncs[1]->sync().end_ns() - copies[1]->copy().end_ns(), 40 * ms);
+  // pinscope's own cost (Counters): the four hooks, counted exactly, and
+  // their time besides the real calls, which waited over 200 ms together:
+  // what is left is pinscope's classifying, clock reads and recording.
+  auto counters = e2e::Packets(t, pt::TracePacket::kCounters);
+  ASSERT_FALSE(counters.empty());
+  const pt::Counters& c = counters.back()->counters();
+  EXPECT_EQ(c.hook_calls(), 4u);
+  EXPECT_GT(c.hook_ns(), 0u);
+  EXPECT_LT(c.hook_ns(), 20 * ms);
 }
 
 // cudaHostRegister / cudaHostUnregister change a pointer's kind between two

@@ -320,6 +320,9 @@ TEST_F(E2EProcess, KilledJobLeavesAReadableTrace) {
   auto counters = e2e::Packets(t, pt::TracePacket::kCounters);
   ASSERT_FALSE(counters.empty());
   EXPECT_EQ(counters.back()->counters().copies(), 5u);
+  // The flusher noted its own CPU time before the tick that wrote them.
+  EXPECT_GT(counters.back()->counters().own_threads_cpu_ns(), 0u);
+  EXPECT_EQ(counters.back()->counters().hook_calls(), 5u);
 }
 
 // Disk full: the trace folder is a 64 KiB tmpfs in a private mount

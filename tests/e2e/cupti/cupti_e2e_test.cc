@@ -540,6 +540,15 @@ TEST(CuptiE2E, ForkedChildNeverTouchesCupti) {
   EXPECT_EQ(child.Of(t::TracePacket::kCorrelation).size(), 0u);
   EXPECT_EQ(child.Notices("cupti_unavailable") + child.Notices("cupti_started"), 0);
   EXPECT_EQ(r.root().Of(t::TracePacket::kCorrelation).size(), 5u);
+  // pinscope's own cost starts again in the child: its one copy hook, not
+  // the parent's calls as well.
+  const auto child_counters = child.Of(t::TracePacket::kCounters);
+  const auto root_counters = r.root().Of(t::TracePacket::kCounters);
+  ASSERT_FALSE(child_counters.empty());
+  ASSERT_FALSE(root_counters.empty());
+  EXPECT_EQ(child_counters.back()->counters().hook_calls(), 1u);
+  EXPECT_EQ(root_counters.back()->counters().hook_calls(),
+            r.root().Of(t::TracePacket::kCopy).size() + r.root().Of(t::TracePacket::kSync).size());
 }
 
 // --- CUPTI unavailable: the job is unchanged, pinscope says so once ----------------

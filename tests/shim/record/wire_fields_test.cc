@@ -148,6 +148,9 @@ FIELD(f::counters::kDropped, Counters, DroppedEvents);
 FIELD(f::counters::kPinnedBytes, Counters, PinnedBytes);
 FIELD(f::counters::kStacksCaptured, Counters, StacksCaptured);
 FIELD(f::counters::kStackCaptureNs, Counters, StackCaptureNs);
+FIELD(f::counters::kHookCalls, Counters, HookCalls);
+FIELD(f::counters::kHookNs, Counters, HookNs);
+FIELD(f::counters::kOwnThreadsCpuNs, Counters, OwnThreadsCpuNs);
 
 FIELD(f::recording::kKernels, DeviceRecording, Kernels);
 FIELD(f::recording::kReason, DeviceRecording, Reason);

@@ -537,6 +537,9 @@ std::vector<Case> AllCases() {
                      c->set_pinned_bytes(6);
                      c->set_stacks_captured(7);
                      c->set_stack_capture_ns(kMax64);
+                     c->set_hook_calls(9);
+                     c->set_hook_ns(kMax64);
+                     c->set_own_threads_cpu_ns(11);
                    },
                    [](const pt::TracePacket& p, Encoder* e) {
                      namespace k = f::counters;
@@ -549,6 +552,9 @@ std::vector<Case> AllCases() {
                      e->Varint(k::kPinnedBytes, c.pinned_bytes());
                      e->Varint(k::kStacksCaptured, c.stacks_captured());
                      e->Varint(k::kStackCaptureNs, c.stack_capture_ns());
+                     e->Varint(k::kHookCalls, c.hook_calls());
+                     e->Varint(k::kHookNs, c.hook_ns());
+                     e->Varint(k::kOwnThreadsCpuNs, c.own_threads_cpu_ns());
                    }});
   cases.push_back({f::packet::kRecording,
                    [](pt::TracePacket* p) {

@@ -1,0 +1,87 @@
+// pinscope's own cost in the text report; see own_cost_text.h.
+#include "analyzer/report/own_cost_text.h"
+
+#include <algorithm>
+
+#include "analyzer/common/doc_path.h"
+#include "analyzer/common/format.h"
+
+namespace pinscope {
+namespace {
+
+std::string Share(uint64_t part, uint64_t whole) {
+  return whole == 0 ? std::string("-") : FormatPercent(static_cast<double>(part) / whole);
+}
+
+uint64_t Life(const ProcessSummary& p) { return p.end_ns > p.start_ns ? p.end_ns - p.start_ns : 0; }
+
+// Shims before the hooks were timed wrote only the stacks' cost.
+std::vector<OwnCostParagraph> StacksOnly(const Report& report) {
+  const ProcessAnalysis& analysis = report.process_analysis();
+  std::vector<OwnCostParagraph> out;
+  if (analysis.stacks_captured() == 0 && analysis.stack_capture_ns() == 0) return out;
+  out.push_back({"pinscope's call stacks: " + FormatCount(analysis.stacks_captured()) +
+                 " captured, " + FormatDuration(analysis.stack_capture_ns()) +
+                 " of the job's thread time (" +
+                 Share(analysis.stack_capture_ns(), report.duration_ns()) + " of the run's " +
+                 FormatDuration(report.duration_ns()) + " wall time)"});
+  const auto& processes = report.processes();
+  const auto taking = std::count_if(
+      processes.begin(), processes.end(),
+      [](const ProcessSummary& p) { return p.stacks_captured > 0 || p.stack_capture_ns > 0; });
+  if (taking < 2) return out;
+  for (const ProcessSummary& p : processes) {
+    if (p.stacks_captured == 0 && p.stack_capture_ns == 0) continue;
+    out.push_back({"pid " + std::to_string(p.pid) + ": " + FormatCount(p.stacks_captured) +
+                       " captured, " + FormatDuration(p.stack_capture_ns) + " (" +
+                       Share(p.stack_capture_ns, Life(p)) + " of its " + FormatDuration(Life(p)) +
+                       ")",
+                   true});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<OwnCostParagraph> OwnCostParagraphs(const Report& report) {
+  const ProcessAnalysis& analysis = report.process_analysis();
+  if (!analysis.has_own_cost()) return StacksOnly(report);
+  std::vector<OwnCostParagraph> out;
+  const uint64_t calls = analysis.hook_calls(), hook_ns = analysis.hook_ns();
+  std::string text = "pinscope's own cost: " + FormatDuration(hook_ns) +
+                     " of the job's threads in " + FormatCount(calls) + " copy and wait hook" +
+                     (calls == 1 ? "" : "s");
+  if (calls > 0) {
+    const uint64_t each = hook_ns / calls;  // microseconds, where ms would read 0.005
+    text += " (" + (each < 1000000 ? StringPrintf("%.1f us", each / 1e3) : FormatDuration(each)) +
+            " a call)";
+  }
+  text += ", " + Share(hook_ns, report.duration_ns()) + " of the run's " +
+          FormatDuration(report.duration_ns()) + " wall time";
+  if (analysis.stacks_captured() > 0 || analysis.stack_capture_ns() > 0) {
+    text += "; call stacks " + FormatDuration(analysis.stack_capture_ns()) + " (" +
+            FormatCount(analysis.stacks_captured()) +
+            " captured; the copies' are part of the hooks' time)";
+  }
+  text += "; pinscope's own threads " + FormatDuration(analysis.own_threads_cpu_ns()) +
+          " of CPU (trace writing and compression, device records, GPU samples, pin-ahead "
+          "registrations). Not timed per call: the malloc family's hooks, about 1 ns a call "
+          "below PINSCOPE_TRACE_MIN (" +
+          DocPath("benchmarks.md") + ").";
+  out.push_back({text});
+  const auto& processes = report.processes();
+  const auto with_cost = std::count_if(processes.begin(), processes.end(),
+                                       [](const ProcessSummary& p) { return p.has_own_cost(); });
+  if (with_cost < 2) return out;
+  for (const ProcessSummary& p : processes) {
+    if (!p.has_own_cost()) continue;
+    out.push_back({"pid " + std::to_string(p.pid) + ": hooks " + FormatDuration(p.hook_ns) + " (" +
+                       FormatCount(p.hook_calls) + " calls, " + Share(p.hook_ns, Life(p)) +
+                       " of its " + FormatDuration(Life(p)) + "), own threads " +
+                       FormatDuration(p.own_threads_cpu_ns) + " of CPU",
+                   true});
+  }
+  return out;
+}
+
+}  // namespace pinscope

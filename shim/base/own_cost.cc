@@ -1,0 +1,45 @@
+// pinscope's own cost in this process; see own_cost.h.
+#include "shim/base/own_cost.h"
+
+#include <time.h>
+
+#include <atomic>
+
+namespace pinscope::shim {
+namespace {
+
+constexpr int kThreads = static_cast<int>(OwnThread::kCount);
+
+std::atomic<uint64_t> g_hook_calls{0}, g_hook_ns{0};
+std::atomic<uint64_t> g_thread_cpu[kThreads] = {};
+
+}  // namespace
+
+void AddHookCost(uint64_t ns) {
+  g_hook_calls.fetch_add(1, std::memory_order_relaxed);
+  g_hook_ns.fetch_add(ns, std::memory_order_relaxed);
+}
+
+void NoteOwnThreadCpu(OwnThread which) {
+  timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return;
+  const uint64_t ns =
+      static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  g_thread_cpu[static_cast<int>(which)].store(ns, std::memory_order_relaxed);
+}
+
+OwnCost GetOwnCost() {
+  OwnCost c;
+  c.hook_calls = g_hook_calls.load(std::memory_order_relaxed);
+  c.hook_ns = g_hook_ns.load(std::memory_order_relaxed);
+  for (const auto& t : g_thread_cpu) c.threads_cpu_ns += t.load(std::memory_order_relaxed);
+  return c;
+}
+
+void OwnCostResetInChild() {
+  g_hook_calls.store(0, std::memory_order_relaxed);
+  g_hook_ns.store(0, std::memory_order_relaxed);
+  for (auto& t : g_thread_cpu) t.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace pinscope::shim

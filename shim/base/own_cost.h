@@ -1,0 +1,35 @@
+// pinscope's own cost in this process, written in each Counters packet and
+// stated by the report ("pinscope's own cost", docs/report.md): the time
+// the copy and wait hooks spend on the job's threads besides the real CUDA
+// call and pinning's own work, and the CPU time of pinscope's own threads.
+// Call stacks have their own count (shim/stacks: StackCost); the malloc
+// family's fast path is about 1 ns a call (docs/benchmarks.md) and is not
+// timed per call, which would cost more than it measures.
+//
+// Relaxed atomics: copies and waits come at most thousands a second, and
+// the own threads note their clock once a tick or a registration.
+#pragma once
+
+#include <cstdint>
+
+namespace pinscope::shim {
+
+// One copy or wait hook's own time, ns (CLOCK_MONOTONIC on the calling thread).
+void AddHookCost(uint64_t ns);
+
+// pinscope's threads, each noting its own CPU time so far.
+enum class OwnThread { kFlusher = 0, kPinAhead = 1, kCount = 2 };
+// Called by that thread: stores its CLOCK_THREAD_CPUTIME_ID.
+void NoteOwnThreadCpu(OwnThread which);
+
+struct OwnCost {
+  uint64_t hook_calls = 0;
+  uint64_t hook_ns = 0;
+  uint64_t threads_cpu_ns = 0;  // the own threads' CPU time, as last noted
+};
+OwnCost GetOwnCost();
+
+// fork(): the child has none of the parent's threads and made no call yet.
+void OwnCostResetInChild();
+
+}  // namespace pinscope::shim
