@@ -97,6 +97,23 @@ print("  pipeline gpu", g, "verdict", d.get("verdict", {}).get("kind", d.get("ve
   done
 fi
 
+# pinscope's own cost as each traced run's report states it (Counters:
+# hook time per call, call stacks, pinscope's threads; docs/report.md).
+step "own cost, as the reports state it"
+for r in "$W"/*.run; do
+  [ -d "$r" ] || continue
+  "$PS" report --json "$r" 2>/dev/null | $PY -c '
+import json, sys
+o = json.load(sys.stdin).get("own_cost")
+name = sys.argv[1].rsplit("/", 1)[-1]
+if not o:
+    print("  %s: no own_cost (a shim before the counters)" % name)
+    sys.exit()
+print("  %s: %d hooks, %.2f us a call, %.3f%% of the run; stacks %.1f ms; own threads %.1f ms CPU" % (
+    name, o["hook_calls"], o["hook_ns"] / max(1, o["hook_calls"]) / 1e3, 100 * o["hook_fraction_of_run"],
+    o["stack_capture_ns"] / 1e6, o["own_threads_cpu_ns"] / 1e6))' "$r" | tee -a "$W/own-cost.txt"
+done
+
 step "summary"
 $PY - "$W/results.jsonl" <<'PYEOF' | tee "$W/summary.txt"
 import json, statistics, sys
