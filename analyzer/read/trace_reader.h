@@ -13,6 +13,7 @@
 
 #include "analyzer/common/status.h"
 #include "analyzer/read/trace_source.h"
+#include "analyzer/read/varint.h"  // DecodeVarint
 #include "trace.pb.h"
 
 namespace pinscope {
@@ -78,6 +79,9 @@ class TraceReader {
   size_t Fill(size_t want);
   bool Fail(Status::Code code, const std::string& reason);
   bool NextPacket(trace::TracePacket* packet);
+  // Parses the packet whose `length` bytes start at `bytes`, `frame` bytes
+  // (tag and length) after the first unread byte, and consumes it.
+  bool ParsePacket(const uint8_t* bytes, size_t frame, size_t length, trace::TracePacket* packet);
   // At the end: the damaged frames skipped on the way join status_.
   void ReportSkippedFrames();
   // The packet stream's offset of the first unread byte.
@@ -109,10 +113,5 @@ class TraceReader {
   bool skipped_reported_ = false;
   TraceSource source_;
 };
-
-// Decodes a base-128 varint of at most 10 bytes from [data, data + size).
-// Returns the bytes used, 0 if the input ends before the varint does, or -1 if
-// the varint is longer than 10 bytes or overflows 64 bits.
-int DecodeVarint(const uint8_t* data, size_t size, uint64_t* value);
 
 }  // namespace pinscope
