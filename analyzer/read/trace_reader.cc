@@ -287,8 +287,9 @@ bool TraceReader::ParsePacket(const uint8_t* bytes, size_t frame, size_t length,
                               trace::TracePacket* packet) {
   // The hot kinds (copy, sync, alloc, free, device, correlation) are decoded
   // by hand, for speed (packet_decoder.h); libprotobuf parses the rest.
-  if (!DecodeHotPacket(bytes, length, packet) &&
-      !packet->ParseFromArray(bytes, static_cast<int>(length))) {
+  if (DecodeHotPacket(bytes, length, packet)) {
+    ++hand_decoded_packets_;
+  } else if (!packet->ParseFromArray(bytes, static_cast<int>(length))) {
     // Invalid UTF-8 in a text field fails the strict parse: read it again
     // with those bytes made visible as \xHH (text_rescue.h).
     if (ParseRescuingText(bytes, length, packet)) {

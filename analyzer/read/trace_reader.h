@@ -69,6 +69,9 @@ class TraceReader {
   // Packets whose text fields held invalid UTF-8, read with those bytes
   // escaped as \xHH (written by a shim that copied them as they were).
   uint64_t rescued_packets() const { return rescued_packets_; }
+  // Packets read by the hand decoder of the hot kinds (packet_decoder.h),
+  // not by libprotobuf.
+  uint64_t hand_decoded_packets() const { return hand_decoded_packets_; }
   // The file's size when it was last opened (0 before Open): what a
   // progress line counts consumed_bytes() against.
   uint64_t file_bytes() const { return file_bytes_; }
@@ -105,6 +108,7 @@ class TraceReader {
   uint64_t packet_offset_ = 0;
   uint64_t packets_read_ = 0;
   uint64_t rescued_packets_ = 0;
+  uint64_t hand_decoded_packets_ = 0;
   bool released_ = false;
   uint64_t device_ = 0;  // identity of the file opened first, for reopening
   uint64_t inode_ = 0;
