@@ -276,6 +276,81 @@ bool DecodeFree(Cursor c, trace::HostFree* free) {
   return true;
 }
 
+// Whether [p, end) is ASCII: valid UTF-8 by any reading, so libprotobuf's
+// check of a `string` field passes it. Other text is left to libprotobuf
+// (and its rules for invalid UTF-8 to the reader's rescue).
+bool IsAscii(const uint8_t* p, const uint8_t* end) {
+  uint8_t any = 0;
+  for (; p < end; ++p) any |= *p;
+  return any < 0x80;
+}
+
+// A ShmEvent (the shim names the segment in each one) whose name is ASCII,
+// as shm_open's and torch's names are.
+bool DecodeShm(Cursor c, trace::ShmEvent* shm) {
+  while (c.more()) {
+    uint32_t tag = 0;
+    uint64_t v = 0;
+    if (!c.Tag(&tag)) return false;
+    if (tag == LengthTag(2)) {
+      Cursor text{};
+      if (!c.Nested(&text) || !IsAscii(text.p, text.end)) return false;
+      shm->set_name(reinterpret_cast<const char*>(text.p), static_cast<size_t>(text.end - text.p));
+      continue;
+    }
+    if (tag == LengthTag(15)) {
+      Cursor inner{};
+      if (!c.Nested(&inner) || !DecodeUsage(inner, shm->mutable_usage())) return false;
+      continue;
+    }
+    if ((tag & 7) != 0 || tag > VarintTag(14) || !c.Varint(&v)) return false;
+    switch (tag >> 3) {
+      case 1:
+        shm->set_op(static_cast<trace::ShmOp>(v));
+        break;
+      case 3:
+        shm->set_fd(static_cast<int32_t>(Low32(v)));
+        break;
+      case 4:
+        shm->set_size(v);
+        break;
+      case 5:
+        shm->set_offset(v);
+        break;
+      case 6:
+        shm->set_address(v);
+        break;
+      case 7:
+        shm->set_flags(static_cast<int32_t>(Low32(v)));
+        break;
+      case 8:
+        shm->set_prot(static_cast<int32_t>(Low32(v)));
+        break;
+      case 9:
+        shm->set_error(static_cast<int32_t>(Low32(v)));
+        break;
+      case 10:
+        shm->set_device(v);
+        break;
+      case 11:
+        shm->set_inode(v);
+        break;
+      case 12:
+        shm->set_driver_internal(v != 0);
+        break;
+      case 13:
+        shm->set_stack_id(v);
+        break;
+      case 14:
+        shm->set_end_ns(v);
+        break;
+      default:
+        return false;  // field 0, or the name (field 2) as a varint
+    }
+  }
+  return true;
+}
+
 bool DecodeDevice(Cursor c, trace::DeviceActivity* device) {
   while (c.more()) {
     uint32_t tag = 0;
@@ -380,6 +455,9 @@ bool DecodeHotPacket(const uint8_t* data, size_t size, trace::TracePacket* packe
         break;
       case LengthTag(14):
         ok = c.Nested(&inner) && DecodeFree(inner, packet->mutable_free());
+        break;
+      case LengthTag(15):
+        ok = c.Nested(&inner) && DecodeShm(inner, packet->mutable_shm());
         break;
       case LengthTag(20):
         ok = c.Nested(&inner) && DecodeDevice(inner, packet->mutable_device());

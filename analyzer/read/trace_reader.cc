@@ -285,8 +285,8 @@ bool TraceReader::NextPacket(trace::TracePacket* packet) {
 
 bool TraceReader::ParsePacket(const uint8_t* bytes, size_t frame, size_t length,
                               trace::TracePacket* packet) {
-  // The hot kinds (copy, sync, alloc, free, device, correlation) are decoded
-  // by hand, for speed (packet_decoder.h); libprotobuf parses the rest.
+  // The hot kinds (copy, sync, alloc, free, shm, device, correlation) are
+  // decoded by hand, for speed (packet_decoder.h); libprotobuf parses the rest.
   if (DecodeHotPacket(bytes, length, packet)) {
     ++hand_decoded_packets_;
   } else if (!packet->ParseFromArray(bytes, static_cast<int>(length))) {
