@@ -9,7 +9,10 @@
 //     (ReadVarintZigZag32); bool whether it is not 0; an enum the value cast
 //     (proto3 enums are open: any number is kept);
 //   - non-minimal varints (the shim pads nested lengths to 4 bytes) are
-//     valid.
+//     valid;
+//   - a `string` (ShmEvent.name) is taken only when it is ASCII, which any
+//     UTF-8 check passes; libprotobuf refuses invalid UTF-8, and the reader
+//     then rescues the packet (text_rescue.h).
 // Anything else it does not decode (packet_decoder.h): libprotobuf then
 // parses the packet, with its own rules for the unusual cases.
 #include "analyzer/read/packet_decoder.h"
