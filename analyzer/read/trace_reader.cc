@@ -3,8 +3,6 @@
 // file can have, each turned into a Status naming the file and byte offset.
 #include "analyzer/read/trace_reader.h"
 
-#include "analyzer/read/text_rescue.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +12,9 @@
 #include <cstdio>
 #include <cstring>
 #include <utility>
+
+#include "analyzer/read/packet_decoder.h"
+#include "analyzer/read/text_rescue.h"
 
 namespace pinscope {
 
@@ -216,6 +217,19 @@ bool TraceReader::Next(trace::TracePacket* packet) {
 bool TraceReader::NextPacket(trace::TracePacket* packet) {
   if (done_) return false;
   if (fd_ < 0 && (!released_ || !Reopen())) return false;
+  // The common case first, without Fill: a whole packet already in the
+  // buffer. Anything else (a refill, a cut, damage, a read error to
+  // report) takes the checked path below.
+  if (end_ - begin_ > 1 && buffer_[begin_] == kPacketTag && status_.ok()) {
+    const uint8_t* head = buffer_.data() + begin_ + 1;
+    uint64_t length = 0;
+    const int varint_bytes = ReadVarint(head, buffer_.data() + end_, &length);
+    if (varint_bytes > 0 && length <= kMaxPacketBytes &&
+        length <= end_ - begin_ - 1 - static_cast<size_t>(varint_bytes)) {
+      return ParsePacket(head + varint_bytes, 1 + static_cast<size_t>(varint_bytes),
+                         static_cast<size_t>(length), packet);
+    }
+  }
   const size_t available = Fill(1);
   if (!status_.ok()) {
     done_ = true;
@@ -266,11 +280,19 @@ bool TraceReader::NextPacket(trace::TracePacket* packet) {
   const size_t frame = 1 + static_cast<size_t>(varint_bytes);
   const size_t total = frame + static_cast<size_t>(length);
   if (Fill(total) < total) return stop();
-  const uint8_t* bytes = buffer_.data() + begin_ + frame;
-  if (!packet->ParseFromArray(bytes, static_cast<int>(length))) {
+  return ParsePacket(buffer_.data() + begin_ + frame, frame, static_cast<size_t>(length), packet);
+}
+
+bool TraceReader::ParsePacket(const uint8_t* bytes, size_t frame, size_t length,
+                              trace::TracePacket* packet) {
+  // The hot kinds (copy, sync, alloc, free, shm, device, correlation) are
+  // decoded by hand, for speed (packet_decoder.h); libprotobuf parses the rest.
+  if (DecodeHotPacket(bytes, length, packet)) {
+    ++hand_decoded_packets_;
+  } else if (!packet->ParseFromArray(bytes, static_cast<int>(length))) {
     // Invalid UTF-8 in a text field fails the strict parse: read it again
     // with those bytes made visible as \xHH (text_rescue.h).
-    if (ParseRescuingText(bytes, static_cast<size_t>(length), packet)) {
+    if (ParseRescuingText(bytes, length, packet)) {
       ++rescued_packets_;
     } else {
       return Fail(Status::Code::kCorrupt,
@@ -278,7 +300,7 @@ bool TraceReader::NextPacket(trace::TracePacket* packet) {
     }
   }
   packet_offset_ = stream_offset();
-  begin_ += total;
+  begin_ += frame + length;
   ++packets_read_;
   return true;
 }

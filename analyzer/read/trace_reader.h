@@ -13,6 +13,7 @@
 
 #include "analyzer/common/status.h"
 #include "analyzer/read/trace_source.h"
+#include "analyzer/read/varint.h"  // DecodeVarint
 #include "trace.pb.h"
 
 namespace pinscope {
@@ -68,6 +69,9 @@ class TraceReader {
   // Packets whose text fields held invalid UTF-8, read with those bytes
   // escaped as \xHH (written by a shim that copied them as they were).
   uint64_t rescued_packets() const { return rescued_packets_; }
+  // Packets read by the hand decoder of the hot kinds (packet_decoder.h),
+  // not by libprotobuf.
+  uint64_t hand_decoded_packets() const { return hand_decoded_packets_; }
   // The file's size when it was last opened (0 before Open): what a
   // progress line counts consumed_bytes() against.
   uint64_t file_bytes() const { return file_bytes_; }
@@ -78,6 +82,9 @@ class TraceReader {
   size_t Fill(size_t want);
   bool Fail(Status::Code code, const std::string& reason);
   bool NextPacket(trace::TracePacket* packet);
+  // Parses the packet whose `length` bytes start at `bytes`, `frame` bytes
+  // (tag and length) after the first unread byte, and consumes it.
+  bool ParsePacket(const uint8_t* bytes, size_t frame, size_t length, trace::TracePacket* packet);
   // At the end: the damaged frames skipped on the way join status_.
   void ReportSkippedFrames();
   // The packet stream's offset of the first unread byte.
@@ -101,6 +108,7 @@ class TraceReader {
   uint64_t packet_offset_ = 0;
   uint64_t packets_read_ = 0;
   uint64_t rescued_packets_ = 0;
+  uint64_t hand_decoded_packets_ = 0;
   bool released_ = false;
   uint64_t device_ = 0;  // identity of the file opened first, for reopening
   uint64_t inode_ = 0;
@@ -109,10 +117,5 @@ class TraceReader {
   bool skipped_reported_ = false;
   TraceSource source_;
 };
-
-// Decodes a base-128 varint of at most 10 bytes from [data, data + size).
-// Returns the bytes used, 0 if the input ends before the varint does, or -1 if
-// the varint is longer than 10 bytes or overflows 64 bits.
-int DecodeVarint(const uint8_t* data, size_t size, uint64_t* value);
 
 }  // namespace pinscope

@@ -4,6 +4,11 @@
 // never crash, hang or leak; problems become messages; and the export must
 // always be a valid Perfetto trace (tests/analyzer/export/perfetto_dump.h).
 //
+// The hand decoder of the hot packet kinds (analyzer/read/packet_decoder.h)
+// is checked against libprotobuf on the way: each framed packet of the
+// input's files, and each file's first bytes as one packet, go through both, and a
+// packet the decoder takes must be libprotobuf's.
+//
 // Input: up to kMaxFiles process files separated by kSeparator (the seed
 // corpus joins the checked-in runs this way; reader_fuzzer.dict lets the
 // mutator add and remove separators). Files are written to a private temp
@@ -13,6 +18,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -26,7 +32,9 @@
 #include "analyzer/diff/diff.h"
 #include "analyzer/export/perfetto_export.h"
 #include "analyzer/read/calibration.h"
+#include "analyzer/read/packet_decoder.h"
 #include "analyzer/read/run_loader.h"
+#include "analyzer/read/trace_reader.h"
 #include "analyzer/replay/replay.h"
 #include "analyzer/report/report.h"
 #include "perfetto_dump.h"
@@ -66,6 +74,39 @@ void WriteFile(const std::string& path, std::string_view bytes) {
   close(fd);
 }
 
+// Aborts where the hand decoder takes `bytes` as a packet and gives other
+// than libprotobuf's parse.
+void CheckHotDecoder(const uint8_t* bytes, size_t size) {
+  pinscope::trace::TracePacket hand;
+  if (!pinscope::DecodeHotPacket(bytes, size, &hand)) return;
+  pinscope::trace::TracePacket reference;
+  if (!reference.ParseFromArray(bytes, static_cast<int>(size))) {
+    fprintf(stderr, "hand decoder took a %zu-byte packet libprotobuf refuses\n", size);
+    abort();
+  }
+  if (hand.SerializeAsString() != reference.SerializeAsString()) {
+    fprintf(stderr, "hand decoder: %s\nlibprotobuf: %s\n", hand.ShortDebugString().c_str(),
+            reference.ShortDebugString().c_str());
+    abort();
+  }
+}
+
+// Each framed packet of a plain file (0x0A, varint length, packet) up to the
+// first that is not one, and the first 4 KiB as one packet.
+void CheckHotDecoderOnFrames(std::string_view input) {
+  const auto* data = reinterpret_cast<const uint8_t*>(input.data());
+  const size_t size = input.size();
+  CheckHotDecoder(data, std::min<size_t>(size, 4096));
+  size_t at = 0;
+  while (at < size && data[at] == 0x0A) {
+    uint64_t length = 0;
+    const int n = pinscope::DecodeVarint(data + at + 1, size - at - 1, &length);
+    if (n <= 0 || length > size - at - 1 - static_cast<size_t>(n)) break;
+    CheckHotDecoder(data + at + 1 + n, static_cast<size_t>(length));
+    at += 1 + static_cast<size_t>(n) + static_cast<size_t>(length);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
@@ -84,6 +125,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int files = 0;
   while (files < kMaxFiles) {
     const size_t cut = files + 1 < kMaxFiles ? input.find(kSeparator) : std::string_view::npos;
+    CheckHotDecoderOnFrames(input.substr(0, cut));
     WriteFile(dir + "/" + std::to_string(++files) + ".pstrace", input.substr(0, cut));
     if (cut == std::string_view::npos) break;
     input.remove_prefix(cut + kSeparator.size());
