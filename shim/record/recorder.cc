@@ -227,8 +227,7 @@ void WriteFullTraceBuffer() {
 uint64_t TraceInlineWrites() { return g_writer.inline_writes(); }
 
 bool AppendFromSignal(const uint8_t* framed, size_t n) {
-  if (g_state.load(std::memory_order_relaxed) != kActive ||
-      !g_open.load(std::memory_order_acquire))
+  if (g_state.load(std::memory_order_relaxed) != kActive || !g_open.load(std::memory_order_acquire))
     return false;
   return g_writer.TryAppendAndFlush(framed, n);
 }
@@ -346,6 +345,7 @@ void RecordShm(const ShmRecord& r) {
   e.Varint(s::kDevice, r.device);
   e.Varint(s::kInode, r.inode);
   e.Bool(s::kDriverInternal, r.driver_internal);
+  e.Bool(s::kPool, r.pool);
   e.Varint(s::kStackId, r.stack_id);
   e.Varint(s::kEnd, r.t_exit);
   if (r.op == fields::kShmCreate || r.op == fields::kShmMap || r.op == fields::kShmUnmap)
