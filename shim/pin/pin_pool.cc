@@ -92,11 +92,26 @@ void ClearSlot(Table& t, int i) {
 // by a partial munmap, registered by the program): the owner's mapping
 // becomes an ordinary pinned shm mapping of the program's, which the usual
 // munmap path unpins. No CUDA call. Lock held.
+// Asks the pin thread for a new slot in the empty entry i, of `size` bytes:
+// the pool keeps its size when a slot leaves it. Lock held.
+void ReplaceLocked(Table& t, int i, uint64_t size) {
+  PinState& s = Pins();
+  if (!s.pin_thread.load(std::memory_order_relaxed) || s.pool_req_n >= pool::kSlots) return;
+  Word w = Load(t, i);
+  if (w.state != pool::kEmpty) return;
+  w.state = pool::kMaking;
+  t.slots[i].size = size;
+  t.slots[i].word.store(pool::Pack(w), std::memory_order_release);
+  s.pool_req[s.pool_req_n++] = i;
+  pthread_cond_signal(&s.ahead_cv);
+}
+
 void DetachLocked(Table& t, int i) {
   int b = SlotBlockLocked(t, i);
   if (b >= 0) Pins().blocks[b].pool = false;
   if (pool::FdIs(t.slots[i].fd, t.slots[i].device, t.slots[i].inode)) pool::RawClose(t.slots[i].fd);
   ClearSlot(t, i);
+  ReplaceLocked(t, i, t.slots[i].size);
 }
 
 // Releases slot i, which the caller moved to kRetiring and marked busy:
@@ -104,7 +119,7 @@ void DetachLocked(Table& t, int i) {
 // unmaps it and closes the fd. The pages live on while a worker or a
 // receiver maps them. If CUDA refuses the unregistration, the slot stays
 // kRetiring (never reused) and its mapping stays. No lock held.
-void RetireSlot(Table& t, int i, const char* reason) {
+void RetireSlot(Table& t, int i, const char* reason, bool replace) {
   PinState& s = Pins();
   uintptr_t addr = t.slots[i].owner_addr;
   pthread_mutex_lock(&s.mu);
@@ -121,6 +136,7 @@ void RetireSlot(Table& t, int i, const char* reason) {
       pool::RawClose(t.slots[i].fd);
     ClearSlot(t, i);
     s.pool_busy[i] = false;
+    if (replace) ReplaceLocked(t, i, t.slots[i].size);
   }
   // Else the driver may still hold it: the slot stays kRetiring and busy,
   // never retried, reused or unmapped (pinning is off from here on).
@@ -129,14 +145,14 @@ void RetireSlot(Table& t, int i, const char* reason) {
 
 // Retires every slot `want` selects (state checks and the CAS inside).
 template <typename F>
-void RetireWhere(Table& t, const char* reason, F want) {
+void RetireWhere(Table& t, const char* reason, bool replace, F want) {
   PinState& s = Pins();
   for (int i = 0; i < pool::kSlots; ++i) {
     pthread_mutex_lock(&s.mu);
     bool mine = !s.pool_busy[i] && want(i);
     if (mine) s.pool_busy[i] = true;
     pthread_mutex_unlock(&s.mu);
-    if (mine) RetireSlot(t, i, reason);
+    if (mine) RetireSlot(t, i, reason, replace);
   }
 }
 
@@ -275,25 +291,34 @@ void PoolNoteMiss(size_t len, int live_batches) {
   if (!t || len < GetConfig().pin_min || !CudaSeen()) return;
   PinState& s = Pins();
   if (s.forked_from_cuda || !Recording() || s.unpin_failed.load(std::memory_order_relaxed)) return;
-  t->misses.fetch_add(1, std::memory_order_relaxed);
   int device = 0;
   pinning::QuietGetDevice(&device);
   bool asked = false;
   pthread_mutex_lock(&s.mu);
   // The batches of that size alive now: those the program maps that are
-  // not slots (this one included), and the slots workers hold. The pool
-  // grows to that (counting slots still being made), so it ends at the
-  // most batches in flight at once, seen from here.
+  // not slots (this one included) and the slots workers hold; or more, as
+  // many as a worker saw alive when it found no free slot (need). The pool
+  // grows to that (counting slots still being made): to the most batches
+  // in flight at once.
+  // A slot whose worker died before the program mapped it never comes back
+  // (it escaped; the flusher retires it): not supply (a break out of an
+  // epoch leaves the prefetched batches' slots so).
   int supply = 0, demand = live_batches;
   for (int i = 0; i < pool::kSlots; ++i) {
     Word w = Load(*t, i);
     if (t->slots[i].size != len) continue;
+    if (w.state == pool::kTaken && !(w.flags & pool::kWorkerDone) && !pool::Alive(w.pid)) {
+      pool::WorkerDied(*t, i, w.pid);
+      w = Load(*t, i);
+    }
     if (w.state == pool::kFree || w.state == pool::kMaking) ++supply;
-    if (w.state == pool::kTaken) {
+    if (w.state == pool::kTaken && !(w.flags & pool::kEscaped)) {
       ++supply;
       ++demand;
     }
   }
+  if (t->need_size.load(std::memory_order_relaxed) == len)
+    demand = std::max<int>(demand, static_cast<int>(t->need.load(std::memory_order_relaxed)));
   uint64_t room =
       PinBudget() - std::min(PinBudget(), s.pinned_bytes.load(std::memory_order_relaxed));
   for (int i = 0; i < pool::kSlots && supply < demand && room >= len; ++i) {
@@ -414,12 +439,12 @@ void PoolPeriodic() {
         pool::WorkerDied(*t, i, w.pid))
       t->slots[i].freed_ns.store(now, std::memory_order_relaxed);
   }
-  RetireWhere(*t, "pool_escaped", [&](int i) {
+  RetireWhere(*t, "pool_escaped", true, [&](int i) {
     Word w = Load(*t, i);
     if (w.state == pool::kRetiring) return true;  // a free slot's fd was sent on
     return w.state == pool::kTaken && pool::BeginRetire(*t, i, false);
   });
-  RetireWhere(*t, "pool_idle", [&](int i) {
+  RetireWhere(*t, "pool_idle", false, [&](int i) {
     Word w = Load(*t, i);
     return w.state == pool::kFree &&
            now - t->slots[i].freed_ns.load(std::memory_order_relaxed) > kPoolIdleNs &&

@@ -45,6 +45,21 @@ int TryTake(Table& t, uint64_t size, uint32_t pid, uint16_t* gen) {
   return -1;
 }
 
+void NoteNoSlot(Table& t, uint64_t size) {
+  uint32_t alive = 1;
+  for (int i = 0; i < kSlots; ++i)
+    if (Load(t, i).state == kTaken && t.slots[i].size == size) ++alive;
+  t.misses.fetch_add(1, std::memory_order_relaxed);
+  if (t.need_size.load(std::memory_order_relaxed) != size) {
+    t.need_size.store(size, std::memory_order_relaxed);
+    t.need.store(alive, std::memory_order_relaxed);
+    return;
+  }
+  uint32_t cur = t.need.load(std::memory_order_relaxed);
+  while (cur < alive && !t.need.compare_exchange_weak(cur, alive, std::memory_order_relaxed)) {
+  }
+}
+
 bool Untake(Table& t, int i, uint16_t gen) {
   return Update(t, i, [&](Word* x) {
     if (x->state != kTaken || x->gen != gen || x->flags != 0) return false;

@@ -72,6 +72,10 @@ struct Slot {
 struct Table {
   uint32_t owner = 0;  // pid of the process that made the table
   std::atomic<uint64_t> takes{0}, misses{0}, escapes{0};
+  // The most batches of need_size bytes a worker saw alive at once when it
+  // found no free slot (the taken ones and its own): what the pool must hold.
+  std::atomic<uint64_t> need_size{0};
+  std::atomic<uint32_t> need{0};
   Slot slots[kSlots];
 };
 
@@ -89,6 +93,10 @@ int TryTake(Table& t, uint64_t size, uint32_t pid, uint16_t* gen);
 // The taking worker gives the slot back before writing into it (it could
 // not map it): kTaken(pid, gen, no flag) -> kFree.
 bool Untake(Table& t, int i, uint16_t gen);
+
+// No free slot of `size` bytes for a worker: records in need (for that
+// size) the taken slots of that size plus this batch, if more than before.
+void NoteNoSlot(Table& t, uint64_t size);
 
 // Sets `flag` on slot i if it is kTaken with generation gen (any generation
 // when gen_any). Then, if the slot is done on every side and not escaped,

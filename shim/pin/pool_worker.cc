@@ -116,7 +116,10 @@ bool PoolTake(void* addr, size_t len, int fd, PoolTaken* out) {
   if (!t || t->owner == me || static_cast<uint32_t>(getppid()) != t->owner) return false;
   uint16_t gen = 0;
   int i = pool::TryTake(*t, len, me, &gen);
-  if (i < 0) return false;
+  if (i < 0) {
+    pool::NoteNoSlot(*t, len);
+    return false;
+  }
   bool opened = false;
   int sfd = pool::SlotFd(*t, i, &opened);
   if (sfd < 0) {

@@ -194,7 +194,7 @@ def main():
         helper.join()
     if a.exec_child:
         child = subprocess.run([sys.executable, __file__, "--cudart", a.cudart, "--workers", "1",
-                                "--batches", "4", "--shape", a.shape], capture_output=True, text=True)
+                                "--batches", "10", "--shape", a.shape], capture_output=True, text=True)
         for line in child.stdout.splitlines():
             if line.startswith(("batch ", "WRONG", "done")):
                 print("child", line, flush=True)
