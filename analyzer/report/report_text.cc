@@ -652,7 +652,12 @@ void TextWriter::PinningSection() {
          "pinned memory first. Registration paid on " + FormatCount(loop.registered_at_copy) +
          " at the copy and " + FormatCount(loop.registered_ahead) +
          " ahead (pin-ahead thread); saved on " + FormatCount(loop.reused) +
-         " by reuse of a freed block and " + FormatCount(loop.cached) + " already registered.");
+         " by reuse of a freed block" +
+         (loop.pool > 0 ? ", " + FormatCount(loop.pool) +
+                              " by pinscope's pool (the worker wrote the batch into memory "
+                              "registered once: PINSCOPE_PIN_POOL)"
+                        : std::string()) +
+         " and " + FormatCount(loop.cached) + " already registered.");
   }
   // The first batch's buffer is always fresh (the one the recycle list then keeps).
   if (loop.found && loop.fresh_mmap_batches > 1) {
@@ -777,13 +782,14 @@ void TextWriter::DeviceSection() {
              FormatPercent(busy.active_busy_fraction) +
              " from the first to the last busy sample; per chunk [" + chunks +
              "] (_ idle .. # busy" + (unknown ? ", ? not sampled)" : ")"));
-        Para("From NVML utilization samples (" + FormatCount(busy.utilization_samples) +
-             ", one every " + FormatDuration(busy.utilization_period_ns) + ", " +
-             FormatPercent(busy.covered_fraction()) +
-             " of the process's life): the share of time a kernel ran. Kernels were not recorded (" +
-             KernelRecordingText(p.result.recording) +
-             "), so idle gaps are not known; PINSCOPE_CUPTI_KERNELS=all records them, at a cost "
-             "(docs/environment.md).");
+        Para(
+            "From NVML utilization samples (" + FormatCount(busy.utilization_samples) +
+            ", one every " + FormatDuration(busy.utilization_period_ns) + ", " +
+            FormatPercent(busy.covered_fraction()) +
+            " of the process's life): the share of time a kernel ran. Kernels were not recorded (" +
+            KernelRecordingText(p.result.recording) +
+            "), so idle gaps are not known; PINSCOPE_CUPTI_KERNELS=all records them, at a cost "
+            "(docs/environment.md).");
         continue;
       }
       Para(gpu + ": busy " + FormatPercent(busy.busy_fraction) +

