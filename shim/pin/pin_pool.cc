@@ -176,6 +176,15 @@ void MakeSlotLocked(Table& t, int i) {
   if (fd >= 0 && syscall(SYS_ftruncate, fd, static_cast<off_t>(size)) == 0 && fstat(fd, &st) == 0)
     p = pool::RawMmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (reinterpret_cast<intptr_t>(p) < 0) p = MAP_FAILED;  // a raw syscall's -errno
+  if (p == MAP_FAILED) {
+    // No memfd (an old kernel, a seccomp filter) or no memory for one: the
+    // pool stops; batches go the usual way.
+    s.pool_failed.store(true, std::memory_order_relaxed);
+    LogOnce(&s.said_pool,
+            "PINSCOPE_PIN_POOL: cannot make a %llu-byte slot (memfd_create, ftruncate or mmap "
+            "failed): the pool stays off, batches are pinned one by one",
+            static_cast<unsigned long long>(size));
+  }
   pthread_mutex_lock(&s.mu);
   int b = -1;
   if (p != MAP_FAILED && s.forking.load(std::memory_order_acquire) == 0 &&
@@ -229,6 +238,7 @@ void MakeSlotLocked(Table& t, int i) {
   if (called) {
     Emit(f::kRegisterFailed, reinterpret_cast<uintptr_t>(p), size, t1 - t0, rc, "pool", after, t0);
     NoteRegisterFailed(rc, size);
+    s.pool_failed.store(true, std::memory_order_relaxed);  // not tried again for every batch
   }
   pthread_mutex_lock(&s.mu);
 }
@@ -290,7 +300,9 @@ void PoolNoteMiss(size_t len, int live_batches) {
   Table* t = OwnTable();
   if (!t || len < GetConfig().pin_min || !CudaSeen()) return;
   PinState& s = Pins();
-  if (s.forked_from_cuda || !Recording() || s.unpin_failed.load(std::memory_order_relaxed)) return;
+  if (s.forked_from_cuda || !Recording() || s.unpin_failed.load(std::memory_order_relaxed) ||
+      s.pool_failed.load(std::memory_order_relaxed))
+    return;
   int device = 0;
   pinning::QuietGetDevice(&device);
   bool asked = false;

@@ -150,6 +150,8 @@ struct PinState {
   int pool_req_n = 0;
   int pool_device = 0;
   bool pool_busy[kPoolSlots]{};
+  std::atomic<bool> pool_failed{false};  // a slot could not be made: no more (said once)
+  std::atomic<bool> said_pool{false};
 };
 
 // The one instance (pin_state.cc), never destroyed. Hidden, like every

@@ -76,6 +76,7 @@ struct Table {
   // found no free slot (the taken ones and its own): what the pool must hold.
   std::atomic<uint64_t> need_size{0};
   std::atomic<uint32_t> need{0};
+  std::atomic<uint32_t> said_no_fd{0};  // a worker could not open a slot: said once per job
   Slot slots[kSlots];
 };
 

@@ -48,7 +48,7 @@ void Remember(uintptr_t addr, size_t len, int slot, uint16_t gen) {
 // this process was forked after the slot was made, else the owner's fd
 // opened through /proc (a new file description of the same memfd). -1 if
 // neither refers to the slot. *opened: the caller closes it.
-int SlotFd(const Table& t, int i, bool* opened) {
+int SlotFd(Table& t, int i, bool* opened) {
   const Slot& s = t.slots[i];
   *opened = false;
   if (FdIs(s.fd, s.device, s.inode)) return s.fd;
@@ -59,7 +59,15 @@ int SlotFd(const Table& t, int i, bool* opened) {
   n += 4;
   FormatU64(path + n, sizeof path - n, static_cast<uint64_t>(s.fd));
   int fd = static_cast<int>(syscall(SYS_openat, AT_FDCWD, path, O_RDWR | O_CLOEXEC));
-  if (fd < 0) return -1;
+  if (fd < 0) {
+    // /proc hidden or the owner not dumpable: this worker's batches go the
+    // usual way (a worker forked after a slot was made inherits its fd).
+    if (t.said_no_fd.exchange(1) == 0)
+      Log("PINSCOPE_PIN_POOL: a DataLoader worker cannot open the pool's slot through %s: "
+          "its batches are pinned one by one (said once)",
+          path);
+    return -1;
+  }
   if (!FdIs(fd, s.device, s.inode)) {
     RawClose(fd);
     return -1;
