@@ -77,8 +77,7 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
     AdvanceDevice(state, ctx.event.time_ns);
   }
   if (static_cast<int>(process.pid()) == root_pid_ && tid == process.pid() &&
-      copy.direction() == trace::H2D && ctx.blocked_ns > 0 &&
-      root_copies_.size() < kMaxRootCopies) {
+      copy.direction() == trace::H2D && ctx.blocked_ns > 0 && root_copies_.size() < kMaxRootCopies) {
     // Only copies that may still be a batch: at least half the largest yet.
     if (copy.bytes() * 2 >= largest_root_copy_) {
       const bool pinned = copy.src_kind() == trace::PINNED && copy.pin() == trace::PIN_BY_PROGRAM;
@@ -92,14 +91,12 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
                               ctx.buffer.alloc->size >= BatchLoop::kGlibcMmapMax &&
                               ctx.buffer.alloc->time_ns >= last_root_copy_ns_;
       last_root_copy_ns_ = ctx.event.time_ns;
-      root_copies_.push_back(
-          {ctx.event.time_ns, ctx.event.time_ns + ctx.blocked_ns, copy.bytes(), pinned,
-           static_cast<uint8_t>(copy.pin()), ahead, reused, fresh_mmap,
-           ctx.buffer.kind == HostBuffer::Kind::kShm && ctx.buffer.mapping->pool});
+      root_copies_.push_back({ctx.event.time_ns, ctx.event.time_ns + ctx.blocked_ns, copy.bytes(),
+                              pinned, static_cast<uint8_t>(copy.pin()), ahead, reused, fresh_mmap,
+                              ctx.buffer.kind == HostBuffer::Kind::kShm && ctx.buffer.mapping->pool});
       if (copy.bytes() > largest_root_copy_) {
         largest_root_copy_ = copy.bytes();
-        std::erase_if(root_copies_,
-                      [&](const Copy& c) { return c.bytes * 2 < largest_root_copy_; });
+        std::erase_if(root_copies_, [&](const Copy& c) { return c.bytes * 2 < largest_root_copy_; });
       }
     }
   }
@@ -119,7 +116,8 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
     (copy.pin() == trace::PIN_REGISTERED ? pins_.pinned_registered : pins_.pinned_cached)++;
     pins_.pinned_copy_bytes += copy.bytes();
     pins_.pinned_copy_blocked_ns += ctx.blocked_ns;
-    pins_.pinned_copy_at_pageable_ns += AtGbps(copy.bytes(), gbps_.Pageable(h2d, copy.bytes()));
+    pins_.pinned_copy_at_pageable_ns +=
+        AtGbps(copy.bytes(), gbps_.Pageable(h2d, copy.bytes()));
     pins_.pinned_copy_at_pinned_ns += AtGbps(copy.bytes(), gbps_.Pinned(h2d, copy.bytes()));
   } else if (copy.pin() == trace::PIN_SKIPPED_BUDGET) {
     ++pins_.skipped_budget;
@@ -269,8 +267,7 @@ int32_t InputAnalysis::WaitSite(const ProcessState& process, uint64_t stack_id) 
   std::string site = InnermostPythonFrame(process, stack_id);
   if (site.empty()) site = InnermostNativeFrame(process, stack_id);
   if (site.empty()) return -1;
-  auto [it, inserted] =
-      wait_site_index_.try_emplace(site, static_cast<int32_t>(wait_sites_.size()));
+  auto [it, inserted] = wait_site_index_.try_emplace(site, static_cast<int32_t>(wait_sites_.size()));
   if (inserted) wait_sites_.push_back(site);
   return it->second;
 }
@@ -333,8 +330,8 @@ void InputAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
 void InputAnalysis::OnShm(const ShmContext& ctx) {
   const ProcessState& process = ctx.event.process;
   const uint32_t tid = ctx.event.packet.tid();
-  if (ctx.shm.op() == trace::SHM_MAP && !ctx.implicit &&
-      static_cast<int>(process.pid()) == root_pid_ && tid != 0 && tid != process.pid()) {
+  if (ctx.shm.op() == trace::SHM_MAP && !ctx.implicit && static_cast<int>(process.pid()) == root_pid_ &&
+      tid != 0 && tid != process.pid()) {
     ++root_shm_maps_[tid];
   }
 }
@@ -387,20 +384,11 @@ void InputAnalysis::OnPin(const Event& event, const trace::PinEvent& pin) {
       ++pins_.unpin_reasons[pin.reason().empty() ? "unknown" : pin.reason()];
       if (pin.reason() == "fork") ++fork_unpins_;
       break;
-    case trace::REGISTER_FAILED:
-      ++pins_.register_failed;
-      break;
-    case trace::BUDGET_FULL:
-      ++pins_.budget_full;
-      break;
-    case trace::RECYCLE:
-      ++pins_.recycles;
-      break;
-    case trace::REUSE:
-      ++pins_.reuses;
-      break;
-    default:
-      break;
+    case trace::REGISTER_FAILED: ++pins_.register_failed; break;
+    case trace::BUDGET_FULL: ++pins_.budget_full; break;
+    case trace::RECYCLE: ++pins_.recycles; break;
+    case trace::REUSE: ++pins_.reuses; break;
+    default: break;
   }
 }
 
@@ -525,9 +513,8 @@ void InputAnalysis::FinishSyncWaits() {
     sync_.threads.push_back(std::move(out));
   }
   wait_threads_.clear();
-  std::stable_sort(
-      sync_.threads.begin(), sync_.threads.end(),
-      [](const SyncThread& a, const SyncThread& b) { return a.saving_ns > b.saving_ns; });
+  std::stable_sort(sync_.threads.begin(), sync_.threads.end(),
+                   [](const SyncThread& a, const SyncThread& b) { return a.saving_ns > b.saving_ns; });
 }
 
 void InputAnalysis::Finish(const RunInfo& run) {

@@ -33,33 +33,13 @@ bool ParseSize(const char* text, uint64_t* out) {
   }
   unsigned shift = 0;
   switch (*p) {
-    case '\0':
-      break;
-    case 'k':
-    case 'K':
-      shift = 10;
-      ++p;
-      break;
-    case 'm':
-    case 'M':
-      shift = 20;
-      ++p;
-      break;
-    case 'g':
-    case 'G':
-      shift = 30;
-      ++p;
-      break;
-    case 't':
-    case 'T':
-      shift = 40;
-      ++p;
-      break;
-    case 'b':
-    case 'B':
-      break;
-    default:
-      return false;
+    case '\0': break;
+    case 'k': case 'K': shift = 10; ++p; break;
+    case 'm': case 'M': shift = 20; ++p; break;
+    case 'g': case 'G': shift = 30; ++p; break;
+    case 't': case 'T': shift = 40; ++p; break;
+    case 'b': case 'B': break;
+    default: return false;
   }
   if (shift && (*p == 'i' || *p == 'I')) ++p;
   if (*p == 'b' || *p == 'B') ++p;
@@ -148,8 +128,7 @@ void LoadConfig(Config* c) {
   UintVar("PINSCOPE_STACKS", 256, &c->stack_depth);
   BoolVar("PINSCOPE_PY_STACKS", &c->python_stacks);
   BoolVar("PINSCOPE_CUPTI", &c->cupti);
-  if (const char* s = getenv("PINSCOPE_CUPTI_PATH"))
-    CopyString(c->cupti_path, sizeof c->cupti_path, s);
+  if (const char* s = getenv("PINSCOPE_CUPTI_PATH")) CopyString(c->cupti_path, sizeof c->cupti_path, s);
   if (const char* s = getenv("PINSCOPE_CUPTI_KERNELS"); s && *s) {
     if (!strcasecmp(s, "auto")) {
       c->cupti_kernels = KernelRecording::kAuto;
@@ -171,13 +150,11 @@ void LoadConfig(Config* c) {
   UintVar("PINSCOPE_CUPTI_PERIOD_S", 86400, &c->cupti_period_s);
   if (c->cupti_period_s && uint64_t{c->cupti_period_s} * 1000 <= c->cupti_window_ms) {
     Log("PINSCOPE_CUPTI_PERIOD_S=%u is not longer than PINSCOPE_CUPTI_WINDOW_MS=%u; "
-        "recording device activity all the time",
-        c->cupti_period_s, c->cupti_window_ms);
+        "recording device activity all the time", c->cupti_period_s, c->cupti_window_ms);
     c->cupti_window_ms = 0;
   }
   BoolVar("PINSCOPE_NVML", &c->nvml);
-  if (const char* s = getenv("PINSCOPE_NVML_PATH"))
-    CopyString(c->nvml_path, sizeof c->nvml_path, s);
+  if (const char* s = getenv("PINSCOPE_NVML_PATH")) CopyString(c->nvml_path, sizeof c->nvml_path, s);
   if (const char* s = getenv("PINSCOPE_PIN"); s && *s) {
     if (!strcmp(s, "0") || !strcasecmp(s, "off")) {
       c->pin = PinMode::kOff;
@@ -203,7 +180,6 @@ void LoadConfig(Config* c) {
   BoolVar("PINSCOPE_PIN_AHEAD", &c->pin_ahead);
   BoolVar("PINSCOPE_PIN_POOL", &c->pin_pool);
   if (c->pin_pool && c->pin == PinMode::kOff) {
-    // Said only when PINSCOPE_PIN is unset or 0: the pool is a part of pinning.
     Log("PINSCOPE_PIN_POOL=1 needs PINSCOPE_PIN=1 (or async); the pool stays off");
     c->pin_pool = false;
   }

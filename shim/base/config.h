@@ -30,38 +30,38 @@ struct RankEnv {
 };
 
 struct Config {
-  bool disabled = false;            // PINSCOPE_DISABLE=1
-  char out_dir[4096] = {};          // PINSCOPE_OUT (absolute)
-  int out_fd = -1;                  // out_dir, opened and checked (O_DIRECTORY|O_NOFOLLOW)
-  char run_id[128] = {};            // PINSCOPE_RUN_ID
-  uint32_t root_pid = 0;            // PINSCOPE_ROOT_PID
-  uint64_t trace_min = 1ull << 20;  // PINSCOPE_TRACE_MIN
-  uint32_t flush_ms = 1000;         // PINSCOPE_FLUSH_MS
-  bool compress = true;             // PINSCOPE_COMPRESS (zstd frames, shim/record/trace_writer.h)
-  uint32_t stack_depth = 32;        // PINSCOPE_STACKS (0 = off)
-  bool python_stacks = true;        // PINSCOPE_PY_STACKS
-  bool cupti = true;                // PINSCOPE_CUPTI
-  char cupti_path[4096] = {};       // PINSCOPE_CUPTI_PATH
+  bool disabled = false;             // PINSCOPE_DISABLE=1
+  char out_dir[4096] = {};           // PINSCOPE_OUT (absolute)
+  int out_fd = -1;                   // out_dir, opened and checked (O_DIRECTORY|O_NOFOLLOW)
+  char run_id[128] = {};             // PINSCOPE_RUN_ID
+  uint32_t root_pid = 0;             // PINSCOPE_ROOT_PID
+  uint64_t trace_min = 1ull << 20;   // PINSCOPE_TRACE_MIN
+  uint32_t flush_ms = 1000;          // PINSCOPE_FLUSH_MS
+  bool compress = true;              // PINSCOPE_COMPRESS (zstd frames, shim/record/trace_writer.h)
+  uint32_t stack_depth = 32;         // PINSCOPE_STACKS (0 = off)
+  bool python_stacks = true;         // PINSCOPE_PY_STACKS
+  bool cupti = true;                 // PINSCOPE_CUPTI
+  char cupti_path[4096] = {};        // PINSCOPE_CUPTI_PATH
   // Off by default: once enabled, CUPTI's kernel kind costs 15-20% of a
   // launch-bound step on the H200, even after it is disabled again (issue 16).
   KernelRecording cupti_kernels = KernelRecording::kOff;  // PINSCOPE_CUPTI_KERNELS
   uint32_t cupti_kernel_rate = 1000;  // PINSCOPE_CUPTI_KERNEL_RATE (records/s, auto)
-  bool cupti_runtime = false;  // PINSCOPE_CUPTI_RUNTIME (1: RUNTIME kind, exact joins; issue 16)
+  bool cupti_runtime = false;        // PINSCOPE_CUPTI_RUNTIME (1: RUNTIME kind, exact joins; issue 16)
   // Device records in windows (issue 16): CUPTI attached for cupti_window_ms,
   // then detached (cuptiFinalize: its cost on every launch goes with it) until
   // cupti_period_s after the window began. 0 ms: attached all the time.
-  uint32_t cupti_window_ms = 2000;  // PINSCOPE_CUPTI_WINDOW_MS
-  uint32_t cupti_period_s = 120;    // PINSCOPE_CUPTI_PERIOD_S (0: one window, never again)
-  bool nvml = true;                 // PINSCOPE_NVML (GPU utilization samples)
-  char nvml_path[4096] = {};        // PINSCOPE_NVML_PATH
-  PinMode pin = PinMode::kOff;      // PINSCOPE_PIN
-  uint64_t pin_min = 4ull << 20;    // PINSCOPE_PIN_MIN
-  uint64_t pin_budget = 0;          // PINSCOPE_PIN_BUDGET (0: derived)
+  uint32_t cupti_window_ms = 2000;   // PINSCOPE_CUPTI_WINDOW_MS
+  uint32_t cupti_period_s = 120;     // PINSCOPE_CUPTI_PERIOD_S (0: one window, never again)
+  bool nvml = true;                  // PINSCOPE_NVML (GPU utilization samples)
+  char nvml_path[4096] = {};         // PINSCOPE_NVML_PATH
+  PinMode pin = PinMode::kOff;       // PINSCOPE_PIN
+  uint64_t pin_min = 4ull << 20;     // PINSCOPE_PIN_MIN
+  uint64_t pin_budget = 0;           // PINSCOPE_PIN_BUDGET (0: derived)
   bool pin_budget_explicit = false;
-  uint64_t pin_keep = 1ull << 30;  // PINSCOPE_PIN_KEEP (0: no recycle list)
-  bool pin_ahead = true;           // PINSCOPE_PIN_AHEAD (register shm batches at mmap)
-  bool pin_pool = false;           // PINSCOPE_PIN_POOL (worker batches in registered slots)
-  RankEnv rank;                    // RANK, LOCAL_RANK, ... (docs/environment.md)
+  uint64_t pin_keep = 1ull << 30;    // PINSCOPE_PIN_KEEP (0: no recycle list)
+  bool pin_ahead = true;             // PINSCOPE_PIN_AHEAD (register shm batches at mmap)
+  bool pin_pool = false;             // PINSCOPE_PIN_POOL (worker batches in registered slots)
+  RankEnv rank;                      // RANK, LOCAL_RANK, ... (docs/environment.md)
 };
 
 // Parses a byte size: digits with an optional K/M/G/T suffix (binary

@@ -88,10 +88,6 @@ void ClearSlot(Table& t, int i) {
   t.slots[i].word.store(pool::Pack(e), std::memory_order_release);
 }
 
-// Slot i leaves the pool while the program holds its mapping (escaped, cut
-// by a partial munmap, registered by the program): the owner's mapping
-// becomes an ordinary pinned shm mapping of the program's, which the usual
-// munmap path unpins. No CUDA call. Lock held.
 // Asks the pin thread for a new slot in the empty entry i, of `size` bytes:
 // the pool keeps its size when a slot leaves it. Lock held.
 void ReplaceLocked(Table& t, int i, uint64_t size) {
@@ -106,6 +102,10 @@ void ReplaceLocked(Table& t, int i, uint64_t size) {
   pthread_cond_signal(&s.ahead_cv);
 }
 
+// Slot i leaves the pool while the program holds its mapping (escaped, cut
+// by a partial munmap, registered by the program): the owner's mapping
+// becomes an ordinary pinned shm mapping of the program's, which the usual
+// munmap path unpins; a new slot replaces it. No CUDA call. Lock held.
 void DetachLocked(Table& t, int i) {
   int b = SlotBlockLocked(t, i);
   if (b >= 0) Pins().blocks[b].pool = false;
