@@ -27,7 +27,8 @@ child checks it at the end, after the parent went through the rest ("fork
 child intact"); --send-at B sends batch B of the first epoch to a helper
 process (torch.multiprocessing, the fd over SCM_RIGHTS) that checks it at
 the end ("sent batch intact"); --exec-child runs a second, smaller job as an
-exec'd child at the end ("child done")."""
+exec'd child at the end ("child done"); --idle-at-end S drops the loaders and
+sleeps S seconds before the end (the pool's idle release)."""
 import argparse
 import ctypes
 import mmap
@@ -35,6 +36,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -127,6 +129,7 @@ def main():
     ap.add_argument("--fork-at", type=int, default=-1)
     ap.add_argument("--send-at", type=int, default=-1)
     ap.add_argument("--exec-child", action="store_true")
+    ap.add_argument("--idle-at-end", type=float, default=0, help="seconds to sleep, loaders gone")
     a = ap.parse_args()
     torch.multiprocessing.set_sharing_strategy(a.strategy)
     helper = None
@@ -207,6 +210,9 @@ def main():
             bad += 1
         else:
             print(f"held {l} intact", flush=True)
+    if a.idle_at_end:
+        del loaders, its, batches, x, got
+        time.sleep(a.idle_at_end)
     print("register_calls", dev.register_calls(), flush=True)
     if bad:
         sys.exit(1)

@@ -16,17 +16,19 @@ constexpr uint64_t kBatchBytes = 8ull * 3 * 256 * 256 * 4;  // --batch 8, --shap
 
 // What the pinscope run's traces say about the pool, per process kind.
 struct PoolStats {
-  int served = 0;           // main process: batch maps served from a slot
-  int batch_maps = 0;       // main process: maps of a batch-sized segment
-  int slots = 0;            // REGISTER "pool" (main process)
-  int per_batch = 0;        // REGISTER "shm"/"shm_ahead" (main process)
-  int detached = 0;         // main process: slot mappings unmapped after leaving the pool
-  int retired = 0;          // UNREGISTER "pool_*" (main process)
-  int worker_swaps = 0;     // workers: SHM_MAP pool (the swap at shm_unlink)
-  int exec_served = 0;      // exec'd processes: batch maps served from their own slots
-  int exec_slots = 0;       // ... and their REGISTER "pool"
-  std::vector<bool> order;  // main process, batch maps in order: from a slot?
-  uint64_t max_pinned = 0;  // largest PinEvent.pinned_bytes (main process)
+  int served = 0;            // main process: batch maps served from a slot
+  int batch_maps = 0;        // main process: maps of a batch-sized segment
+  int slots = 0;             // REGISTER "pool" (main process)
+  int per_batch = 0;         // REGISTER "shm"/"shm_ahead" (main process)
+  int detached = 0;          // main process: slot mappings unmapped after leaving the pool
+  int retired = 0;           // UNREGISTER "pool_*" (main process)
+  int worker_swaps = 0;      // workers: SHM_MAP pool (the swap at shm_unlink)
+  int exec_served = 0;       // exec'd processes: batch maps served from their own slots
+  int exec_slots = 0;        // ... and their REGISTER "pool"
+  std::vector<bool> order;   // main process, batch maps in order: from a slot?
+  uint64_t max_pinned = 0;   // largest PinEvent.pinned_bytes (main process)
+  uint64_t last_pinned = 0;  // PinEvent.pinned_bytes of the main process's last PinEvent
+  int idle_retired = 0;      // UNREGISTER "pool_idle" (main process)
 };
 
 PoolStats ReadPoolStats(const std::string& run) {
@@ -59,6 +61,8 @@ PoolStats ReadPoolStats(const std::string& run) {
       if (p.has_pin()) {
         const auto& pin = p.pin();
         st.max_pinned = std::max<uint64_t>(st.max_pinned, pin.pinned_bytes());
+        st.last_pinned = pin.pinned_bytes();
+        if (pin.op() == trace::UNREGISTER && pin.reason() == "pool_idle") ++st.idle_retired;
         if (pin.op() == trace::REGISTER && pin.reason() == "pool") ++st.slots;
         if (pin.op() == trace::REGISTER && pin.reason().rfind("shm", 0) == 0) ++st.per_batch;
         if (pin.op() == trace::UNREGISTER && pin.reason().rfind("pool_", 0) == 0) ++st.retired;
@@ -268,6 +272,17 @@ TEST_F(PinPoolTest, SmallDevShm) {
   EXPECT_TRUE(pinned.Exited(0)) << pinned.out << pinned.err;
   EXPECT_EQ(Lines(pinned.out, "batch "), Lines(plain.out, "batch "));
   EXPECT_GE(Stats().served, 1) << Describe(Stats());
+}
+
+// Free slots idle for 10 s are released (unregistered on the flusher
+// thread): with the loader gone and 14 s of sleep, every slot made is
+// retired "pool_idle" and nothing stays pinned.
+TEST_F(PinPoolTest, IdleSlotsAreReleased) {
+  RunBoth({"--workers", "2", "--batches", "12", "--idle-at-end", "14"}, 12);
+  const PoolStats s = Stats();
+  EXPECT_GE(s.slots, 1) << Describe(s);
+  EXPECT_EQ(s.idle_retired, s.slots) << Describe(s);
+  EXPECT_EQ(s.last_pinned, 0u) << Describe(s);
 }
 
 // PINSCOPE_PIN_POOL unset: nothing of the pool happens.
