@@ -92,7 +92,8 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
                               ctx.buffer.alloc->time_ns >= last_root_copy_ns_;
       last_root_copy_ns_ = ctx.event.time_ns;
       root_copies_.push_back({ctx.event.time_ns, ctx.event.time_ns + ctx.blocked_ns, copy.bytes(),
-                              pinned, static_cast<uint8_t>(copy.pin()), ahead, reused, fresh_mmap});
+                              pinned, static_cast<uint8_t>(copy.pin()), ahead, reused, fresh_mmap,
+                              ctx.buffer.kind == HostBuffer::Kind::kShm && ctx.buffer.mapping->pool});
       if (copy.bytes() > largest_root_copy_) {
         largest_root_copy_ = copy.bytes();
         std::erase_if(root_copies_, [&](const Copy& c) { return c.bytes * 2 < largest_root_copy_; });
@@ -544,7 +545,10 @@ void InputAnalysis::Finish(const RunInfo& run) {
       if (b.pin == trace::PIN_REGISTERED) {
         ++loop_.registered_at_copy;
       } else {
-        ++(b.ahead ? loop_.registered_ahead : b.reused ? loop_.reused : loop_.cached);
+        ++(b.ahead    ? loop_.registered_ahead
+           : b.reused ? loop_.reused
+           : b.pool   ? loop_.pool
+                      : loop_.cached);
       }
     }
     if (b.fresh_mmap) ++loop_.fresh_mmap_batches;

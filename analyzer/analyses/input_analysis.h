@@ -54,9 +54,12 @@ struct BatchLoop {
   //                       REGISTER "shm_ahead" came before this, its first copy);
   //   reused              saved: a freed block kept registered and handed to
   //                       this batch's allocation (REUSE since its last copy);
+  //   pool                saved: a worker wrote the batch into a slot of
+  //                       pinscope's pool, registered once (PINSCOPE_PIN_POOL,
+  //                       the mapping's ShmEvent.pool);
   //   cached              saved: the buffer was copied before and stayed registered.
   uint64_t pinscope_batches = 0;
-  uint64_t registered_at_copy = 0, registered_ahead = 0, reused = 0, cached = 0;
+  uint64_t registered_at_copy = 0, registered_ahead = 0, reused = 0, pool = 0, cached = 0;
   uint64_t dma_bytes = 0;
   // Batch copies from a malloc-family block of at least kGlibcMmapMax bytes
   // allocated since the previous batch copy and not a reused kept block:
@@ -210,6 +213,7 @@ class InputAnalysis : public Analysis {
     bool pinned;
     uint8_t pin;  // trace::PinOutcome
     bool ahead, reused, fresh_mmap;
+    bool pool;  // the host side is a mapping served from pinscope's pool
   };
   // A main-thread copy or sync not yet final for SyncWaits: a device record
   // may still join it (its transfer time), or it is the last one seen.

@@ -652,7 +652,7 @@ void ReplayEngine::HandleShm(ProcessState& process, const Event& event) {
       // process, or from before tracing): the segment starts here.
       if (segment == nullptr) segment = NewSegment(process, shm, event.time_ns);
       grow(segment, shm.offset() + shm.size());
-      ShmMapping mapping{segment, shm.address(), shm.offset(), event.time_ns};
+      ShmMapping mapping{segment, shm.address(), shm.offset(), event.time_ns, shm.pool()};
       const uint64_t end = shm.address() + std::max<uint64_t>(shm.size(), 1);
       for (auto& stale : process.mappings_.Insert(shm.address(), end, mapping)) {
         --stale.value.segment->live_mappings;

@@ -64,6 +64,7 @@ struct ShmMapping {
   uint64_t base_address = 0;  // address the mmap returned
   uint64_t offset = 0;        // object offset of base_address
   uint64_t time_ns = 0;
+  bool pool = false;  // served from pinscope's pool of registered slots (ShmEvent.pool)
 };
 
 // The host memory a copy's host side falls in, resolved at the copy's time.

@@ -527,6 +527,7 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                        {"registered_at_copy", loop.registered_at_copy},
                        {"registered_ahead", loop.registered_ahead},
                        {"reused", loop.reused},
+                       {"pool", loop.pool},
                        {"cached", loop.cached},
                        {"host_copies_avoided", loop.pinscope_batches},
                        {"dma_bytes", loop.dma_bytes}}},

@@ -633,7 +633,12 @@ void TextWriter::PinningSection() {
          "pinned memory first. Registration paid on " + FormatCount(loop.registered_at_copy) +
          " at the copy and " + FormatCount(loop.registered_ahead) +
          " ahead (pin-ahead thread); saved on " + FormatCount(loop.reused) +
-         " by reuse of a freed block and " + FormatCount(loop.cached) + " already registered.");
+         " by reuse of a freed block" +
+         (loop.pool > 0 ? ", " + FormatCount(loop.pool) +
+                              " by pinscope's pool (the worker wrote the batch into memory "
+                              "registered once: PINSCOPE_PIN_POOL)"
+                        : std::string()) +
+         " and " + FormatCount(loop.cached) + " already registered.");
   }
   // The first batch's buffer is always fresh (the one the recycle list then keeps).
   if (loop.found && loop.fresh_mmap_batches > 1) {

@@ -178,6 +178,11 @@ void LoadConfig(Config* c) {
   }
   SizeVar("PINSCOPE_PIN_KEEP", &c->pin_keep);
   BoolVar("PINSCOPE_PIN_AHEAD", &c->pin_ahead);
+  BoolVar("PINSCOPE_PIN_POOL", &c->pin_pool);
+  if (c->pin_pool && c->pin == PinMode::kOff) {
+    Log("PINSCOPE_PIN_POOL=1 needs PINSCOPE_PIN=1 (or async); the pool stays off");
+    c->pin_pool = false;
+  }
   LoadRankEnv(&c->rank);
 }
 

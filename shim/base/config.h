@@ -60,6 +60,7 @@ struct Config {
   bool pin_budget_explicit = false;
   uint64_t pin_keep = 1ull << 30;    // PINSCOPE_PIN_KEEP (0: no recycle list)
   bool pin_ahead = true;             // PINSCOPE_PIN_AHEAD (register shm batches at mmap)
+  bool pin_pool = false;             // PINSCOPE_PIN_POOL (worker batches in registered slots)
   RankEnv rank;                      // RANK, LOCAL_RANK, ... (docs/environment.md)
 };
 

@@ -14,6 +14,7 @@
 #include "shim/core/shm_real.h"
 #include "shim/core/shm_state.h"
 #include "shim/memory/block_registry.h"
+#include "shim/pin/pool.h"
 #include "shim/record/recorder.h"
 #include "shim/stacks/stacks.h"
 
@@ -50,6 +51,9 @@ void InitShm() {
   }
   FdTable();
   State().job.Create();
+  // The pool's table (PINSCOPE_PIN_POOL): this image owns a new one; forked
+  // children never get here and share it.
+  PoolInit();
 }
 
 void Record(uint32_t op, const Identity& id, int fd, uint64_t size, uint64_t offset,
@@ -68,6 +72,7 @@ void Record(uint32_t op, const Identity& id, int fd, uint64_t size, uint64_t off
   r.device = id.device;
   r.inode = id.inode;
   r.driver_internal = (id.flags & kFlagDriverInternal) != 0;
+  r.pool = id.pool;
   r.stack_id = CaptureStack(StackSite::kShm);
   r.t_enter = t0;
   r.t_exit = MonoNs();

@@ -15,6 +15,7 @@
 #include "shim/base/guard.h"
 #include "shim/base/log.h"
 #include "shim/core/shm_core.h"
+#include "shim/core/shm_pool.h"
 #include "shim/core/shm_real.h"
 #include "shim/core/shm_state.h"
 #include "shim/memory/block_registry.h"
@@ -72,6 +73,8 @@ void NameFrom(const char* name, Identity* id) {
 }  // namespace
 
 std::atomic<FdEntry*> g_fds{nullptr};
+
+void RetrackFd(int fd, const Identity& id) { TrackFd(fd, id); }
 
 FdEntry* FdTable() {
   FdEntry* t = g_fds.load(std::memory_order_acquire);
@@ -158,6 +161,7 @@ int ShmOpen(const char* name, int oflag, mode_t mode) {
     id.size = static_cast<uint64_t>(st.st_size);
   }
   if (fd >= 0) TrackFd(fd, id);
+  if (fd >= 0 && created && (oflag & O_EXCL)) PoolSegmentCreated(fd, name, id.device, id.inode);
   Record(created ? f::kShmCreate : f::kShmOpen, id, fd, id.size, 0, 0, oflag, 0, err, t0);
   if (fd < 0) scope.KeepErrno(err);
   return fd;
@@ -177,6 +181,8 @@ int ShmUnlink(const char* name) {
     id.device = st.st_dev;
     id.inode = st.st_ino;
   }
+  // A worker's new batch segment may become a pool slot first (shm_pool.cc).
+  PoolAtUnlink(name, t0);
   int rc = g_real.shm_unlink(name);
   int err = rc < 0 ? errno : 0;
   Record(f::kShmUnlink, id, -1, 0, 0, 0, 0, 0, err, t0);
@@ -212,6 +218,7 @@ int FtruncateSlow(int fd, off_t length, bool is64) {
   Identity id;
   int rc = call();
   int err = rc < 0 ? errno : 0;
+  if (rc == 0) PoolSegmentTruncated(fd, static_cast<uint64_t>(length));
   if (TrackedAndValid(fd, &id)) {
     Record(f::kShmTruncate, id, fd, static_cast<uint64_t>(length), 0, 0, 0, 0, err, t0);
     if (err == ENOSPC && !(id.flags & kFlagMemfd))
@@ -250,6 +257,7 @@ int CloseSlow(int fd) {
   Identity id;
   bool tracked = TrackedEntry(fd, &id);
   UntrackFd(fd);
+  PoolSegmentClosed(fd);
   if (tracked) Record(f::kShmClose, id, fd, 0, 0, 0, 0, 0, 0, t0);
   int rc = g_real.close(fd);
   if (rc < 0) scope.KeepErrno(errno);

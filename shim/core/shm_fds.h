@@ -15,4 +15,8 @@ FdEntry* FdTable();
 // others, such as an fd received with SCM_RIGHTS, by their filesystem.
 bool IdentifyShm(int fd, Identity* id);
 
+// fd now refers to another object (the pool's swap, shm_pool.cc): its
+// tracked entry says so.
+void RetrackFd(int fd, const Identity& id);
+
 }  // namespace pinscope::shim::shm

@@ -11,10 +11,12 @@
 #include "shim/base/guard.h"
 #include "shim/core/shm_core.h"
 #include "shim/core/shm_fds.h"
+#include "shim/core/shm_pool.h"
 #include "shim/core/shm_state.h"
 #include "shim/core/sigbus.h"
 #include "shim/memory/block_registry.h"
 #include "shim/pin/pinning.h"
+#include "shim/pin/pool.h"
 #include "shim/record/recorder.h"
 #include "shim/record/trace_fields.h"
 
@@ -29,15 +31,24 @@ namespace f = fields;
 // follow ours in the trace.
 
 // Drops recorded mappings in [addr, addr+len) and records their unmaps;
-// called before the real munmap / MAP_FIXED mmap.
-void ForgetRange(uint64_t addr, uint64_t len, uint64_t t0) {
+// called before the real munmap / MAP_FIXED mmap (`replace`). Returns true
+// when the range is a pool slot's mapping that the pool keeps (a munmap
+// only): the caller must not unmap it.
+bool ForgetRange(uint64_t addr, uint64_t len, uint64_t t0, bool replace) {
   constexpr size_t kCap = 64;
   ShmMapping over[kCap];
   size_t n = Registry().OverlappingMappings(addr, len, over, kCap);
-  if (n == 0) return;
+  if (n == 0) return false;
+  // A slot the program unmaps goes back to the pool, registered; a
+  // mapping over it takes it out of the pool first (shim/pin/pool.h).
+  bool kept = false;
+  if (PoolOn()) {
+    if (replace) PoolDetachRange(addr, len);
+    kept = PoolOnUnmap(addr, len) && !replace;
+  }
   // The pinning module unregisters before the pages go away (one relaxed
   // load when it pinned nothing).
-  PinOnUnmap(reinterpret_cast<void*>(addr), len);
+  if (!kept) PinOnUnmap(reinterpret_cast<void*>(addr), len);
   RemovedPiece pieces[kCap];
   size_t m = Registry().RemoveMappings(addr, len, pieces, kCap);
   uint32_t epoch = Registry().epoch();
@@ -52,9 +63,24 @@ void ForgetRange(uint64_t addr, uint64_t len, uint64_t t0) {
     id.inode = p.mapping.inode;
     id.flags = p.mapping.flags;
     memcpy(id.name, p.mapping.name, sizeof id.name);
+    id.pool = kept;
     Record(f::kShmUnmap, id, -1, p.size, p.mapping.offset + (p.address - p.mapping.address),
            p.address, 0, 0, 0, t0);
   }
+  return kept;
+}
+
+// Received /dev/shm mappings of `size` bytes alive in this process (the
+// pool's demand, PoolNoteMiss). A scan of at most 64 mappings; misses only.
+int LiveBatchesOf(uint64_t size) {
+  constexpr size_t kCap = 64;
+  ShmMapping all[kCap];
+  size_t n = Registry().OverlappingMappings(0, ~uint64_t{0} >> 1, all, kCap);
+  int live = 0;
+  for (size_t i = 0; i < n && i < kCap; ++i)
+    if (all[i].size == size && all[i].device == State().shm_dev && (all[i].map_flags & MAP_SHARED))
+      ++live;
+  return live;
 }
 
 }  // namespace
@@ -70,11 +96,26 @@ void* MmapSlow(void* addr, size_t length, int prot, int flags, int fd, off_t off
   uint64_t t0 = MonoNs();
   uint64_t a = reinterpret_cast<uintptr_t>(addr);
   // MAP_FIXED replaces whatever lay there: those mappings end now.
-  if ((flags & MAP_FIXED) && Registry().MayOverlapMappings(a, length)) ForgetRange(a, length, t0);
+  if ((flags & MAP_FIXED) && Registry().MayOverlapMappings(a, length))
+    ForgetRange(a, length, t0, true);
   Identity id;
   bool shm = fd >= 0 && !(flags & MAP_ANONYMOUS) && IdentifyShm(fd, &id);
-  void* p = call();
+  // A pool slot's fd: its batch is the owner's registered mapping already.
+  void* served = nullptr;
+  if (shm && PoolOn() && !(flags & MAP_FIXED))
+    served = PoolServeMap(id.device, id.inode, length, prot, flags, offset);
+  id.pool = served != nullptr;
+  void* p = served ? served : call();
   int err = p == MAP_FAILED ? errno : 0;
+  if (shm && !served && p != MAP_FAILED && PoolOn()) {
+    PoolSegmentMapped(fd, reinterpret_cast<uintptr_t>(p), length, static_cast<uint64_t>(offset),
+                      prot, flags);
+    // A batch that a worker could not put in a slot (received: not an fd
+    // this process opened; on /dev/shm): the pool may need one more.
+    if ((flags & MAP_SHARED) && offset == 0 && !FdTracked(fd) && id.device == State().shm_dev &&
+        !(id.flags & kFlagDriverInternal) && PoolOwner())
+      PoolNoteMiss(length, LiveBatchesOf(length) + 1);
+  }
   if (shm) {
     uint64_t at = p == MAP_FAILED ? 0 : reinterpret_cast<uintptr_t>(p);
     if (at) {
@@ -89,12 +130,13 @@ void* MmapSlow(void* addr, size_t length, int prot, int flags, int fd, off_t off
       m.map_flags = flags;
       memcpy(m.name, id.name, sizeof m.name);
       if (Registry().AddMapping(m)) {
-        if (!(id.flags & kFlagDriverInternal))
+        // A pool slot is not on /dev/shm, and is registered already.
+        if (!(id.flags & kFlagDriverInternal) && !served)
           State().job.Add(ProcessId(), at, id.device, id.inode, length);
         EnsureSigbusHandler();
         // A DataLoader batch arriving: registered ahead if its size is one
         // this process copies (docs/pinning.md, pin-ahead).
-        if ((flags & MAP_SHARED) && !(id.flags & kFlagDriverInternal))
+        if ((flags & MAP_SHARED) && !(id.flags & kFlagDriverInternal) && !served)
           PinAheadOnMap(p, length, (prot & PROT_WRITE) != 0);
       }
     }
@@ -112,7 +154,9 @@ int MunmapSlow(void* addr, size_t length) {
   HookScope scope;
   uint64_t t0 = MonoNs();
   uint64_t len = (length + page - 1) & ~(page - 1);
-  ForgetRange(a, len, t0);
+  // A pool slot kept by the pool stays mapped: the program's munmap of it
+  // is done as far as the program can tell.
+  if (ForgetRange(a, len, t0, false)) return 0;
   int rc = g_real.munmap(addr, length);
   if (rc < 0) scope.KeepErrno(errno);
   return rc;

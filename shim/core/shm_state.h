@@ -30,6 +30,7 @@ inline bool InForeignChild() { return static_cast<uint32_t>(getpid()) != Process
 struct Identity {
   uint64_t device = 0, inode = 0, size = 0;
   uint32_t flags = 0;
+  bool pool = false;  // a pool slot (recorded as ShmEvent.pool)
   char name[ShmMapping::kNameCap] = {};
 };
 

@@ -4,11 +4,18 @@
 // memory, far from any recorded mapping). Both the plain and the 64 names
 // are exported: glibc aliases them on x86_64, and libtorch calls the 64 ones.
 // glibc's own mmap/munmap inside malloc do not go through these.
+#include <dlfcn.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <cstddef>
 
+#include "shim/base/guard.h"
 #include "shim/core/shm_core.h"
+#include "shim/core/shm_pool.h"
+#include "shim/pin/pool.h"
 #include "shim/process/process.h"
 #include "shim/record/recorder.h"
 
@@ -31,6 +38,11 @@ PINSCOPE_EXPORT void* ps_mmap64(void* addr, size_t length, int prot, int flags, 
                                 off_t offset) __asm__("mmap64");
 PINSCOPE_EXPORT int ps_munmap(void* addr, size_t length) __asm__("munmap");
 PINSCOPE_EXPORT int ps_close(int fd) __asm__("close");
+// The pool of registered slots (PINSCOPE_PIN_POOL) must know when a slot's
+// fd leaves with SCM_RIGHTS: one relaxed load otherwise.
+PINSCOPE_EXPORT ssize_t ps_sendmsg(int fd, const struct msghdr* msg, int flags) __asm__("sendmsg");
+PINSCOPE_EXPORT int ps_sendmmsg(int fd, struct mmsghdr* vec, unsigned int n,
+                                int flags) __asm__("sendmmsg");
 
 int ps_shm_open(const char* name, int oflag, mode_t mode) { return s::ShmOpen(name, oflag, mode); }
 int ps_shm_unlink(const char* name) { return s::ShmUnlink(name); }
@@ -51,6 +63,30 @@ void* ps_mmap64(void* addr, size_t length, int prot, int flags, int fd, off_t of
 }
 int ps_munmap(void* addr, size_t length) { return s::Munmap(addr, length); }
 int ps_close(int fd) { return s::Close(fd); }
+
+namespace {
+template <typename Fn>
+Fn RealNext(const char* name) {
+  pinscope::shim::HookScope scope;  // dlsym's own allocations are not the program's
+  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+}  // namespace
+
+ssize_t ps_sendmsg(int fd, const struct msghdr* msg, int flags) {
+  using Fn = ssize_t (*)(int, const struct msghdr*, int);
+  static Fn real = RealNext<Fn>("sendmsg");
+  if (pinscope::shim::PoolOn()) s::PoolNoteSendmsg(msg);
+  if (!real) return syscall(SYS_sendmsg, fd, msg, flags);
+  return real(fd, msg, flags);
+}
+int ps_sendmmsg(int fd, struct mmsghdr* vec, unsigned int n, int flags) {
+  using Fn = int (*)(int, struct mmsghdr*, unsigned int, int);
+  static Fn real = RealNext<Fn>("sendmmsg");
+  if (pinscope::shim::PoolOn() && vec)
+    for (unsigned int k = 0; k < n; ++k) s::PoolNoteSendmsg(&vec[k].msg_hdr);
+  if (!real) return static_cast<int>(syscall(SYS_sendmmsg, fd, vec, n, flags));
+  return real(fd, vec, n, flags);
+}
 
 namespace {
 __attribute__((constructor)) void InitShmHooks() {

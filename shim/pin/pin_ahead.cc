@@ -22,6 +22,7 @@
 #include "shim/pin/pin_cuda.h"
 #include "shim/pin/pin_state.h"
 #include "shim/pin/pinning.h"
+#include "shim/pin/pool.h"
 #include "shim/record/recorder.h"
 #include "shim/record/trace_fields.h"
 
@@ -87,9 +88,12 @@ void* AheadMain(void*) {
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
   pthread_mutex_lock(&s.mu);
   for (;;) {
-    while (s.ahead_n == 0 && !s.ahead_stop.load(std::memory_order_relaxed))
+    while (s.ahead_n == 0 && !PoolRequestsLocked() && !s.ahead_stop.load(std::memory_order_relaxed))
       pthread_cond_wait(&s.ahead_cv, &s.mu);
     if (s.ahead_stop.load(std::memory_order_relaxed)) break;
+    // The pool's slots first: a worker waits for one now.
+    if (PoolMakeRequestedLocked()) continue;
+    if (s.ahead_n == 0) continue;
     AheadItem it = s.ahead_q[s.ahead_head];
     s.ahead_head = (s.ahead_head + 1) % kAheadQueue;
     --s.ahead_n;
@@ -141,7 +145,6 @@ void AheadLearn(uint64_t size) {
   if (!c.pin_ahead || c.pin == PinMode::kOff) return;
   int device = 0;
   QuietGetDevice(&device);
-  bool start = false;
   pthread_mutex_lock(&s.mu);
   if (!KnownSizeLocked(size)) {
     int slot = -1;  // a dropped size's slot first, else the oldest
@@ -156,24 +159,32 @@ void AheadLearn(uint64_t size) {
     s.ahead_misses[slot] = 0;
   }
   s.ahead_device = device;
+  pthread_mutex_unlock(&s.mu);
+  if (StartPinThread()) s.ahead_learned.store(true, std::memory_order_release);
+}
+
+bool StartPinThread() {
+  PinState& s = Pins();
+  bool start = false;
+  pthread_mutex_lock(&s.mu);
   if (!s.ahead_started) start = s.ahead_started = true;
   pthread_mutex_unlock(&s.mu);
-  if (start) {
-    pthread_t th;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    if (pthread_create(&th, &attr, AheadMain, nullptr) == 0) {
-      pthread_setname_np(th, "pinscope-pin");
-      s.ahead_learned.store(true, std::memory_order_release);
-      // Registered after the CUDA runtime's own exit handlers (CUDA is in
-      // use by now), so it runs before them: no registration is under way
-      // while CUDA tears down.
-      atexit(PinAheadStop);
-    }
-    pthread_attr_destroy(&attr);
-  }
+  if (!start) return s.pin_thread.load(std::memory_order_acquire);
+  pthread_t th;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  bool ok = pthread_create(&th, &attr, AheadMain, nullptr) == 0;
+  pthread_attr_destroy(&attr);
+  if (!ok) return false;
+  pthread_setname_np(th, "pinscope-pin");
+  s.pin_thread.store(true, std::memory_order_release);
+  // Registered after the CUDA runtime's own exit handlers (CUDA is in use
+  // by now), so it runs before them: no registration is under way while
+  // CUDA tears down.
+  atexit(PinAheadStop);
+  return true;
 }
 
 void WaitAheadOutOfCuda() {
@@ -209,7 +220,7 @@ void PinAheadOnMap(void* p, size_t n, bool writable) {
 
 void PinAheadStop() {
   PinState& s = Pins();
-  if (!s.ahead_learned.load(std::memory_order_relaxed)) return;
+  if (!s.pin_thread.load(std::memory_order_relaxed)) return;
   s.ahead_stop.store(true, std::memory_order_seq_cst);
   pthread_mutex_lock(&s.mu);
   pthread_cond_broadcast(&s.ahead_cv);

@@ -24,4 +24,8 @@ bool AheadOutcomeLocked(uint64_t size, bool used);
 // Until the pin-ahead thread is out of its CUDA call (at most 2 s).
 void WaitAheadOutOfCuda();
 
+// Starts the pinscope-pin thread once per process (pin-ahead or the pool);
+// true once it runs.
+bool StartPinThread();
+
 }  // namespace pinscope::shim::pinning

@@ -12,6 +12,7 @@
 #include "shim/pin/pin_state.h"
 #include "shim/pin/pin_unpin.h"
 #include "shim/pin/pinning.h"
+#include "shim/pin/pool.h"
 
 namespace pinscope::shim {
 
@@ -26,6 +27,8 @@ void PinBeforeFork() {
   // New registrations are refused from here on (PinBeforeCopy checks under
   // the lock); those already under way finish first and are unpinned too.
   s.forking.fetch_add(1, std::memory_order_acq_rel);
+  // Slots the program holds now escape: the child inherits their mappings.
+  if (PoolOn()) PoolBeforeFork();
   // The kernel copies pinned private pages at fork (facts section 5: 8 GiB
   // made one fork take 3.4 s): unpin them first. Shared mappings are not
   // copied and stay pinned. The parent pins them again on their next copy.
@@ -72,11 +75,15 @@ void PinForkChild() {
   s.kept_bytes = 0;
   g_pin_kept.store(0);
   pinning::ForgetThreadEvents();
+  PoolForkChild();
   // The pin-ahead thread is the parent's (threads do not survive fork).
   pthread_cond_init(&s.ahead_cv, nullptr);
   s.ahead_head = s.ahead_n = 0;
   s.ahead_sizes_n = s.ahead_sizes_next = 0;
   s.ahead_started = false;
+  s.pin_thread.store(false);
+  s.pool_req_n = 0;
+  for (bool& b : s.pool_busy) b = false;
   s.ahead_learned.store(false);
   s.ahead_pending.store(0);
   s.ahead_stop.store(false);

@@ -19,6 +19,7 @@
 #include "shim/pin/pin_state.h"
 #include "shim/pin/pin_unpin.h"
 #include "shim/pin/pinning.h"
+#include "shim/pin/pool.h"
 #include "shim/record/recorder.h"
 #include "shim/record/trace_fields.h"
 
@@ -196,6 +197,7 @@ void PinNoteReuse(const KeptTake& k) {
 }
 
 void PinPeriodic() {
+  if (PoolOn()) PoolPeriodic();
   if (g_pin_kept.load(std::memory_order_relaxed) == 0) return;
   uint64_t now = MonoNs();
   if (now <= kKeepIdleNs) return;

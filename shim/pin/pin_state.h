@@ -59,11 +59,13 @@ struct Block {
   uint32_t in_use;  // copies between PinBefore* and PinAfter*
   bool ahead;       // registered by the pin-ahead thread
   bool used;        // a copy has used the block since it was registered
+  bool pool;        // the owner's mapping of a pool slot (pin_pool.cc)
   cudaEvent_t ev[kEvents];
   uint64_t ev_stream[kEvents];
 };
 
 constexpr int kMaxBlocks = 1024;
+constexpr int kPoolSlots = 64;  // pool::kSlots
 
 // The recycle list (pin_keep.cc).
 constexpr int kMaxKept = 4;
@@ -139,6 +141,17 @@ struct PinState {
   std::atomic<bool> ahead_stop{false};     // process exit: no new CUDA call
   std::atomic<bool> ahead_in_cuda{false};  // the thread is inside a CUDA call
   pthread_cond_t ahead_cv = PTHREAD_COND_INITIALIZER;
+  std::atomic<bool> pin_thread{false};  // the pinscope-pin thread runs (pin-ahead or the pool)
+
+  // The pool (pin_pool.cc, PINSCOPE_PIN_POOL), in the owner: slots the pin
+  // thread is asked to make (their table entries are kMaking), the device
+  // to register them on, and the slots whose release is under way.
+  int pool_req[kPoolSlots]{};
+  int pool_req_n = 0;
+  int pool_device = 0;
+  bool pool_busy[kPoolSlots]{};
+  std::atomic<bool> pool_failed{false};  // a slot could not be made: no more (said once)
+  std::atomic<bool> said_pool{false};
 };
 
 // The one instance (pin_state.cc), never destroyed. Hidden, like every

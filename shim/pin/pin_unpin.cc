@@ -10,6 +10,7 @@
 #include "shim/pin/pin_cuda.h"
 #include "shim/pin/pin_keep.h"
 #include "shim/pin/pinning.h"
+#include "shim/pin/pool.h"
 #include "shim/record/recorder.h"
 #include "shim/record/trace_fields.h"
 
@@ -85,6 +86,33 @@ Block WaitIdle(int i) {
   return b;
 }
 
+void WaitBlockQuiet(int i) {
+  PinState& s = Pins();
+  cudaEvent_t ev[kEvents] = {};
+  for (;;) {
+    pthread_mutex_lock(&s.mu);
+    uint32_t in_use = s.blocks[i].in_use;
+    if (in_use == 0) {
+      for (int k = 0; k < kEvents; ++k) {
+        ev[k] = s.blocks[i].ev[k];
+        s.blocks[i].ev[k] = nullptr;
+      }
+    }
+    pthread_mutex_unlock(&s.mu);
+    if (in_use == 0) break;
+    ShortSleep();
+  }
+  bool any = false;
+  for (cudaEvent_t e : ev) any = any || e;
+  if (!any) return;
+  RelaxedCapture relaxed;
+  for (cudaEvent_t e : ev) {
+    if (!e) continue;
+    QuietEventSynchronize(e);
+    QuietEventDestroy(e);
+  }
+}
+
 bool UnpinWhere(uintptr_t p, size_t n, bool only_private, const char* reason) {
   PinState& s = Pins();
   if (s.count.load(std::memory_order_relaxed) == 0) return true;
@@ -97,7 +125,8 @@ bool UnpinWhere(uintptr_t p, size_t n, bool only_private, const char* reason) {
     pthread_mutex_lock(&s.mu);
     for (int i = 0; i < s.high; ++i) {
       Block& b = s.blocks[i];
-      if (b.state == kEmpty) continue;
+      // A pool slot's mapping leaves the pool (pin_pool.cc) before it is unpinned.
+      if (b.state == kEmpty || b.pool) continue;
       bool hit = only_private ? !b.shm
                  : n == 0     ? b.base == p
                               : (b.base < p + n && p < b.base + b.size);
@@ -139,6 +168,7 @@ using pinning::UnpinWhere;
 using pinning::UnregisterNeverRegistered;
 
 void PinReleaseRange(void* p, size_t n, const char* reason) {
+  if (PoolOn()) PoolDetachRange(reinterpret_cast<uintptr_t>(p), n ? n : 1);
   UnpinWhere(reinterpret_cast<uintptr_t>(p), n ? n : 1, false, reason);
 }
 

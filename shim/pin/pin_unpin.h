@@ -21,6 +21,11 @@ Block WaitIdle(int i);
 // false if CUDA refused to unregister one of them: that block stays
 // registered and in the table (UnpinBusy in pin_unpin.cc), and the memory
 // must not go back to the allocator.
+// Waits until no copy holds block i and its async copies are done (its
+// events synchronized and dropped); the block stays registered. For a pool
+// slot returned by the program's munmap (pin_pool.cc).
+void WaitBlockQuiet(int i);
+
 bool UnpinWhere(uintptr_t p, size_t n, bool only_private, const char* reason);
 
 }  // namespace pinscope::shim::pinning

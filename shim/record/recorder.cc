@@ -346,6 +346,7 @@ void RecordShm(const ShmRecord& r) {
   e.Varint(s::kDevice, r.device);
   e.Varint(s::kInode, r.inode);
   e.Bool(s::kDriverInternal, r.driver_internal);
+  e.Bool(s::kPool, r.pool);
   e.Varint(s::kStackId, r.stack_id);
   e.Varint(s::kEnd, r.t_exit);
   if (r.op == fields::kShmCreate || r.op == fields::kShmMap || r.op == fields::kShmUnmap)

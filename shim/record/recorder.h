@@ -161,6 +161,7 @@ struct ShmRecord {
   int32_t flags = 0, prot = 0, error = 0;
   uint64_t device = 0, inode = 0;
   bool driver_internal = false;
+  bool pool = false;  // a slot of pinscope's pool (PINSCOPE_PIN_POOL)
   uint64_t stack_id = 0;
   uint64_t t_enter = 0, t_exit = 0;
 };

@@ -97,7 +97,7 @@ constexpr uint32_t kAddress = 1, kByRealloc = 2;
 namespace shm {
 constexpr uint32_t kOp = 1, kName = 2, kFd = 3, kSize = 4, kOffset = 5, kAddress = 6, kFlags = 7,
                    kProt = 8, kError = 9, kDevice = 10, kInode = 11, kDriverInternal = 12,
-                   kStackId = 13, kEnd = 14, kUsage = 15;
+                   kStackId = 13, kEnd = 14, kUsage = 15, kPool = 16;
 }
 namespace interned_string {
 constexpr uint32_t kId = 1, kStr = 2;

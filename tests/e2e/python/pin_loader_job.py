@@ -18,13 +18,25 @@ RuntimeError, or the connection error of fetching a dead worker's
 descriptor: which one, and how many prefetched batches still arrive, is a
 race with or without pinscope) and the job prints "loader error". Prints "register_calls N" (the double's
 cudaHostRegister calls in this process) and "done" on success; exits 1 on
-wrong data."""
+wrong data.
+
+For the pool of registered slots (PINSCOPE_PIN_POOL, docs/zero-copy-pool.md):
+--break-after B leaves the first epoch after batch B; --fork-at B forks the
+main process at batch B of the first epoch with that batch alive, and the
+child checks it at the end, after the parent went through the rest ("fork
+child intact"); --send-at B sends batch B of the first epoch to a helper
+process (torch.multiprocessing, the fd over SCM_RIGHTS) that checks it at
+the end ("sent batch intact"); --exec-child runs a second, smaller job as an
+exec'd child at the end ("child done"); --idle-at-end S drops the loaders and
+sleeps S seconds before the end (the pool's idle release)."""
 import argparse
 import ctypes
 import mmap
 import os
 import signal
+import subprocess
 import sys
+import time
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -93,6 +105,13 @@ def checksum(t):
     return int(t.view(torch.int32).to(torch.int64).sum())
 
 
+def helper_main(q_in, q_out):
+    """The --send-at helper: holds the batch it got, checks it when told."""
+    x = q_in.get()
+    want = q_in.get()
+    q_out.put(bool(torch.equal(x, want)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cudart", required=True)
@@ -106,8 +125,20 @@ def main():
     ap.add_argument("--strategy", default="file_descriptor")
     ap.add_argument("--hold", action="store_true")
     ap.add_argument("--kill-after", type=int, default=-1)
+    ap.add_argument("--break-after", type=int, default=-1)
+    ap.add_argument("--fork-at", type=int, default=-1)
+    ap.add_argument("--send-at", type=int, default=-1)
+    ap.add_argument("--exec-child", action="store_true")
+    ap.add_argument("--idle-at-end", type=float, default=0, help="seconds to sleep, loaders gone")
     a = ap.parse_args()
     torch.multiprocessing.set_sharing_strategy(a.strategy)
+    helper = None
+    if a.send_at >= 0:
+        ctx = torch.multiprocessing.get_context("fork")
+        q_in, q_out = ctx.Queue(), ctx.Queue()
+        helper = ctx.Process(target=helper_main, args=(q_in, q_out))
+        helper.start()
+    fork_pipe = fork_child = None
     shape = tuple(int(x) for x in a.shape.split(","))
     sets = [Indexed(a.batch * a.batches, shape, seed) for seed in range(a.loaders)]
     loaders = [DataLoader(ds, batch_size=a.batch, num_workers=a.workers,
@@ -128,6 +159,20 @@ def main():
                     print(f"batch {l} {epoch} {b} {checksum(got)}", flush=True)
                     if a.hold and epoch == 0 and b == 0:
                         held.append((l, x, want))
+                    if epoch == 0 and b == a.fork_at and l == 0:
+                        r, w = os.pipe()
+                        pid = os.fork()
+                        if pid == 0:  # the child: waits, then checks the batch it inherited
+                            os.close(w)
+                            os.read(r, 1)
+                            os._exit(0 if torch.equal(x, want) else 3)
+                        os.close(r)
+                        fork_pipe, fork_child = w, pid
+                    if epoch == 0 and b == a.send_at and l == 0:
+                        q_in.put(x)
+                        q_in.put(want)
+                if epoch == 0 and b == a.break_after:
+                    break
                 if epoch == 0 and b == a.kill_after:
                     victim = its[0]._workers[(b + 1) % a.workers]
                     os.kill(victim.pid, signal.SIGKILL)
@@ -135,12 +180,39 @@ def main():
         if a.kill_after < 0:
             raise
         print("loader error", flush=True)
+    if fork_child is not None:
+        os.write(fork_pipe, b"x")
+        _, status = os.waitpid(fork_child, 0)
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            print("fork child intact", flush=True)
+        else:
+            print("WRONG fork child", status, flush=True)
+            bad += 1
+    if helper is not None:
+        if q_out.get():
+            print("sent batch intact", flush=True)
+        else:
+            print("WRONG sent batch", flush=True)
+            bad += 1
+        helper.join()
+    if a.exec_child:
+        child = subprocess.run([sys.executable, __file__, "--cudart", a.cudart, "--workers", "1",
+                                "--batches", "10", "--shape", a.shape], capture_output=True, text=True)
+        for line in child.stdout.splitlines():
+            if line.startswith(("batch ", "WRONG", "done")):
+                print("child", line, flush=True)
+        if child.returncode != 0:
+            print("WRONG child exit", child.returncode, child.stderr[-2000:], flush=True)
+            bad += 1
     for l, x, want in held:
         if not torch.equal(x, want):
             print(f"WRONG held batch: loader {l}", flush=True)
             bad += 1
         else:
             print(f"held {l} intact", flush=True)
+    if a.idle_at_end:
+        del loaders, its, batches, x, got
+        time.sleep(a.idle_at_end)
     print("register_calls", dev.register_calls(), flush=True)
     if bad:
         sys.exit(1)

@@ -8,86 +8,10 @@
 // batch is a new shm segment registered once (ahead or at its copy): N
 // registrations for N batches (docs/pinning.md, issue 15's baseline for a
 // pool of registered slots).
-#include <gtest/gtest.h>
-
-#include <sstream>
-#include <string>
-#include <vector>
-
-#include "e2e_util.h"
+#include "pin_loader_fixture.h"
 
 namespace pinscope::e2e {
 namespace {
-
-bool TorchAvailable(std::string* why) {
-  TempDir d("torch-probe");
-  RunResult r = RunCommand({PINSCOPE_PYTHON, "-c", "import torch"}, {}, d.path());
-  if (!r.Exited(0)) *why = r.err.empty() ? "cannot run " PINSCOPE_PYTHON : r.err;
-  return r.Exited(0);
-}
-
-// The lines of `text` that start with `prefix`.
-std::vector<std::string> Lines(const std::string& text, const std::string& prefix) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(prefix, 0) == 0) out.push_back(line);
-  return out;
-}
-
-// N from the job's "register_calls N" line; -1 if missing.
-long RegisterCalls(const std::string& out) {
-  auto lines = Lines(out, "register_calls ");
-  return lines.size() == 1 ? std::stol(lines[0].substr(15)) : -1;
-}
-
-class PinLoaderTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { torch_ = TorchAvailable(&why_); }
-  void SetUp() override {
-    if (!torch_) GTEST_SKIP() << PINSCOPE_PYTHON << " has no torch: " << why_;
-  }
-  void TearDown() override {
-    if (HasFailure()) {
-      dir_.Keep();
-      std::cerr << "kept " << dir_.path() << "\n";
-    }
-  }
-  RunResult Job(const std::vector<std::string>& args, bool pinscope) {
-    std::vector<std::string> argv = {PINSCOPE_PYTHON, PIN_LOADER_JOB, "--cudart", FAKE_CUDART};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<std::string> env;
-    if (pinscope) {
-      env = {PreloadPinscope(PINSCOPE_LIB, ""), "PINSCOPE_OUT=" + dir_.path() + "/run",
-             "PINSCOPE_PIN=1", "PINSCOPE_STACKS=0", "PINSCOPE_CUPTI=0"};
-    }
-    const std::string sub = dir_.path() + (pinscope ? "/pinned" : "/plain");
-    mkdir(sub.c_str(), 0700);
-    return RunCommand(argv, env, sub);
-  }
-  // Runs the job both ways; both must succeed with equal batches. Returns
-  // the pinscope run's registrations.
-  long RunBoth(const std::vector<std::string>& args, size_t batches) {
-    RunResult plain = Job(args, false);
-    EXPECT_TRUE(plain.Exited(0)) << plain.out << plain.err;
-    pinned_ = Job(args, true);
-    EXPECT_TRUE(pinned_.Exited(0)) << pinned_.out << pinned_.err;
-    EXPECT_EQ(Lines(pinned_.out, "WRONG"), std::vector<std::string>{});
-    const auto want = Lines(plain.out, "batch ");
-    EXPECT_EQ(want.size(), batches);
-    EXPECT_EQ(Lines(pinned_.out, "batch "), want);
-    EXPECT_EQ(Lines(pinned_.out, "held "), Lines(plain.out, "held "));
-    EXPECT_EQ(RegisterCalls(plain.out), 0);
-    return RegisterCalls(pinned_.out);
-  }
-
-  static bool torch_;
-  static std::string why_;
-  TempDir dir_{"pin-loader"};
-  RunResult pinned_;
-};
-bool PinLoaderTest::torch_ = false;
-std::string PinLoaderTest::why_;
 
 // 2 workers, 10 batches of 6 MiB; the first batch held (mapped) to the end
 // while nine more arrive, and still intact then.

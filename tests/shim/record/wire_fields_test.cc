@@ -206,6 +206,7 @@ FIELD(f::shm::kError, ShmEvent, Error);
 FIELD(f::shm::kDevice, ShmEvent, Device);
 FIELD(f::shm::kInode, ShmEvent, Inode);
 FIELD(f::shm::kDriverInternal, ShmEvent, DriverInternal);
+FIELD(f::shm::kPool, ShmEvent, Pool);
 FIELD(f::shm::kStackId, ShmEvent, StackId);
 FIELD(f::shm::kEnd, ShmEvent, EndNs);
 

@@ -330,6 +330,7 @@ std::vector<Case> AllCases() {
                      s->set_device(0x2a);
                      s->set_inode(kMax64);
                      s->set_driver_internal(true);
+                     s->set_pool(true);
                      s->set_stack_id(13);
                      s->set_end_ns(14);
                      set_usage(s->mutable_usage(), 15);
@@ -349,6 +350,7 @@ std::vector<Case> AllCases() {
                      e->Varint(k::kDevice, s.device());
                      e->Varint(k::kInode, s.inode());
                      e->Bool(k::kDriverInternal, s.driver_internal());
+                     e->Bool(k::kPool, s.pool());
                      e->Varint(k::kStackId, s.stack_id());
                      e->Varint(k::kEnd, s.end_ns());
                      encode_usage(e, k::kUsage, s.usage());

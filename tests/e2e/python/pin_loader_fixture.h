@@ -1,0 +1,91 @@
+// The fixture of pin_loader_test and pin_pool_test (tests/e2e/python): runs
+// pin_loader_job.py without pinscope and under PINSCOPE_PIN=1 (plus
+// extra_env_), both against the CUDA runtime double.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "e2e_util.h"
+
+namespace pinscope::e2e {
+
+inline bool TorchAvailable(std::string* why) {
+  TempDir d("torch-probe");
+  RunResult r = RunCommand({PINSCOPE_PYTHON, "-c", "import torch"}, {}, d.path());
+  if (!r.Exited(0)) *why = r.err.empty() ? "cannot run " PINSCOPE_PYTHON : r.err;
+  return r.Exited(0);
+}
+
+// The lines of `text` that start with `prefix`.
+inline std::vector<std::string> Lines(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) out.push_back(line);
+  return out;
+}
+
+// N from the job's "register_calls N" line; -1 if missing.
+inline long RegisterCalls(const std::string& out) {
+  auto lines = Lines(out, "register_calls ");
+  return lines.size() == 1 ? std::stol(lines[0].substr(15)) : -1;
+}
+
+class PinLoaderTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { torch_ = TorchAvailable(&why_); }
+  void SetUp() override {
+    if (!torch_) GTEST_SKIP() << PINSCOPE_PYTHON << " has no torch: " << why_;
+  }
+  void TearDown() override {
+    if (HasFailure()) {
+      dir_.Keep();
+      std::cerr << "kept " << dir_.path() << "\n";
+    }
+  }
+  RunResult Job(const std::vector<std::string>& args, bool pinscope) {
+    std::vector<std::string> argv = {PINSCOPE_PYTHON, PIN_LOADER_JOB, "--cudart", FAKE_CUDART};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<std::string> env;
+    if (pinscope) {
+      env = {PreloadPinscope(PINSCOPE_LIB, ""), "PINSCOPE_OUT=" + dir_.path() + "/run",
+             "PINSCOPE_PIN=1", "PINSCOPE_STACKS=0", "PINSCOPE_CUPTI=0"};
+      env.insert(env.end(), extra_env_.begin(), extra_env_.end());
+    }
+    const std::string sub = dir_.path() + (pinscope ? "/pinned" : "/plain");
+    mkdir(sub.c_str(), 0700);
+    if (!prefix_.empty()) {
+      // In a private mount namespace (a small /dev/shm): both runs.
+      argv.insert(argv.begin(), {"unshare", "-m", "sh", "-c", prefix_ + " && exec \"$0\" \"$@\""});
+    }
+    return RunCommand(argv, env, sub);
+  }
+  // Runs the job both ways; both must succeed with equal batches. Returns
+  // the pinscope run's registrations.
+  long RunBoth(const std::vector<std::string>& args, size_t batches) {
+    RunResult plain = Job(args, false);
+    EXPECT_TRUE(plain.Exited(0)) << plain.out << plain.err;
+    pinned_ = Job(args, true);
+    EXPECT_TRUE(pinned_.Exited(0)) << pinned_.out << pinned_.err;
+    EXPECT_EQ(Lines(pinned_.out, "WRONG"), std::vector<std::string>{});
+    const auto want = Lines(plain.out, "batch ");
+    EXPECT_EQ(want.size(), batches);
+    EXPECT_EQ(Lines(pinned_.out, "batch "), want);
+    EXPECT_EQ(Lines(pinned_.out, "held "), Lines(plain.out, "held "));
+    EXPECT_EQ(RegisterCalls(plain.out), 0);
+    return RegisterCalls(pinned_.out);
+  }
+
+  static inline bool torch_ = false;
+  static inline std::string why_;
+  TempDir dir_{"pin-loader"};
+  RunResult pinned_;
+  std::vector<std::string> extra_env_;  // for the pinscope run
+  std::string prefix_;                  // shell commands before both runs (unshare -m)
+};
+}  // namespace pinscope::e2e

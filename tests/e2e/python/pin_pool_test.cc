@@ -1,0 +1,299 @@
+// The pool of registered slots (PINSCOPE_PIN_POOL=1, docs/zero-copy-pool.md)
+// with real DataLoader workers (torch 1.13 on the CPU) and the CUDA runtime
+// double, as pin_loader_test runs them: every batch the device received is
+// equal to the run without pinscope, batches held or handed on stay
+// intact, and the trace says which batches came from a slot (ShmEvent.pool
+// on the main process's SHM_MAP), how many slots were registered
+// (PinEvent REGISTER "pool") and how many batches were registered one by one.
+#include <nlohmann/json.hpp>
+
+#include "pin_loader_fixture.h"
+
+namespace pinscope::e2e {
+namespace {
+
+constexpr uint64_t kBatchBytes = 8ull * 3 * 256 * 256 * 4;  // --batch 8, --shape 3,256,256
+
+// What the pinscope run's traces say about the pool, per process kind.
+struct PoolStats {
+  int served = 0;            // main process: batch maps served from a slot
+  int batch_maps = 0;        // main process: maps of a batch-sized segment
+  int slots = 0;             // REGISTER "pool" (main process)
+  int per_batch = 0;         // REGISTER "shm"/"shm_ahead" (main process)
+  int detached = 0;          // main process: slot mappings unmapped after leaving the pool
+  int retired = 0;           // UNREGISTER "pool_*" (main process)
+  int worker_swaps = 0;      // workers: SHM_MAP pool (the swap at shm_unlink)
+  int exec_served = 0;       // exec'd processes: batch maps served from their own slots
+  int exec_slots = 0;        // ... and their REGISTER "pool"
+  std::vector<bool> order;   // main process, batch maps in order: from a slot?
+  uint64_t max_pinned = 0;   // largest PinEvent.pinned_bytes (main process)
+  uint64_t last_pinned = 0;  // PinEvent.pinned_bytes of the main process's last PinEvent
+  int idle_retired = 0;      // UNREGISTER "pool_idle" (main process)
+};
+
+PoolStats ReadPoolStats(const std::string& run) {
+  PoolStats st;
+  // A worker killed before its first flush leaves a file without a header:
+  // skipped (ReadRun says so in `error`).
+  std::string error;
+  auto procs = ReadRun(run, &error);
+  for (const auto& [pid, t] : procs) {
+    const auto origin = t.header.origin();
+    for (const auto& p : t.packets) {
+      if (origin == trace::ORIGIN_FORK && p.has_shm() && p.shm().op() == trace::SHM_MAP &&
+          p.shm().pool())
+        ++st.worker_swaps;
+      if (origin == trace::ORIGIN_EXEC && p.has_shm() && p.shm().op() == trace::SHM_MAP &&
+          p.shm().pool())
+        ++st.exec_served;
+      if (origin == trace::ORIGIN_EXEC && p.has_pin() && p.pin().op() == trace::REGISTER &&
+          p.pin().reason() == "pool")
+        ++st.exec_slots;
+      if (origin != trace::ORIGIN_ROOT) continue;
+      if (p.has_shm() && p.shm().op() == trace::SHM_MAP && p.shm().size() == kBatchBytes) {
+        ++st.batch_maps;
+        st.served += p.shm().pool();
+        st.order.push_back(p.shm().pool());
+      }
+      if (p.has_shm() && p.shm().op() == trace::SHM_UNMAP && p.shm().name() == "pinscope-pool" &&
+          !p.shm().pool())
+        ++st.detached;
+      if (p.has_pin()) {
+        const auto& pin = p.pin();
+        st.max_pinned = std::max<uint64_t>(st.max_pinned, pin.pinned_bytes());
+        st.last_pinned = pin.pinned_bytes();
+        if (pin.op() == trace::UNREGISTER && pin.reason() == "pool_idle") ++st.idle_retired;
+        if (pin.op() == trace::REGISTER && pin.reason() == "pool") ++st.slots;
+        if (pin.op() == trace::REGISTER && pin.reason().rfind("shm", 0) == 0) ++st.per_batch;
+        if (pin.op() == trace::UNREGISTER && pin.reason().rfind("pool_", 0) == 0) ++st.retired;
+      }
+    }
+  }
+  return st;
+}
+
+std::string Describe(const PoolStats& s) {
+  std::string order;
+  for (bool b : s.order) order += b ? 'P' : '.';
+  return "served " + std::to_string(s.served) + "/" + std::to_string(s.batch_maps) + " slots " +
+         std::to_string(s.slots) + " per_batch " + std::to_string(s.per_batch) + " detached " +
+         std::to_string(s.detached) + " order " + order;
+}
+
+// The steady state: after the pool has grown to the batches in flight,
+// batches come from slots. It grows when a worker finds every slot busy
+// (each such batch is registered one by one), so a late peak of batches in
+// flight (a worker still mapping a batch the program is done with) may
+// cost one more: of the second half of the batch maps at most `misses`
+// were not slots, and the last `tail` were.
+bool Steady(const PoolStats& s, size_t misses, size_t tail) {
+  size_t n = s.order.size(), late = 0;
+  if (n < 2 * tail) return false;
+  for (size_t i = n / 2; i < n; ++i) late += !s.order[i];
+  for (size_t i = n - tail; i < n; ++i)
+    if (!s.order[i]) return false;
+  return late <= misses;
+}
+
+class PinPoolTest : public PinLoaderTest {
+ protected:
+  void SetUp() override {
+    PinLoaderTest::SetUp();
+    extra_env_ = {"PINSCOPE_PIN_POOL=1"};
+  }
+  PoolStats Stats() { return ReadPoolStats(dir_.path() + "/run"); }
+};
+
+// 2 workers (prefetch_factor 2), 20 batches over 2 epochs with workers
+// forked anew: the pool grows to the batches in flight (at most
+// prefetch_factor x workers + 2 slots; the slot the program held across
+// the second epoch's fork leaves the pool and is replaced: + 1), the
+// batches after the first few come from slots, and the double's
+// registrations are exactly the slots plus the batches registered one by
+// one, each batch once.
+TEST_F(PinPoolTest, WorkerBatchesComeFromRegisteredSlotsOverEpochs) {
+  const long registered = RunBoth({"--workers", "2", "--batches", "10", "--epochs", "2"}, 20);
+  const PoolStats s = Stats();
+  EXPECT_EQ(s.batch_maps, 20) << Describe(s);
+  EXPECT_GE(s.served, 12) << Describe(s);
+  EXPECT_GE(s.slots, 1) << Describe(s);
+  EXPECT_LE(s.slots, 2 * 2 + 2 + 1) << Describe(s);
+  EXPECT_EQ(registered, s.slots + s.per_batch) << Describe(s);
+  EXPECT_EQ(s.served + s.per_batch, 20) << Describe(s);
+  EXPECT_EQ(s.detached, 1) << Describe(s);
+  EXPECT_TRUE(Steady(s, 2, 3)) << Describe(s);
+  EXPECT_EQ(s.worker_swaps, s.served) << Describe(s);
+  // The report's per-batch pinning: the batches whose registration the pool
+  // saved (docs/report.md, batch_loop.batch_pinning.pool).
+  RunResult report =
+      RunCommand({PINSCOPE_BIN, "report", "--json", dir_.path() + "/run"}, {}, dir_.path());
+  ASSERT_TRUE(report.Exited(0)) << report.err;
+  const auto j = nlohmann::json::parse(report.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << report.out;
+  const auto& bp = j["batch_loop"]["batch_pinning"];
+  EXPECT_EQ(bp["pool"].get<int>(), s.served) << bp.dump();
+  EXPECT_EQ(bp["pinscope_batches"].get<int>(), 20) << bp.dump();
+}
+
+TEST_F(PinPoolTest, PersistentWorkers) {
+  const long registered =
+      RunBoth({"--workers", "2", "--batches", "10", "--epochs", "2", "--persistent"}, 20);
+  const PoolStats s = Stats();
+  EXPECT_GE(s.served, 12) << Describe(s);
+  EXPECT_LE(s.slots, 2 * 2 + 2) << Describe(s);
+  EXPECT_EQ(registered, s.slots + s.per_batch) << Describe(s);
+  EXPECT_EQ(s.detached, 0) << Describe(s);
+  EXPECT_TRUE(Steady(s, 2, 3)) << Describe(s);
+}
+
+// A batch held to the end (mapped from the start) stays intact while the
+// slots cycle under it.
+TEST_F(PinPoolTest, HeldBatchStaysIntact) {
+  RunBoth({"--workers", "2", "--batches", "20", "--hold"}, 20);
+  EXPECT_EQ(Lines(pinned_.out, "held "), std::vector<std::string>{"held 0 intact"});
+  EXPECT_GE(Stats().served, 10) << Describe(Stats());
+}
+
+// Two DataLoaders at once (zip), batches of one size: they share the slots.
+TEST_F(PinPoolTest, TwoLoadersAtOnce) {
+  const long registered =
+      RunBoth({"--workers", "2", "--batches", "10", "--loaders", "2", "--hold"}, 20);
+  const PoolStats s = Stats();
+  EXPECT_GE(s.served, 8) << Describe(s);
+  EXPECT_EQ(registered, s.slots + s.per_batch) << Describe(s);
+  EXPECT_TRUE(Steady(s, 2, 3)) << Describe(s);
+}
+
+// file_system sharing opens segments by name (torch_shm_manager): never a
+// slot; every batch is registered once, as with the pool off.
+TEST_F(PinPoolTest, FileSystemSharingBypassesThePool) {
+  const long registered =
+      RunBoth({"--workers", "2", "--batches", "6", "--strategy", "file_system", "--hold"}, 6);
+  const PoolStats s = Stats();
+  EXPECT_EQ(s.served, 0) << Describe(s);
+  EXPECT_EQ(s.slots, 0) << Describe(s);
+  EXPECT_EQ(s.worker_swaps, 0) << Describe(s);
+  EXPECT_EQ(registered, 6);
+}
+
+// The main process forks while it holds a batch from a slot; the child
+// checks that batch after the parent went through 11 more batches (the
+// slots cycled several times): intact, because the slot left the pool.
+TEST_F(PinPoolTest, ForkOfTheMainProcessKeepsTheHeldBatch) {
+  RunBoth({"--workers", "2", "--batches", "20", "--fork-at", "8"}, 20);
+  EXPECT_EQ(Lines(pinned_.out, "fork child intact"), std::vector<std::string>{"fork child intact"});
+  const PoolStats s = Stats();
+  EXPECT_GE(s.served, 10) << Describe(s);
+  ASSERT_TRUE(s.order.size() > 8 && s.order[8]) << "batch 8 was not a slot: " << Describe(s);
+  EXPECT_GE(s.detached, 1) << Describe(s);
+}
+
+// The main process sends a batch from a slot to another process
+// (torch.multiprocessing: its fd over SCM_RIGHTS), which checks it at the
+// end: intact, because the sent slot left the pool.
+TEST_F(PinPoolTest, BatchSentToAnotherProcessStaysIntact) {
+  RunBoth({"--workers", "2", "--batches", "20", "--send-at", "8"}, 20);
+  EXPECT_EQ(Lines(pinned_.out, "sent batch intact"), std::vector<std::string>{"sent batch intact"});
+  const PoolStats s = Stats();
+  ASSERT_TRUE(s.order.size() > 8 && s.order[8]) << "batch 8 was not a slot: " << Describe(s);
+  EXPECT_GE(s.detached, 1) << Describe(s);
+}
+
+// A break out of the first epoch (batches prefetched and never taken: their
+// workers exit, their slots leave the pool and are replaced), then a full
+// epoch: the same batches, the pool serving the second epoch.
+TEST_F(PinPoolTest, BreakOutOfAnEpoch) {
+  const long registered =
+      RunBoth({"--workers", "2", "--batches", "16", "--epochs", "2", "--break-after", "3"}, 20);
+  const PoolStats s = Stats();
+  // How soon the second epoch is served from slots only depends on when
+  // the first epoch's workers exit (their prefetched batches' slots leave
+  // the pool then): not asserted.
+  EXPECT_GE(s.served, 6) << Describe(s);
+  EXPECT_EQ(registered, s.slots + s.per_batch) << Describe(s);
+}
+
+// A worker killed by SIGKILL while it makes a batch: the loader fails as
+// without pinscope, after the same intact batches; then nothing wrong.
+TEST_F(PinPoolTest, KilledWorkerFailsTheLoaderAsWithoutPinscope) {
+  const std::vector<std::string> args = {"--workers", "2", "--batches", "12", "--kill-after", "6"};
+  RunResult plain = Job(args, false);
+  RunResult pinned = Job(args, true);
+  EXPECT_TRUE(plain.Exited(0)) << plain.out << plain.err;
+  EXPECT_TRUE(pinned.Exited(0)) << pinned.out << pinned.err;
+  EXPECT_EQ(Lines(pinned.out, "loader error"), std::vector<std::string>{"loader error"});
+  EXPECT_EQ(Lines(pinned.out, "WRONG"), std::vector<std::string>{});
+  auto want = Lines(plain.out, "batch "), got = Lines(pinned.out, "batch ");
+  ASSERT_GE(want.size(), 7u);
+  ASSERT_GE(got.size(), 7u);
+  want.resize(7);
+  got.resize(7);
+  EXPECT_EQ(got, want);
+  EXPECT_GE(Stats().served, 1) << Describe(Stats());
+}
+
+// An exec'd child (a second job started with subprocess) makes its own
+// table and slots: nothing of the parent's pool is inherited.
+TEST_F(PinPoolTest, ExecdChildHasItsOwnPool) {
+  RunBoth({"--workers", "2", "--batches", "10", "--exec-child"}, 10);
+  EXPECT_EQ(Lines(pinned_.out, "child done"), std::vector<std::string>{"child done"});
+  EXPECT_EQ(Lines(pinned_.out, "child WRONG"), std::vector<std::string>{});
+  const PoolStats s = Stats();
+  EXPECT_GE(s.exec_slots, 1) << Describe(s);
+  EXPECT_GE(s.exec_served, 1) << Describe(s);
+}
+
+// The pool's slots count against PINSCOPE_PIN_BUDGET: with room for two
+// 6 MiB buffers, at most two slots, the rest of the batches go the normal
+// way (registered one by one while there is room, else pageable), and the
+// batches are the same.
+TEST_F(PinPoolTest, FullBudgetFallsBack) {
+  extra_env_.push_back("PINSCOPE_PIN_BUDGET=13M");
+  RunBoth({"--workers", "2", "--batches", "12"}, 12);
+  const PoolStats s = Stats();
+  EXPECT_LE(s.slots, 2) << Describe(s);
+  EXPECT_LE(s.max_pinned, 13ull << 20) << Describe(s);
+}
+
+// A /dev/shm of 40 MiB (a private mount namespace, root only) that the job
+// without pinscope gets through: so does the job with the pool, whose slots
+// are memfds (not on /dev/shm), with the same batches.
+TEST_F(PinPoolTest, SmallDevShm) {
+  TempDir probe("probe");
+  if (!RunCommand({"unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=40m tmpfs /dev/shm"}, {},
+                  probe.path())
+           .Exited(0))
+    GTEST_SKIP() << "needs root for unshare -m and mount -t tmpfs";
+  prefix_ = "mount -t tmpfs -o size=40m tmpfs /dev/shm";
+  const std::vector<std::string> args = {"--workers", "2", "--batches", "12"};
+  RunResult plain = Job(args, false);
+  if (!plain.Exited(0)) GTEST_SKIP() << "the job without pinscope does not fit: " << plain.err;
+  RunResult pinned = Job(args, true);
+  EXPECT_TRUE(pinned.Exited(0)) << pinned.out << pinned.err;
+  EXPECT_EQ(Lines(pinned.out, "batch "), Lines(plain.out, "batch "));
+  EXPECT_GE(Stats().served, 1) << Describe(Stats());
+}
+
+// Free slots idle for 10 s are released (unregistered on the flusher
+// thread): with the loader gone and 14 s of sleep, every slot made is
+// retired "pool_idle" and nothing stays pinned.
+TEST_F(PinPoolTest, IdleSlotsAreReleased) {
+  RunBoth({"--workers", "2", "--batches", "12", "--idle-at-end", "14"}, 12);
+  const PoolStats s = Stats();
+  EXPECT_GE(s.slots, 1) << Describe(s);
+  EXPECT_EQ(s.idle_retired, s.slots) << Describe(s);
+  EXPECT_EQ(s.last_pinned, 0u) << Describe(s);
+}
+
+// PINSCOPE_PIN_POOL unset: nothing of the pool happens.
+TEST_F(PinPoolTest, OffByDefault) {
+  extra_env_.clear();
+  EXPECT_EQ(RunBoth({"--workers", "2", "--batches", "6"}, 6), 6);
+  const PoolStats s = Stats();
+  EXPECT_EQ(s.served, 0);
+  EXPECT_EQ(s.slots, 0);
+  EXPECT_EQ(s.worker_swaps, 0);
+}
+
+}  // namespace
+}  // namespace pinscope::e2e
