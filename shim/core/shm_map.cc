@@ -34,6 +34,10 @@ namespace f = fields;
 // called before the real munmap / MAP_FIXED mmap (`replace`). Returns true
 // when the range is a pool slot's mapping that the pool keeps (a munmap
 // only): the caller must not unmap it.
+// Slot mappings are served only while the registry has this many entries
+// free (MmapSlow).
+constexpr size_t kServeMargin = 64;
+
 bool ForgetRange(uint64_t addr, uint64_t len, uint64_t t0, bool replace) {
   constexpr size_t kCap = 64;
   ShmMapping over[kCap];
@@ -101,10 +105,13 @@ void* MmapSlow(void* addr, size_t length, int prot, int flags, int fd, off_t off
   Identity id;
   bool shm = fd >= 0 && !(flags & MAP_ANONYMOUS) && IdentifyShm(fd, &id);
   // A pool slot's fd: its batch is the owner's registered mapping already.
+  // Served only while the registry has room for it (with a margin for
+  // threads mapping at once): the program's munmap finds the slot there,
+  // and must, or the real munmap would take the owner's registered mapping.
   void* served = nullptr;
-  if (shm && PoolOn() && !(flags & MAP_FIXED))
+  if (shm && PoolOn() && !(flags & MAP_FIXED) &&
+      Registry().live_mappings() + kServeMargin < BlockRegistry::kMaxMappings)
     served = PoolServeMap(id.device, id.inode, length, prot, flags, offset);
-  id.pool = served != nullptr;
   void* p = served ? served : call();
   int err = p == MAP_FAILED ? errno : 0;
   if (shm && !served && p != MAP_FAILED && PoolOn()) {
@@ -129,7 +136,18 @@ void* MmapSlow(void* addr, size_t length, int prot, int flags, int fd, off_t off
       m.prot = prot;
       m.map_flags = flags;
       memcpy(m.name, id.name, sizeof m.name);
-      if (Registry().AddMapping(m)) {
+      if (served && !Registry().AddMapping(m)) {
+        // The margin was not enough: the program gets a mapping of its own
+        // instead, and the slot escapes (a second map of it: never reused;
+        // the owner's mapping stays until the process ends).
+        PoolServeMap(id.device, id.inode, length, prot, flags, offset);
+        served = nullptr;
+        p = call();
+        err = p == MAP_FAILED ? errno : 0;
+        at = p == MAP_FAILED ? 0 : reinterpret_cast<uintptr_t>(p);
+        m.address = at;
+      }
+      if (at && (served || Registry().AddMapping(m))) {
         // A pool slot is not on /dev/shm, and is registered already.
         if (!(id.flags & kFlagDriverInternal) && !served)
           State().job.Add(ProcessId(), at, id.device, id.inode, length);
@@ -140,6 +158,7 @@ void* MmapSlow(void* addr, size_t length, int prot, int flags, int fd, off_t off
           PinAheadOnMap(p, length, (prot & PROT_WRITE) != 0);
       }
     }
+    id.pool = served != nullptr;
     Record(f::kShmMap, id, fd, length, static_cast<uint64_t>(offset), at, flags, prot, err, t0);
   }
   if (err) scope.KeepErrno(err);

@@ -88,6 +88,8 @@ void* AheadMain(void*) {
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
   pthread_mutex_lock(&s.mu);
   for (;;) {
+    // Counters: pinscope's own threads, noted after each piece of work.
+    NoteOwnThreadCpu(OwnThread::kPinAhead);
     while (s.ahead_n == 0 && !PoolRequestsLocked() && !s.ahead_stop.load(std::memory_order_relaxed))
       pthread_cond_wait(&s.ahead_cv, &s.mu);
     if (s.ahead_stop.load(std::memory_order_relaxed)) break;
@@ -99,7 +101,6 @@ void* AheadMain(void*) {
     --s.ahead_n;
     s.ahead_pending.store(s.ahead_n, std::memory_order_relaxed);
     if (it.live) AheadRegisterLocked(it);
-    NoteOwnThreadCpu(OwnThread::kPinAhead);  // Counters: pinscope's own threads
   }
   pthread_mutex_unlock(&s.mu);
   return nullptr;
