@@ -427,6 +427,8 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   }
   std::vector<uint64_t> starts;  // step starts on the step thread
   std::vector<uint64_t> waits;   // starts of the steps whose __next__ waited
+  // Without the hook, from merged segments (a long run): (start, steps).
+  std::vector<std::pair<uint64_t, uint64_t>> weighted;
   if (most >= 3) {
     in.main.timed_by_hook = true;
     std::vector<Span>& recv = root.threads[tid].recv;
@@ -452,11 +454,14 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
       if (run.root != nullptr && t != run.root->pid()) continue;
       const uint64_t largest = thread.calls.largest_h2d();
       if (largest < kMinBatchBytes) continue;
-      // A segment merged from several holds several steps: they start at
-      // its start (the window is then chosen at its resolution).
-      for (const StepCalls::Segment& seg : thread.calls.segments())
+      // A segment merged from several holds several steps (the window is
+      // then chosen at its resolution).
+      for (const StepCalls::Segment& seg : thread.calls.segments()) {
+        uint64_t count = 0;
         for (const StepCalls::Copies& c : seg.copies)
-          if (c.bytes * 2 >= largest) starts.insert(starts.end(), c.count, seg.start);
+          if (c.bytes * 2 >= largest) count += c.count;
+        if (count > 0) weighted.emplace_back(seg.start, count);
+      }
       tid = t;
     }
   }
@@ -473,59 +478,80 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     l.site = it.site();
     ++l.epochs;
   }
-  if (starts.size() < 4) return;
-  std::sort(starts.begin(), starts.end());
-  // Several epochs: the steady window lies inside one, the one with the most
-  // steps (the later of equals). An epoch's start (its workers forked anew,
-  // their first batches) is not the steady step; persistent_workers=True
-  // is the change that times it.
+  if (std::all_of(weighted.begin(), weighted.end(), [](const auto& w) { return w.second == 1; })) {
+    for (const auto& w : weighted) starts.push_back(w.first);
+    weighted.clear();
+  }
   const std::vector<uint64_t> epoch_starts = IterTimes(loader);
-  if (in.main.timed_by_hook) {
-    const std::vector<uint64_t>& bounds = epoch_starts;
-    if (bounds.size() >= 2) {
-      size_t best_a = 0, best_n = 0;
-      for (size_t e = 0; e < bounds.size(); ++e) {
-        const uint64_t from = bounds[e];
-        const uint64_t to = e + 1 < bounds.size() ? bounds[e + 1] : UINT64_MAX;
-        const size_t a = std::lower_bound(starts.begin(), starts.end(), from) - starts.begin();
-        const size_t b = std::lower_bound(starts.begin(), starts.end(), to) - starts.begin();
-        if (b - a >= best_n) best_n = b - a, best_a = a;
+  uint64_t steps = 0;
+  if (!weighted.empty()) {
+    // Merged segments: the same window rule over the steps, its edges at
+    // the start of the segment each falls in, its steps those of the
+    // segments inside.
+    std::sort(weighted.begin(), weighted.end());
+    uint64_t total = 0;
+    for (const auto& w : weighted) total += w.second;
+    const uint64_t skip = std::max<uint64_t>(2, total / 8), last = total - 1;
+    if (total < 4 || last <= skip + 1) return;
+    const auto start_of = [&](uint64_t index) {
+      for (const auto& [start, count] : weighted) {
+        if (index < count) return start;
+        index -= count;
       }
-      if (best_n >= 4) {
-        starts.erase(starts.begin() + static_cast<std::ptrdiff_t>(best_a + best_n), starts.end());
-        starts.erase(starts.begin(), starts.begin() + static_cast<std::ptrdiff_t>(best_a));
-      }
-    }
-  }
-  // The steady window: without the first steps (workers starting, caches
-  // warming, prefetched batches queued) and the last (the end of the loop).
-  size_t skip = std::max<size_t>(2, starts.size() / 8);
-  size_t last = starts.size() - 1;
-  if (last <= skip + 1) return;
-  // Where the loop waits for batches, the window runs from one step that
-  // found the queue empty to another: the same state at both ends, so the
-  // steps counted are the batches made in between. From an arbitrary step
-  // instead, a backlog queued before it (prefetched batches, a burst of
-  // workers) drains inside the window and the step looks shorter than the
-  // supply can sustain.
-  std::sort(waits.begin(), waits.end());
-  {
-    const auto first = std::lower_bound(waits.begin(), waits.end(), starts[skip]);
-    const auto end = std::upper_bound(waits.begin(), waits.end(), starts[last]);
-    if (first != end) {
-      const size_t a = std::lower_bound(starts.begin(), starts.end(), *first) - starts.begin();
-      const size_t b = std::lower_bound(starts.begin(), starts.end(), *(end - 1)) - starts.begin();
-      if (b >= a + 3 && 2 * (b - a) >= last - skip) skip = a, last = b;
-    }
-  }
-  window_ = {starts[skip], starts[last]};
-  uint64_t steps = last - skip;
-  if (!in.main.timed_by_hook && root.threads[tid].calls.stride() > 1) {
-    // Merged segments (a long run, step_calls.h): the window's edges are
-    // segments' starts, and its steps those whose segment starts inside.
-    steps = static_cast<uint64_t>(std::lower_bound(starts.begin(), starts.end(), window_.end_ns) -
-                                  std::lower_bound(starts.begin(), starts.end(), window_.start_ns));
+      return weighted.back().first;
+    };
+    window_ = {start_of(skip), start_of(last)};
+    for (const auto& [start, count] : weighted)
+      if (start >= window_.start_ns && start < window_.end_ns) steps += count;
     if (steps == 0) return;
+  } else {
+    if (starts.size() < 4) return;
+    std::sort(starts.begin(), starts.end());
+    // Several epochs: the steady window lies inside one, the one with the most
+    // steps (the later of equals). An epoch's start (its workers forked anew,
+    // their first batches) is not the steady step; persistent_workers=True
+    // is the change that times it.
+    if (in.main.timed_by_hook) {
+      const std::vector<uint64_t>& bounds = epoch_starts;
+      if (bounds.size() >= 2) {
+        size_t best_a = 0, best_n = 0;
+        for (size_t e = 0; e < bounds.size(); ++e) {
+          const uint64_t from = bounds[e];
+          const uint64_t to = e + 1 < bounds.size() ? bounds[e + 1] : UINT64_MAX;
+          const size_t a = std::lower_bound(starts.begin(), starts.end(), from) - starts.begin();
+          const size_t b = std::lower_bound(starts.begin(), starts.end(), to) - starts.begin();
+          if (b - a >= best_n) best_n = b - a, best_a = a;
+        }
+        if (best_n >= 4) {
+          starts.erase(starts.begin() + static_cast<std::ptrdiff_t>(best_a + best_n), starts.end());
+          starts.erase(starts.begin(), starts.begin() + static_cast<std::ptrdiff_t>(best_a));
+        }
+      }
+    }
+    // The steady window: without the first steps (workers starting, caches
+    // warming, prefetched batches queued) and the last (the end of the loop).
+    size_t skip = std::max<size_t>(2, starts.size() / 8);
+    size_t last = starts.size() - 1;
+    if (last <= skip + 1) return;
+    // Where the loop waits for batches, the window runs from one step that
+    // found the queue empty to another: the same state at both ends, so the
+    // steps counted are the batches made in between. From an arbitrary step
+    // instead, a backlog queued before it (prefetched batches, a burst of
+    // workers) drains inside the window and the step looks shorter than the
+    // supply can sustain.
+    std::sort(waits.begin(), waits.end());
+    {
+      const auto first = std::lower_bound(waits.begin(), waits.end(), starts[skip]);
+      const auto end = std::upper_bound(waits.begin(), waits.end(), starts[last]);
+      if (first != end) {
+        const size_t a = std::lower_bound(starts.begin(), starts.end(), *first) - starts.begin();
+        const size_t b =
+            std::lower_bound(starts.begin(), starts.end(), *(end - 1)) - starts.begin();
+        if (b >= a + 3 && 2 * (b - a) >= last - skip) skip = a, last = b;
+      }
+    }
+    window_ = {starts[skip], starts[last]};
+    steps = last - skip;
   }
   const double n = static_cast<double>(steps);
   const auto inside = [&](uint64_t t) { return t >= window_.start_ns && t < window_.end_ns; };
