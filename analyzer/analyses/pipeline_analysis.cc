@@ -355,7 +355,7 @@ std::vector<PipelineAnalysis::TimelineSpan> PipelineAnalysis::TimelineSpans(
       for (const Span& s : thread.next) add(K::kNext, index, tid, -1, s.start, s.end);
       for (const Span& s : thread.recv) add(K::kRecv, index, tid, -1, s.start, s.end);
       for (const Span& s : thread.pin) add(K::kPin, index, tid, -1, s.start, s.end);
-      for (const Call& c : thread.calls.drawn())
+      for (const Call& c : thread.calls.Drawn())
         add(c.copy ? K::kCopy : K::kSync, index, tid, -1, c.start, c.end);
     }
   }
@@ -408,8 +408,8 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   for (auto& [t, thread] : root.threads) {
     thread.calls.Flush();
     TakeReleased(thread);
-    if (thread.calls.drawn_dropped() && !thread.calls.drawn().empty())
-      timeline_from_ns_ = std::max(timeline_from_ns_, thread.calls.drawn().front().start);
+    if (thread.calls.drawn_dropped())
+      timeline_from_ns_ = std::max(timeline_from_ns_, thread.calls.Drawn().front().start);
   }
   if (device_spans_dropped_ && !device_spans_.empty())
     timeline_from_ns_ = std::max(timeline_from_ns_, device_spans_.front().start_ns);

@@ -106,34 +106,48 @@ void StepCalls::Open(uint64_t start) {
 void StepCalls::Add(const Call& call) {
   ++calls_;
   if (call.copy && call.h2d) largest_h2d_ = std::max(largest_h2d_, call.bytes);
-  if (drawn_.size() >= kDrawnCalls) {
-    drawn_.pop_front();
+  if (drawn_.size() < kDrawnCalls) {
+    drawn_.push_back(call);
+  } else {
+    drawn_[drawn_next_] = call;
+    drawn_next_ = (drawn_next_ + 1) % kDrawnCalls;
     drawn_dropped_ = true;
   }
-  drawn_.push_back(call);
   buffer_.push_back(call);
   // A thread without __next__ spans: the oldest call can wait no longer
   // (a __next__ with more than kBufferedCalls calls inside it would see its
   // first calls counted in the step before).
-  if (buffer_.size() > kBufferedCalls) {
-    Fold(buffer_.front());
-    buffer_.pop_front();
+  if (buffer_.size() - buffer_head_ > kBufferedCalls) FoldOldest();
+}
+
+void StepCalls::FoldOldest() {
+  Fold(buffer_[buffer_head_++]);
+  if (buffer_head_ == buffer_.size()) {
+    buffer_.clear();
+    buffer_head_ = 0;
+  } else if (buffer_head_ >= kBufferedCalls) {
+    buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(buffer_head_));
+    buffer_head_ = 0;
   }
 }
 
 void StepCalls::AddNext(uint64_t start, uint64_t end, uint64_t finish_cpu, size_t key) {
-  while (!buffer_.empty() && buffer_.front().start < start) {
-    Fold(buffer_.front());
-    buffer_.pop_front();
-  }
+  while (buffer_head_ < buffer_.size() && buffer_[buffer_head_].start < start) FoldOldest();
   Open(start);
   pending_.push_back({key, end, finish_cpu});
   Flush();
 }
 
+std::vector<StepCalls::Call> StepCalls::Drawn() const {
+  std::vector<Call> out(drawn_.begin() + static_cast<std::ptrdiff_t>(drawn_next_), drawn_.end());
+  out.insert(out.end(), drawn_.begin(), drawn_.begin() + static_cast<std::ptrdiff_t>(drawn_next_));
+  return out;
+}
+
 void StepCalls::Flush() {
-  for (const Call& c : buffer_) Fold(c);
+  for (size_t i = buffer_head_; i < buffer_.size(); ++i) Fold(buffer_[i]);
   buffer_.clear();
+  buffer_head_ = 0;
 }
 
 void StepCalls::Fold(const Call& c) {

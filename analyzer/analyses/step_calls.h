@@ -86,7 +86,9 @@ class StepCalls {
   // already (its start before frontier()).
   void AddDeviceTime(uint64_t start, uint64_t bytes, uint64_t wait_ns, uint64_t device_ns);
   // Calls that start from here on may still be waiting (not in a segment).
-  uint64_t frontier() const { return buffer_.empty() ? UINT64_MAX : buffer_.front().start; }
+  uint64_t frontier() const {
+    return buffer_head_ == buffer_.size() ? UINT64_MAX : buffer_[buffer_head_].start;
+  }
 
   const std::deque<Segment>& segments() const { return segments_; }
   // The largest H2D copy of the thread (any size).
@@ -98,8 +100,8 @@ class StepCalls {
   // (key, release ns) of the __next__ spans whose next call came.
   bool has_released() const { return !released_.empty(); }
   std::vector<std::pair<size_t, uint64_t>> TakeReleased() { return std::exchange(released_, {}); }
-  // The last kDrawnCalls calls, and whether earlier ones were dropped.
-  const std::deque<Call>& drawn() const { return drawn_; }
+  // The last kDrawnCalls calls in order, and whether earlier ones were dropped.
+  std::vector<Call> Drawn() const;
   bool drawn_dropped() const { return drawn_dropped_; }
 
   // Adds b (the later segment) into a.
@@ -113,8 +115,13 @@ class StepCalls {
     uint64_t end, finish_cpu;
   };
   std::deque<Segment> segments_;
-  std::deque<Call> buffer_;
-  std::deque<Call> drawn_;
+  // The waiting calls: buffer_[buffer_head_...] (a vector reused, no
+  // allocation per call).
+  std::vector<Call> buffer_;
+  size_t buffer_head_ = 0;
+  void FoldOldest();
+  std::vector<Call> drawn_;  // a ring once full: the oldest at drawn_next_
+  size_t drawn_next_ = 0;
   bool drawn_dropped_ = false;
   std::vector<Pending> pending_;
   std::vector<std::pair<size_t, uint64_t>> released_;

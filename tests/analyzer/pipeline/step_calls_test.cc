@@ -86,9 +86,12 @@ TEST(StepCallsTest, MergedSegmentsKeepEveryCall) {
   EXPECT_EQ(got_copy, copy_ns);
   EXPECT_EQ(got_sync, sync_ns);
   EXPECT_EQ(got_other, other_ns);
-  EXPECT_EQ(calls.drawn().size(), StepCalls::kDrawnCalls);
+  const std::vector<StepCalls::Call> drawn = calls.Drawn();
+  ASSERT_EQ(drawn.size(), StepCalls::kDrawnCalls);
   EXPECT_TRUE(calls.drawn_dropped());
-  EXPECT_EQ(calls.drawn().back().start, 1000 * kMs + (kSteps - 1) * 10 * kMs + 8 * kMs);
+  EXPECT_EQ(drawn.back().start, 1000 * kMs + (kSteps - 1) * 10 * kMs + 8 * kMs);
+  EXPECT_EQ(drawn.front().start, 1000 * kMs + (kSteps - 2731) * 10 * kMs + 4 * kMs);
+  for (size_t i = 1; i < drawn.size(); ++i) EXPECT_LT(drawn[i - 1].start, drawn[i].start);
 }
 
 // __next__ spans arrive at their end, after the calls inside them: a call
@@ -248,6 +251,20 @@ TEST(StepCallsTest, LongRunCountsTheStepsAfterTheOldCap) {
   EXPECT_DOUBLE_EQ(m.other_copy_ns, 50.0 * kUs);
   EXPECT_EQ(m.batch_bytes, 8 * kMiBytes);
   EXPECT_GT(m.step_ns, 11.0 * kMs);  // the old cap's steps alone: 10 ms
+
+  // The timeline keeps the thread's last 8,192 calls (3 a step): from the
+  // second call (the sync) of step 420,000 - 2,731 on, all of them.
+  const uint64_t from = pipeline.timeline_from_ns();
+  EXPECT_EQ(from, start_of(kSteps - 2731) + 5 * kMs);
+  const auto spans = pipeline.TimelineSpans(from, we, 1 << 20);
+  size_t calls = 0;
+  for (const auto& span : spans) {
+    EXPECT_GE(span.start_ns, from);
+    calls += span.kind == PipelineAnalysis::TimelineSpan::Kind::kCopy ||
+             span.kind == PipelineAnalysis::TimelineSpan::Kind::kSync;
+  }
+  // The window ends at step 419,968's start: the calls of the steps before.
+  EXPECT_EQ(calls, 3 * (419968 - (kSteps - 2731)) - 1);
 }
 
 }  // namespace
