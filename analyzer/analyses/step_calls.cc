@@ -110,29 +110,23 @@ void StepCalls::Add(const Call& call) {
     drawn_.push_back(call);
   } else {
     drawn_[drawn_next_] = call;
-    drawn_next_ = (drawn_next_ + 1) % kDrawnCalls;
+    drawn_next_ = drawn_next_ + 1 == kDrawnCalls ? 0 : drawn_next_ + 1;
     drawn_dropped_ = true;
   }
-  buffer_.push_back(call);
+  ++waiting_;
   // A thread without __next__ spans: the oldest call can wait no longer
   // (a __next__ with more than kBufferedCalls calls inside it would see its
   // first calls counted in the step before).
-  if (buffer_.size() - buffer_head_ > kBufferedCalls) FoldOldest();
+  if (waiting_ > kBufferedCalls) FoldOldest();
 }
 
 void StepCalls::FoldOldest() {
-  Fold(buffer_[buffer_head_++]);
-  if (buffer_head_ == buffer_.size()) {
-    buffer_.clear();
-    buffer_head_ = 0;
-  } else if (buffer_head_ >= kBufferedCalls) {
-    buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(buffer_head_));
-    buffer_head_ = 0;
-  }
+  Fold(drawn_[Waiting(0)]);
+  --waiting_;
 }
 
 void StepCalls::AddNext(uint64_t start, uint64_t end, uint64_t finish_cpu, size_t key) {
-  while (buffer_head_ < buffer_.size() && buffer_[buffer_head_].start < start) FoldOldest();
+  while (waiting_ > 0 && drawn_[Waiting(0)].start < start) FoldOldest();
   Open(start);
   pending_.push_back({key, end, finish_cpu});
   Flush();
@@ -145,9 +139,7 @@ std::vector<StepCalls::Call> StepCalls::Drawn() const {
 }
 
 void StepCalls::Flush() {
-  for (size_t i = buffer_head_; i < buffer_.size(); ++i) Fold(buffer_[i]);
-  buffer_.clear();
-  buffer_head_ = 0;
+  while (waiting_ > 0) FoldOldest();
 }
 
 void StepCalls::Fold(const Call& c) {

@@ -15,10 +15,10 @@
 // run's length doubles, the same over the whole run. The window is then
 // chosen at the segments' resolution: its edges move to a segment's start,
 // by less than one segment, the figures stay exact sums over the steps
-// inside it (docs/pipeline-model.md, "Memory"). The calls wait
-// (at most kBufferedCalls of them) until the thread's next __next__ span
-// arrives: a span is written when it ends, after the calls inside it. The
-// last kDrawnCalls calls are kept as they are for the HTML timeline.
+// inside it (docs/pipeline-model.md, "Memory"). The last kDrawnCalls
+// calls are kept as they are for the HTML timeline, and the newest of them
+// (at most kBufferedCalls) wait there until the thread's next __next__ span
+// arrives: a span is written when it ends, after the calls inside it.
 #pragma once
 
 #include <cstddef>
@@ -86,9 +86,7 @@ class StepCalls {
   // already (its start before frontier()).
   void AddDeviceTime(uint64_t start, uint64_t bytes, uint64_t wait_ns, uint64_t device_ns);
   // Calls that start from here on may still be waiting (not in a segment).
-  uint64_t frontier() const {
-    return buffer_head_ == buffer_.size() ? UINT64_MAX : buffer_[buffer_head_].start;
-  }
+  uint64_t frontier() const { return waiting_ == 0 ? UINT64_MAX : drawn_[Waiting(0)].start; }
 
   const std::deque<Segment>& segments() const { return segments_; }
   // The largest H2D copy of the thread (any size).
@@ -115,13 +113,17 @@ class StepCalls {
     uint64_t end, finish_cpu;
   };
   std::deque<Segment> segments_;
-  // The waiting calls: buffer_[buffer_head_...] (a vector reused, no
-  // allocation per call).
-  std::vector<Call> buffer_;
-  size_t buffer_head_ = 0;
-  void FoldOldest();
-  std::vector<Call> drawn_;  // a ring once full: the oldest at drawn_next_
+  // The last calls, a ring once full (the oldest at drawn_next_); the
+  // newest waiting_ of them wait to be folded (kBufferedCalls < kDrawnCalls:
+  // a waiting call is never overwritten).
+  std::vector<Call> drawn_;
   size_t drawn_next_ = 0;
+  size_t waiting_ = 0;
+  // Index in drawn_ of the i-th oldest waiting call.
+  size_t Waiting(size_t i) const {
+    return (drawn_next_ + drawn_.size() - waiting_ + i) % drawn_.size();
+  }
+  void FoldOldest();
   bool drawn_dropped_ = false;
   std::vector<Pending> pending_;
   std::vector<std::pair<size_t, uint64_t>> released_;
