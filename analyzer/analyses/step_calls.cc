@@ -128,6 +128,9 @@ void StepCalls::FoldOldest() {
 void StepCalls::AddNext(uint64_t start, uint64_t end, uint64_t finish_cpu, size_t key) {
   while (waiting_ > 0 && drawn_[Waiting(0)].start < start) FoldOldest();
   Open(start);
+  // A thread whose __next__ spans no call follows (a loop without CUDA
+  // calls): the oldest waits no longer, its release is not measured.
+  if (pending_.size() >= kPendingKept) pending_.erase(pending_.begin());
   pending_.push_back({key, end, finish_cpu});
   Flush();
 }

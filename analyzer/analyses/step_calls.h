@@ -72,6 +72,8 @@ class StepCalls {
   static constexpr size_t kBufferedCalls = 4096;
   static constexpr size_t kDrawnCalls = 8192;
   static constexpr size_t kSizesKept = 8;
+  // __next__ spans waiting for the thread's next call (their release).
+  static constexpr size_t kPendingKept = 1024;
 
   // A copy or sync of the thread, in the thread's order.
   void Add(const Call& call);

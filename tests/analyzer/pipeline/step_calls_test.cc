@@ -125,6 +125,21 @@ TEST(StepCallsTest, NextSpansSplitTheCallsBeforeThem) {
   EXPECT_EQ(calls.segments()[2].sync_ns, 0u);
 }
 
+// A loop whose __next__ spans no call follows holds at most kPendingKept
+// of them: the newest get their release from the call that finally comes.
+TEST(StepCallsTest, SpansWithoutCallsAreBounded) {
+  StepCalls calls;
+  for (uint64_t i = 0; i < 3000; ++i) calls.AddNext(1000 * i, 1000 * i + 500, 10 * i, i);
+  calls.Add(Sync(5000000, 10, 40000));
+  calls.AddNext(6000000, 6000100, 0, 3000);
+  const auto released = calls.TakeReleased();
+  ASSERT_EQ(released.size(), StepCalls::kPendingKept);
+  EXPECT_EQ(released.front().first, 3000u - StepCalls::kPendingKept);
+  EXPECT_EQ(released.back().first, 2999u);
+  EXPECT_EQ(released.back().second, 40000u - 29990u);
+  EXPECT_EQ(calls.segments().size(), 3001u);
+}
+
 // Sizes below half a segment's largest are other copies; more sizes than
 // kept are counted as the next larger.
 TEST(StepCallsTest, SizesOfAMergedSegment) {
