@@ -14,9 +14,6 @@ namespace pinscope {
 
 namespace {
 
-// Root main thread H2D copies kept for the batch detection (the largest
-// recurring ones are the batches; a run with more is summarised on these).
-constexpr size_t kMaxRootCopies = 1 << 20;
 // Main-thread copies and syncs SyncWaits holds at once, not yet final (56
 // bytes each): those of the device join's horizon (60 s) with CUPTI, one per
 // thread without it. A call past it is counted in dropped_calls.
@@ -25,13 +22,6 @@ constexpr uint64_t kMaxWaitCalls = 1 << 21;
 // (`.item()`, `.cpu()`: cudaMemcpyAsync then cudaStreamSynchronize) when
 // that copy returned this recently.
 constexpr uint64_t kSyncAfterCopyNs = 1000000;  // 1 ms
-
-// The upper median; reorders `values`.
-uint64_t MedianInPlace(std::vector<uint64_t>& values) {
-  if (values.empty()) return 0;
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
-}
 
 uint64_t AtGbps(uint64_t bytes, double gbps) {
   return gbps <= 0 ? 0 : static_cast<uint64_t>(static_cast<double>(bytes) / gbps);
@@ -77,9 +67,9 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
     AdvanceDevice(state, ctx.event.time_ns);
   }
   if (static_cast<int>(process.pid()) == root_pid_ && tid == process.pid() &&
-      copy.direction() == trace::H2D && ctx.blocked_ns > 0 && root_copies_.size() < kMaxRootCopies) {
+      copy.direction() == trace::H2D && ctx.blocked_ns > 0) {
     // Only copies that may still be a batch: at least half the largest yet.
-    if (copy.bytes() * 2 >= largest_root_copy_) {
+    if (copy.bytes() * 2 >= root_copies_.largest()) {
       const bool pinned = copy.src_kind() == trace::PINNED && copy.pin() == trace::PIN_BY_PROGRAM;
       uint64_t base = 0;
       if (ctx.buffer.kind == HostBuffer::Kind::kAlloc) base = ctx.buffer.alloc->address;
@@ -91,13 +81,9 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
                               ctx.buffer.alloc->size >= BatchLoop::kGlibcMmapMax &&
                               ctx.buffer.alloc->time_ns >= last_root_copy_ns_;
       last_root_copy_ns_ = ctx.event.time_ns;
-      root_copies_.push_back({ctx.event.time_ns, ctx.event.time_ns + ctx.blocked_ns, copy.bytes(),
-                              pinned, static_cast<uint8_t>(copy.pin()), ahead, reused, fresh_mmap,
-                              ctx.buffer.kind == HostBuffer::Kind::kShm && ctx.buffer.mapping->pool});
-      if (copy.bytes() > largest_root_copy_) {
-        largest_root_copy_ = copy.bytes();
-        std::erase_if(root_copies_, [&](const Copy& c) { return c.bytes * 2 < largest_root_copy_; });
-      }
+      root_copies_.Add({ctx.event.time_ns, ctx.event.time_ns + ctx.blocked_ns, copy.bytes(), pinned,
+                        static_cast<uint8_t>(copy.pin()), ahead, reused, fresh_mmap,
+                        ctx.buffer.kind == HostBuffer::Kind::kShm && ctx.buffer.mapping->pool});
     }
   }
   // The main loop between two batch-sized H2D copies of the root's main
@@ -116,8 +102,7 @@ void InputAnalysis::OnCopy(const CopyContext& ctx) {
     (copy.pin() == trace::PIN_REGISTERED ? pins_.pinned_registered : pins_.pinned_cached)++;
     pins_.pinned_copy_bytes += copy.bytes();
     pins_.pinned_copy_blocked_ns += ctx.blocked_ns;
-    pins_.pinned_copy_at_pageable_ns +=
-        AtGbps(copy.bytes(), gbps_.Pageable(h2d, copy.bytes()));
+    pins_.pinned_copy_at_pageable_ns += AtGbps(copy.bytes(), gbps_.Pageable(h2d, copy.bytes()));
     pins_.pinned_copy_at_pinned_ns += AtGbps(copy.bytes(), gbps_.Pinned(h2d, copy.bytes()));
   } else if (copy.pin() == trace::PIN_SKIPPED_BUDGET) {
     ++pins_.skipped_budget;
@@ -267,7 +252,8 @@ int32_t InputAnalysis::WaitSite(const ProcessState& process, uint64_t stack_id) 
   std::string site = InnermostPythonFrame(process, stack_id);
   if (site.empty()) site = InnermostNativeFrame(process, stack_id);
   if (site.empty()) return -1;
-  auto [it, inserted] = wait_site_index_.try_emplace(site, static_cast<int32_t>(wait_sites_.size()));
+  auto [it, inserted] =
+      wait_site_index_.try_emplace(site, static_cast<int32_t>(wait_sites_.size()));
   if (inserted) wait_sites_.push_back(site);
   return it->second;
 }
@@ -330,8 +316,8 @@ void InputAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
 void InputAnalysis::OnShm(const ShmContext& ctx) {
   const ProcessState& process = ctx.event.process;
   const uint32_t tid = ctx.event.packet.tid();
-  if (ctx.shm.op() == trace::SHM_MAP && !ctx.implicit && static_cast<int>(process.pid()) == root_pid_ &&
-      tid != 0 && tid != process.pid()) {
+  if (ctx.shm.op() == trace::SHM_MAP && !ctx.implicit &&
+      static_cast<int>(process.pid()) == root_pid_ && tid != 0 && tid != process.pid()) {
     ++root_shm_maps_[tid];
   }
 }
@@ -384,11 +370,20 @@ void InputAnalysis::OnPin(const Event& event, const trace::PinEvent& pin) {
       ++pins_.unpin_reasons[pin.reason().empty() ? "unknown" : pin.reason()];
       if (pin.reason() == "fork") ++fork_unpins_;
       break;
-    case trace::REGISTER_FAILED: ++pins_.register_failed; break;
-    case trace::BUDGET_FULL: ++pins_.budget_full; break;
-    case trace::RECYCLE: ++pins_.recycles; break;
-    case trace::REUSE: ++pins_.reuses; break;
-    default: break;
+    case trace::REGISTER_FAILED:
+      ++pins_.register_failed;
+      break;
+    case trace::BUDGET_FULL:
+      ++pins_.budget_full;
+      break;
+    case trace::RECYCLE:
+      ++pins_.recycles;
+      break;
+    case trace::REUSE:
+      ++pins_.reuses;
+      break;
+    default:
+      break;
   }
 }
 
@@ -513,8 +508,9 @@ void InputAnalysis::FinishSyncWaits() {
     sync_.threads.push_back(std::move(out));
   }
   wait_threads_.clear();
-  std::stable_sort(sync_.threads.begin(), sync_.threads.end(),
-                   [](const SyncThread& a, const SyncThread& b) { return a.saving_ns > b.saving_ns; });
+  std::stable_sort(
+      sync_.threads.begin(), sync_.threads.end(),
+      [](const SyncThread& a, const SyncThread& b) { return a.saving_ns > b.saving_ns; });
 }
 
 void InputAnalysis::Finish(const RunInfo& run) {
@@ -522,51 +518,7 @@ void InputAnalysis::Finish(const RunInfo& run) {
   for (const auto& [tid, maps] : root_shm_maps_) {
     if (maps > pin_thread_.shm_maps) pin_thread_ = {tid, maps};
   }
-  std::vector<Copy>& batches = root_copies_;  // filtered in place: no second list
-  std::erase_if(batches, [&](const Copy& c) { return c.bytes * 2 < largest_root_copy_; });
-  if (batches.size() < BatchLoop::kMinBatches) {
-    batches = {};
-    return;
-  }
-  // Kept in replay order, which is by start within the root's main thread.
-  const auto by_start = [](const Copy& a, const Copy& b) { return a.start_ns < b.start_ns; };
-  if (!std::is_sorted(batches.begin(), batches.end(), by_start))
-    std::sort(batches.begin(), batches.end(), by_start);
-  loop_.found = true;
-  loop_.batches = batches.size();
-  loop_.intervals_ns.reserve(batches.size() - 1);
-  loop_.copies_ns.reserve(batches.size() - 1);
-  for (size_t i = 0; i < batches.size(); ++i) {
-    const Copy& b = batches[i];
-    if (b.pinned) ++loop_.pinned_batches;
-    if (b.pin == trace::PIN_REGISTERED || b.pin == trace::PIN_CACHED) {
-      ++loop_.pinscope_batches;
-      loop_.dma_bytes += b.bytes;
-      if (b.pin == trace::PIN_REGISTERED) {
-        ++loop_.registered_at_copy;
-      } else {
-        ++(b.ahead    ? loop_.registered_ahead
-           : b.reused ? loop_.reused
-           : b.pool   ? loop_.pool
-                      : loop_.cached);
-      }
-    }
-    if (b.fresh_mmap) ++loop_.fresh_mmap_batches;
-    if (i + 1 < batches.size()) {
-      loop_.intervals_ns.push_back(batches[i + 1].start_ns - batches[i].start_ns);
-      loop_.copies_ns.push_back(batches[i].end_ns - batches[i].start_ns);
-      loop_.total_copy_ns += batches[i].end_ns - batches[i].start_ns;
-    }
-  }
-  std::vector<uint64_t> values(batches.size());  // one scratch list for the medians
-  for (size_t i = 0; i < batches.size(); ++i) values[i] = batches[i].bytes;
-  loop_.batch_bytes = MedianInPlace(values);
-  for (size_t i = 0; i < batches.size(); ++i) values[i] = batches[i].end_ns - batches[i].start_ns;
-  loop_.median_copy_ns = MedianInPlace(values);
-  values.assign(loop_.intervals_ns.begin(), loop_.intervals_ns.end());
-  loop_.median_interval_ns = MedianInPlace(values);
-  loop_.total_interval_ns = batches.back().start_ns - batches.front().start_ns;
-  batches = {};
+  if (!root_copies_.Finish(&loop_)) return;
   loop_.host_copy_gbps = calibration_.HostCopyGbps(loop_.batch_bytes);
   loop_.pin_cost_ns = AtGbps(loop_.batch_bytes, loop_.host_copy_gbps);
   if (loop_.fresh_mmap_batches > 0) {

@@ -3,7 +3,8 @@
 // main thread, and the intervals between them), pinscope's pinning activity
 // (PinEvents and the copies that ran pinned thanks to it), and device
 // activity (CUPTI) through analyzer/analyses/device_activity.h. Memory: the root main
-// thread's large H2D copies (capped) and one device tracker per process.
+// thread's large H2D copies (batch_copies.h: exact up to 65,536, a bounded
+// sample beyond) and one device tracker per process.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "analyzer/analyses/batch_copies.h"
 #include "analyzer/analyses/device_activity.h"
 #include "analyzer/analyses/gbps_memo.h"
 #include "analyzer/read/calibration.h"
@@ -23,68 +25,12 @@
 
 namespace pinscope {
 
-// The root main thread's batch copies: H2D copies of at least half the
-// largest H2D copy it made, when at least kMinBatches recur.
-struct BatchLoop {
-  static constexpr size_t kMinBatches = 3;
-  bool found = false;
-  uint64_t batches = 0;          // batch copies
-  uint64_t batch_bytes = 0;      // median bytes per batch copy
-  uint64_t median_interval_ns = 0;  // median time between consecutive batch copy starts
-  uint64_t median_copy_ns = 0;      // median host-blocked time of a batch copy
-  uint64_t total_interval_ns = 0;   // first batch copy start to last batch copy start
-  uint64_t total_copy_ns = 0;       // blocked time of the batch copies in that span
-  std::vector<uint64_t> intervals_ns;  // each interval (for estimates)
-  std::vector<uint64_t> copies_ns;     // the copy that opens each interval
-  // Batch copies that read memory the program pinned (PIN_BY_PROGRAM from
-  // pinned memory: pin_memory=True, or pinned buffers of its own).
-  uint64_t pinned_batches = 0;
-  // What DataLoader's pin-memory thread costs per batch: batch_bytes at the
-  // calibrated host copy bandwidth of one thread. 0 when unknown (no loop,
-  // or the calibration has no host_copy_gbps).
-  double host_copy_gbps = 0;
-  uint64_t pin_cost_ns = 0;
-  // What pinscope's pinning did to the batch copies (PINSCOPE_PIN=1), per
-  // copy: `pinscope_batches` ran pinned thanks to it (PIN_REGISTERED or
-  // PIN_CACHED), each one a host copy avoided against pin_memory=True's
-  // path (its pin thread copies every batch into cudaHostAlloc memory
-  // first) and `dma_bytes` moved at DMA speed. Their registration:
-  //   registered_at_copy  paid on the copying thread (PIN_REGISTERED);
-  //   registered_ahead    paid on pinscope's pin-ahead thread (the buffer's
-  //                       REGISTER "shm_ahead" came before this, its first copy);
-  //   reused              saved: a freed block kept registered and handed to
-  //                       this batch's allocation (REUSE since its last copy);
-  //   pool                saved: a worker wrote the batch into a slot of
-  //                       pinscope's pool, registered once (PINSCOPE_PIN_POOL,
-  //                       the mapping's ShmEvent.pool);
-  //   cached              saved: the buffer was copied before and stayed registered.
-  uint64_t pinscope_batches = 0;
-  uint64_t registered_at_copy = 0, registered_ahead = 0, reused = 0, pool = 0, cached = 0;
-  uint64_t dma_bytes = 0;
-  // Batch copies from a malloc-family block of at least kGlibcMmapMax bytes
-  // allocated since the previous batch copy and not a reused kept block:
-  // glibc serves such a block by a fresh mmap and unmaps it at free, so the
-  // program's writing of it page-faults every page anew, every batch.
-  // fresh_fault_ns: that cost for one batch, batch_bytes at first_touch_gbps
-  // (the calibration's first touch of fresh anonymous memory at the batch
-  // size, else the built-in H200 figure). 0 when no batch was fresh.
-  static constexpr uint64_t kGlibcMmapMax = 32ull << 20;  // DEFAULT_MMAP_THRESHOLD_MAX, 64-bit
-  uint64_t fresh_mmap_batches = 0;
-  double first_touch_gbps = 0;
-  uint64_t fresh_fault_ns = 0;
-  // total_interval_ns / (batches - 1): the steady rate, which a bursty
-  // loader (batches queued behind one slow one) hides from the median.
-  uint64_t mean_interval_ns() const {
-    return batches > 1 ? total_interval_ns / (batches - 1) : 0;
-  }
-};
-
 // DataLoader's pin-memory thread, as the trace shows it: a non-main thread
 // of the root process that maps the workers' batch shm segments (it
 // unpickles each batch, then copies it into pinned memory).
 struct PinThread {
-  uint32_t tid = 0;        // 0: none seen
-  uint64_t shm_maps = 0;   // SHM_MAP calls of that thread
+  uint32_t tid = 0;       // 0: none seen
+  uint64_t shm_maps = 0;  // SHM_MAP calls of that thread
 };
 
 // Time the main threads spent waiting for the GPU inside copy and
@@ -98,7 +44,7 @@ struct PinThread {
 // the next waiting call: saving = sum of min(wait, host time to the next
 // waiting call) - an upper bound (the host work may need the value).
 struct SyncSite {
-  std::string site;  // innermost Python frame, else native frame; "" unknown
+  std::string site;       // innermost Python frame, else native frame; "" unknown
   bool via_copy = false;  // a sync without a stack, named by the copy just before it
   uint64_t calls = 0;     // waiting calls
   uint64_t copies = 0, syncs = 0;
@@ -110,19 +56,19 @@ struct SyncSite {
 struct SyncThread {
   int process_index = 0;
   uint32_t pid = 0, tid = 0;
-  uint64_t span_ns = 0;      // first considered call's start to the last one's end
-  uint64_t calls = 0;        // copies (H2D/D2H) and syncs considered
+  uint64_t span_ns = 0;  // first considered call's start to the last one's end
+  uint64_t calls = 0;    // copies (H2D/D2H) and syncs considered
   uint64_t waiting_calls = 0;
   uint64_t wait_ns = 0, copy_wait_ns = 0, sync_wait_ns = 0;
   uint64_t saving_ns = 0;
   uint64_t host_ns = 0;  // span minus waits: the host's own time in the span
   uint64_t copies_joined = 0, copies_calibrated = 0;  // transfer time from CUPTI / calibration
-  std::vector<SyncSite> sites;  // most saving first
+  std::vector<SyncSite> sites;                        // most saving first
 };
 struct SyncWaits {
   static constexpr uint64_t kCallOverheadNs = 20000;  // 20 us
-  std::vector<SyncThread> threads;  // main threads with calls, most saving first
-  uint64_t dropped_calls = 0;       // past the memory cap, not assessed
+  std::vector<SyncThread> threads;                    // main threads with calls, most saving first
+  uint64_t dropped_calls = 0;                         // past the memory cap, not assessed
 };
 
 struct PinStats {
@@ -139,7 +85,7 @@ struct PinStats {
   uint64_t register_failed = 0;
   uint64_t budget_full = 0;
   uint64_t recycles = 0, reuses = 0;
-  uint64_t unregisters = 0;  // successful ones only
+  uint64_t unregisters = 0;                       // successful ones only
   std::map<std::string, uint64_t> unpin_reasons;  // reason -> count, successful ones
   // UNREGISTERs CUDA refused (result != 0): the driver still holds the
   // memory registered, so they unpin nothing. `failed_unregister_errors`
@@ -151,7 +97,7 @@ struct PinStats {
   uint64_t stayed_pinned_bytes = 0;
   uint64_t peak_pinned_bytes = 0;  // sum over processes of each one's peak
   // Copies that ran pinned because pinscope pinned them.
-  uint64_t pinned_copies = 0;   // PIN_REGISTERED + PIN_CACHED
+  uint64_t pinned_copies = 0;  // PIN_REGISTERED + PIN_CACHED
   uint64_t pinned_registered = 0, pinned_cached = 0;
   uint64_t pinned_copy_bytes = 0;
   uint64_t pinned_copy_blocked_ns = 0;
@@ -208,13 +154,7 @@ class InputAnalysis : public Analysis {
   uint64_t peak_wait_calls() const { return peak_wait_calls_; }
 
  private:
-  struct Copy {
-    uint64_t start_ns, end_ns, bytes;
-    bool pinned;
-    uint8_t pin;  // trace::PinOutcome
-    bool ahead, reused, fresh_mmap;
-    bool pool;  // the host side is a mapping served from pinscope's pool
-  };
+  using Copy = BatchCopies::Copy;
   // A main-thread copy or sync not yet final for SyncWaits: a device record
   // may still join it (its transfer time), or it is the last one seen.
   struct WaitCall {
@@ -222,12 +162,12 @@ class InputAnalysis : public Analysis {
     uint64_t call_id;
     uint64_t transfer_ns;  // calibrated; replaced by the device time when joined
     uint64_t bytes;
-    int32_t site;          // index into wait_sites_, -1 unknown
-    uint8_t kind;          // 0 sync, 1 H2D, 2 D2H
-    uint8_t api;           // SyncApi for syncs
+    int32_t site;  // index into wait_sites_, -1 unknown
+    uint8_t kind;  // 0 sync, 1 H2D, 2 D2H
+    uint8_t api;   // SyncApi for syncs
     bool joined;
-    bool pageable;         // host side pageable
-    bool joinable;         // handed to the process's device analysis (a record may join it)
+    bool pageable;  // host side pageable
+    bool joinable;  // handed to the process's device analysis (a record may join it)
   };
   // One main thread's SyncWaits, streamed: calls wait in `calls` only until
   // no device record can join them any more (the device analysis gave up on
@@ -262,7 +202,7 @@ class InputAnalysis : public Analysis {
     std::map<uint64_t, uint64_t> stuck_pins;
     uint64_t last_advance_ns = 0;
     uint64_t last_batch_end_ns = 0;  // end of the last batch-sized H2D copy (root main thread)
-    int wait_thread = -1;  // index into wait_threads_
+    int wait_thread = -1;            // index into wait_threads_
   };
   // H2D copies this large on the root's main thread count as batches for
   // gap attribution (labels and indices are smaller).
@@ -285,8 +225,7 @@ class InputAnalysis : public Analysis {
   GbpsMemo gbps_;  // the per-copy lookups of OnCopy
   device::JoinMode join_;
   int root_pid_ = -1;
-  std::vector<Copy> root_copies_;  // root main thread H2D copies
-  uint64_t largest_root_copy_ = 0;
+  BatchCopies root_copies_;         // root main thread H2D copies that may be batches
   uint64_t last_root_copy_ns_ = 0;  // start of the latest candidate batch copy
   // Root blocks registered ahead (REGISTER "shm_ahead") and kept blocks
   // handed to an allocation (REUSE), not yet copied since: base addresses.

@@ -11,7 +11,7 @@ namespace pinscope {
 
 namespace {
 
-constexpr uint64_t kMinBatchBytes = 1ull << 20;
+constexpr uint64_t kMinBatchBytes = StepCalls::kMinBatchBytes;
 
 template <typename T>
 double MedianOf(std::vector<T> v) {
@@ -94,7 +94,6 @@ void PipelineAnalysis::OnCopy(const CopyContext& ctx) {
   const ProcessState& process = ctx.event.process;
   if (process.index() != root_index_) return;
   Thread& t = RootThread(process, ctx.event.packet.tid());
-  if (t.calls.size() >= kMaxKept) return;
   const trace::CopyEvent& c = ctx.copy;
   Call call = CallOf(ctx.event.time_ns, ctx.event.time_ns + ctx.blocked_ns, c.usage_enter(),
                      c.usage_exit());
@@ -108,9 +107,9 @@ void PipelineAnalysis::OnCopy(const CopyContext& ctx) {
   call.shm = ctx.buffer.kind == HostBuffer::Kind::kShm;
   if (ctx.buffer.kind == HostBuffer::Kind::kAlloc && ctx.buffer.alloc != nullptr) {
     // Allocated since the thread's previous batch copy: a fresh buffer.
-    call.fresh = ctx.buffer.alloc->time_ns >= (t.calls.empty() ? 0 : t.calls.back().start);
+    call.fresh = ctx.buffer.alloc->time_ns >= t.last_call_start;
   }
-  t.calls.push_back(call);
+  AddCall(t, call);
   if (device_) {
     device_->OnHostCall(device::CopyCallOf(ctx));
   }
@@ -119,11 +118,64 @@ void PipelineAnalysis::OnCopy(const CopyContext& ctx) {
 void PipelineAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
   if (event.process.index() != root_index_) return;
   Thread& t = RootThread(event.process, event.packet.tid());
-  if (t.calls.size() >= kMaxKept) return;
   const uint64_t end = sync.end_ns() > event.packet.timestamp_ns()
                            ? event.time_ns + (sync.end_ns() - event.packet.timestamp_ns())
                            : event.time_ns;
-  t.calls.push_back(CallOf(event.time_ns, end, sync.usage_enter(), sync.usage_exit()));
+  AddCall(t, CallOf(event.time_ns, end, sync.usage_enter(), sync.usage_exit()));
+}
+
+void PipelineAnalysis::AddCall(Thread& t, const Call& call) {
+  t.last_call_start = call.start;
+  t.calls.Add(call);
+  if (t.calls.has_released()) TakeReleased(t);
+}
+
+void PipelineAnalysis::TakeReleased(Thread& t) {
+  for (auto [key, ns] : t.calls.TakeReleased())
+    if (key < t.next.size()) t.next[key].release = ns;
+}
+
+void PipelineAnalysis::FoldDeviceTimes(uint64_t now) {
+  if (!device_) return;
+  for (const device::Joined& j : device_->TakeJoinedCopies()) {
+    if (!j.host || j.host->direction != device::kH2D || j.host->bytes < StepCalls::kBoundaryBytes)
+      continue;
+    DeviceTimes& d = device_times_[j.host->call_id];
+    if (d.first == 0 || j.device.start_ns < d.first) d.first = j.device.start_ns;
+    d.end = std::max(d.end, j.device.end_ns);
+    d.host_start = j.host->start_ns;
+    d.host_end = j.host->end_ns;
+    d.bytes = j.host->bytes;
+    d.tid = j.host->tid;
+  }
+  const bool all = now == UINT64_MAX;
+  const uint64_t horizon = device_->join_horizon_ns();
+  auto root = processes_.find(root_index_);
+  for (auto it = device_times_.begin(); it != device_times_.end();) {
+    const DeviceTimes& d = it->second;
+    // Twice the join's horizon: a join decided late hands its held records
+    // over at once.
+    if (!all && d.host_end + 2 * horizon >= now) {
+      ++it;
+      continue;
+    }
+    Thread* t = nullptr;
+    if (root != processes_.end()) {
+      auto th = root->second.threads.find(d.tid);
+      if (th != root->second.threads.end()) t = &th->second;
+    }
+    if (t != nullptr && !all && t->calls.frontier() <= d.host_start) {
+      ++it;  // its call waits for the thread's next __next__
+      continue;
+    }
+    if (t != nullptr) {
+      // Waiting for the stream: from the call to the transfer's start, minus
+      // the launch's own few microseconds.
+      const uint64_t wait = d.first > d.host_start + 50000 ? d.first - d.host_start - 50000 : 0;
+      t->calls.AddDeviceTime(d.host_start, d.bytes, wait, d.end > d.first ? d.end - d.first : 0);
+    }
+    it = device_times_.erase(it);
+  }
 }
 
 void PipelineAnalysis::OnAlloc(const Event& event, const LiveAlloc& alloc) {}
@@ -145,19 +197,23 @@ void PipelineAnalysis::OnDevice(const Event& event, const trace::DeviceActivity&
   device_->OnDevice(r);
   const bool compute = r.kind == device::kActKernel || r.kind == device::kActMemset;
   if (compute) compute_.OnDevice(r);
-  if ((compute || r.kind == device::kActMemcpy) && r.end_ns > r.start_ns &&
-      device_spans_.size() < kMaxKept / 4) {
+  if ((compute || r.kind == device::kActMemcpy) && r.end_ns > r.start_ns) {
     TimelineSpan span;
     span.kind = compute ? TimelineSpan::Kind::kGpu : TimelineSpan::Kind::kGpuCopy;
     span.process_index = event.process.index();
     span.start_ns = r.start_ns;
     span.end_ns = r.end_ns;
+    if (device_spans_.size() >= kDrawnDevice) {
+      device_spans_.pop_front();
+      device_spans_dropped_ = true;
+    }
     device_spans_.push_back(span);
   }
   if (event.time_ns > last_advance_ns_ + device::kSec) {
     device_->Advance(event.time_ns);
     compute_.Advance(event.time_ns);
     last_advance_ns_ = event.time_ns;
+    FoldDeviceTimes(event.time_ns);
   }
 }
 
@@ -234,7 +290,8 @@ void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l)
     default:
       return;
   }
-  if (list->size() >= kMaxKept) return;
+  const bool boundary = p.root && l.kind() == trace::LOADER_NEXT;
+  if (list->size() >= kMaxKept && !boundary) return;
   // The span's own clock readings, not the replay's time: a span is written
   // when it ends, after the spans inside it, and the replay's time keeps each
   // file's order (the later of the two), which would move its start.
@@ -247,7 +304,16 @@ void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l)
   s.index = l.index();
   s.tid = event.packet.tid();
   s.worker_id = l.worker_id();
-  list->push_back(s);
+  size_t key = SIZE_MAX;
+  if (list->size() < kMaxKept) {
+    key = list->size();
+    list->push_back(s);
+  }
+  if (boundary) {
+    // A step boundary for the thread's calls (those inside it came before).
+    t.calls.AddNext(s.start, s.end, s.finish.cpu, key);
+    TakeReleased(t);
+  }
 }
 
 void PipelineAnalysis::Finish(const RunInfo& run) { BuildInputs(run); }
@@ -289,7 +355,7 @@ std::vector<PipelineAnalysis::TimelineSpan> PipelineAnalysis::TimelineSpans(
       for (const Span& s : thread.next) add(K::kNext, index, tid, -1, s.start, s.end);
       for (const Span& s : thread.recv) add(K::kRecv, index, tid, -1, s.start, s.end);
       for (const Span& s : thread.pin) add(K::kPin, index, tid, -1, s.start, s.end);
-      for (const Call& c : thread.calls)
+      for (const Call& c : thread.calls.Drawn())
         add(c.copy ? K::kCopy : K::kSync, index, tid, -1, c.start, c.end);
     }
   }
@@ -338,6 +404,15 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   auto root_it = processes_.find(root_index_);
   if (root_it == processes_.end()) return;
   Process& root = root_it->second;
+  // Every call in its segment, every __next__ its release.
+  for (auto& [t, thread] : root.threads) {
+    thread.calls.Flush();
+    TakeReleased(thread);
+    if (thread.calls.drawn_dropped())
+      timeline_from_ns_ = std::max(timeline_from_ns_, thread.calls.Drawn().front().start);
+  }
+  if (device_spans_dropped_ && !device_spans_.empty())
+    timeline_from_ns_ = std::max(timeline_from_ns_, device_spans_.front().start_ns);
 
   // The loader the training loop takes from: the most NEXT spans on one
   // thread of the root.
@@ -352,6 +427,8 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   }
   std::vector<uint64_t> starts;  // step starts on the step thread
   std::vector<uint64_t> waits;   // starts of the steps whose __next__ waited
+  // Without the hook, from merged segments (a long run): (start, steps).
+  std::vector<std::pair<uint64_t, uint64_t>> weighted;
   if (most >= 3) {
     in.main.timed_by_hook = true;
     std::vector<Span>& recv = root.threads[tid].recv;
@@ -375,12 +452,16 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     tid = 0;
     for (auto& [t, thread] : root.threads) {
       if (run.root != nullptr && t != run.root->pid()) continue;
-      uint64_t largest = 0;
-      for (const Call& c : thread.calls)
-        if (c.copy && c.h2d) largest = std::max(largest, c.bytes);
+      const uint64_t largest = thread.calls.largest_h2d();
       if (largest < kMinBatchBytes) continue;
-      for (const Call& c : thread.calls)
-        if (c.copy && c.h2d && c.bytes * 2 >= largest) starts.push_back(c.start);
+      // A segment merged from several holds several steps (the window is
+      // then chosen at its resolution).
+      for (const StepCalls::Segment& seg : thread.calls.segments()) {
+        uint64_t count = 0;
+        for (const StepCalls::Copies& c : seg.copies)
+          if (c.bytes * 2 >= largest) count += c.count;
+        if (count > 0) weighted.emplace_back(seg.start, count);
+      }
       tid = t;
     }
   }
@@ -397,53 +478,81 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     l.site = it.site();
     ++l.epochs;
   }
-  if (starts.size() < 4) return;
-  std::sort(starts.begin(), starts.end());
-  // Several epochs: the steady window lies inside one, the one with the most
-  // steps (the later of equals). An epoch's start (its workers forked anew,
-  // their first batches) is not the steady step; persistent_workers=True
-  // is the change that times it.
+  if (std::all_of(weighted.begin(), weighted.end(), [](const auto& w) { return w.second == 1; })) {
+    for (const auto& w : weighted) starts.push_back(w.first);
+    weighted.clear();
+  }
   const std::vector<uint64_t> epoch_starts = IterTimes(loader);
-  if (in.main.timed_by_hook) {
-    const std::vector<uint64_t>& bounds = epoch_starts;
-    if (bounds.size() >= 2) {
-      size_t best_a = 0, best_n = 0;
-      for (size_t e = 0; e < bounds.size(); ++e) {
-        const uint64_t from = bounds[e];
-        const uint64_t to = e + 1 < bounds.size() ? bounds[e + 1] : UINT64_MAX;
-        const size_t a = std::lower_bound(starts.begin(), starts.end(), from) - starts.begin();
-        const size_t b = std::lower_bound(starts.begin(), starts.end(), to) - starts.begin();
-        if (b - a >= best_n) best_n = b - a, best_a = a;
+  uint64_t steps = 0;
+  if (!weighted.empty()) {
+    // Merged segments: the same window rule over the steps, its edges at
+    // the start of the segment each falls in, its steps those of the
+    // segments inside.
+    std::sort(weighted.begin(), weighted.end());
+    uint64_t total = 0;
+    for (const auto& w : weighted) total += w.second;
+    const uint64_t skip = std::max<uint64_t>(2, total / 8), last = total - 1;
+    if (total < 4 || last <= skip + 1) return;
+    const auto start_of = [&](uint64_t index) {
+      for (const auto& [start, count] : weighted) {
+        if (index < count) return start;
+        index -= count;
       }
-      if (best_n >= 4) {
-        starts.erase(starts.begin() + static_cast<std::ptrdiff_t>(best_a + best_n), starts.end());
-        starts.erase(starts.begin(), starts.begin() + static_cast<std::ptrdiff_t>(best_a));
+      return weighted.back().first;
+    };
+    window_ = {start_of(skip), start_of(last)};
+    for (const auto& [start, count] : weighted)
+      if (start >= window_.start_ns && start < window_.end_ns) steps += count;
+    if (steps == 0) return;
+  } else {
+    if (starts.size() < 4) return;
+    std::sort(starts.begin(), starts.end());
+    // Several epochs: the steady window lies inside one, the one with the most
+    // steps (the later of equals). An epoch's start (its workers forked anew,
+    // their first batches) is not the steady step; persistent_workers=True
+    // is the change that times it.
+    if (in.main.timed_by_hook) {
+      const std::vector<uint64_t>& bounds = epoch_starts;
+      if (bounds.size() >= 2) {
+        size_t best_a = 0, best_n = 0;
+        for (size_t e = 0; e < bounds.size(); ++e) {
+          const uint64_t from = bounds[e];
+          const uint64_t to = e + 1 < bounds.size() ? bounds[e + 1] : UINT64_MAX;
+          const size_t a = std::lower_bound(starts.begin(), starts.end(), from) - starts.begin();
+          const size_t b = std::lower_bound(starts.begin(), starts.end(), to) - starts.begin();
+          if (b - a >= best_n) best_n = b - a, best_a = a;
+        }
+        if (best_n >= 4) {
+          starts.erase(starts.begin() + static_cast<std::ptrdiff_t>(best_a + best_n), starts.end());
+          starts.erase(starts.begin(), starts.begin() + static_cast<std::ptrdiff_t>(best_a));
+        }
       }
     }
-  }
-  // The steady window: without the first steps (workers starting, caches
-  // warming, prefetched batches queued) and the last (the end of the loop).
-  size_t skip = std::max<size_t>(2, starts.size() / 8);
-  size_t last = starts.size() - 1;
-  if (last <= skip + 1) return;
-  // Where the loop waits for batches, the window runs from one step that
-  // found the queue empty to another: the same state at both ends, so the
-  // steps counted are the batches made in between. From an arbitrary step
-  // instead, a backlog queued before it (prefetched batches, a burst of
-  // workers) drains inside the window and the step looks shorter than the
-  // supply can sustain.
-  std::sort(waits.begin(), waits.end());
-  {
-    const auto first = std::lower_bound(waits.begin(), waits.end(), starts[skip]);
-    const auto end = std::upper_bound(waits.begin(), waits.end(), starts[last]);
-    if (first != end) {
-      const size_t a = std::lower_bound(starts.begin(), starts.end(), *first) - starts.begin();
-      const size_t b = std::lower_bound(starts.begin(), starts.end(), *(end - 1)) - starts.begin();
-      if (b >= a + 3 && 2 * (b - a) >= last - skip) skip = a, last = b;
+    // The steady window: without the first steps (workers starting, caches
+    // warming, prefetched batches queued) and the last (the end of the loop).
+    size_t skip = std::max<size_t>(2, starts.size() / 8);
+    size_t last = starts.size() - 1;
+    if (last <= skip + 1) return;
+    // Where the loop waits for batches, the window runs from one step that
+    // found the queue empty to another: the same state at both ends, so the
+    // steps counted are the batches made in between. From an arbitrary step
+    // instead, a backlog queued before it (prefetched batches, a burst of
+    // workers) drains inside the window and the step looks shorter than the
+    // supply can sustain.
+    std::sort(waits.begin(), waits.end());
+    {
+      const auto first = std::lower_bound(waits.begin(), waits.end(), starts[skip]);
+      const auto end = std::upper_bound(waits.begin(), waits.end(), starts[last]);
+      if (first != end) {
+        const size_t a = std::lower_bound(starts.begin(), starts.end(), *first) - starts.begin();
+        const size_t b =
+            std::lower_bound(starts.begin(), starts.end(), *(end - 1)) - starts.begin();
+        if (b >= a + 3 && 2 * (b - a) >= last - skip) skip = a, last = b;
+      }
     }
+    window_ = {starts[skip], starts[last]};
+    steps = last - skip;
   }
-  window_ = {starts[skip], starts[last]};
-  const uint64_t steps = last - skip;
   const double n = static_cast<double>(steps);
   const auto inside = [&](uint64_t t) { return t >= window_.start_ns && t < window_.end_ns; };
   model::MainStep& m = in.main;
@@ -541,68 +650,72 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     m.make_faults += Diff(s.finish.faults, s.begin.faults);
   }
   if (first && final) m.cpu_ns = Diff(final->begin.cpu, first->begin.cpu);
-  // From each __next__'s return to the step thread's next CUDA call.
-  {
-    size_t c = 0;
-    for (const Span& sp : main.next) {
-      if (sp.loader_id != loader || !inside(sp.start)) continue;
-      while (c < main.calls.size() && main.calls[c].start < sp.end) ++c;
-      if (c < main.calls.size() && main.calls[c].cpu_begin >= sp.finish.cpu)
-        m.release_ns += Diff(main.calls[c].cpu_begin, sp.finish.cpu);
-    }
-  }
+  // From each __next__'s return to the step thread's next CUDA call
+  // (StepCalls measured it as the calls came).
+  for (const Span& sp : main.next)
+    if (sp.loader_id == loader && inside(sp.start)) m.release_ns += static_cast<double>(sp.release);
 
-  // Copies and syncs; the batch copies are the large H2D ones.
+  // Copies and syncs, by the segments inside the window (each starts at a
+  // step or between two: the window's calls); the batch copies are the
+  // large H2D ones. Sums in integers: the doubles are those of the calls'
+  // sums in any order.
+  const std::deque<StepCalls::Segment>& segments = main.calls.segments();
   uint64_t largest = 0;
-  for (const Call& c : main.calls)
-    if (c.copy && c.h2d && inside(c.start)) largest = std::max(largest, c.bytes);
-  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>>
-      device_times;  // call id -> start, end
+  for (const StepCalls::Segment& seg : segments)
+    if (inside(seg.start) && !seg.copies.empty())
+      largest = std::max(largest, seg.copies.back().bytes);
   device::ProcessDeviceResult device_result;
   if (device_) {
     device_->Finish(window_);
     device_result = compute_.Finish(window_);
-    for (const device::Joined& j : device_->TakeJoinedCopies()) {
-      if (!j.host) continue;
-      auto& slot = device_times[j.host->call_id];
-      if (slot.first == 0 || j.device.start_ns < slot.first) slot.first = j.device.start_ns;
-      slot.second = std::max(slot.second, j.device.end_ns);
-    }
+    FoldDeviceTimes(UINT64_MAX);
   }
   uint64_t batch_bytes = 0;
   uint64_t batch_copies = 0, pinned = 0, pinscope = 0, shm = 0, fresh = 0, skipped = 0;
   uint64_t device_copies = 0;  // batch copies with a device record
-  for (const Call& c : main.calls) {
-    if (!inside(c.start)) continue;
-    if (c.cpu_begin > 0) m.usage_recorded = true;
-    const double wall = Diff(c.end, c.start);
-    if (!c.copy) {
-      m.sync_ns += wall;
-      continue;
+  uint64_t sync_ns = 0, other_copy_ns = 0, copy_ns = 0, copy_cpu_ns = 0, copy_faults = 0;
+  uint64_t copy_wait_ns = 0, copy_device_ns = 0;
+  const StepCalls::Segment* cpu_first = nullptr;
+  const StepCalls::Segment* cpu_last = nullptr;
+  uint64_t usage_calls = 0;
+  for (const StepCalls::Segment& seg : segments) {
+    if (!inside(seg.start)) continue;
+    if (seg.usage_calls > 0) {
+      m.usage_recorded = true;
+      if (!cpu_first) cpu_first = &seg;
+      cpu_last = &seg;
+      usage_calls += seg.usage_calls;
     }
-    const bool batch = c.h2d && largest >= kMinBatchBytes && c.bytes * 2 >= largest;
-    if (!batch) {
-      m.other_copy_ns += wall;
-      continue;
+    sync_ns += seg.sync_ns;
+    other_copy_ns += seg.other_copy_ns;
+    for (const StepCalls::Copies& c : seg.copies) {
+      const bool batch = largest >= kMinBatchBytes && c.bytes * 2 >= largest;
+      if (!batch) {
+        other_copy_ns += c.wall_ns;
+        continue;
+      }
+      batch_copies += c.count;
+      batch_bytes += c.bytes * c.count;
+      copy_ns += c.wall_ns;
+      copy_cpu_ns += c.cpu_ns;
+      copy_faults += c.faults;
+      copy_wait_ns += c.wait_ns;
+      copy_device_ns += c.device_ns;
+      device_copies += c.device;
+      pinned += c.pinned;
+      pinscope += c.pinscope;
+      shm += c.shm;
+      fresh += c.fresh;
+      skipped += c.skipped;
     }
-    ++batch_copies;
-    batch_bytes += c.bytes;
-    m.copy_ns += wall;
-    m.copy_cpu_ns += static_cast<double>(c.cpu_ns);
-    m.copy_faults += static_cast<double>(c.faults);
-    if (auto it = device_times.find(c.call_id); it != device_times.end()) {
-      // Waiting for the stream: from the call to the transfer's start, minus
-      // the launch's own few microseconds.
-      m.copy_wait_ns += std::max(0.0, Diff(it->second.first, c.start) - 50000.0);
-      m.copy_device_ns += Diff(it->second.second, it->second.first);
-      ++device_copies;
-    }
-    pinned += c.pinned_by_program;
-    pinscope += c.pinned_by_pinscope;
-    shm += c.shm;
-    fresh += c.fresh;
-    skipped += c.skipped_budget;
   }
+  m.sync_ns = static_cast<double>(sync_ns);
+  m.other_copy_ns = static_cast<double>(other_copy_ns);
+  m.copy_ns = static_cast<double>(copy_ns);
+  m.copy_cpu_ns = static_cast<double>(copy_cpu_ns);
+  m.copy_faults = static_cast<double>(copy_faults);
+  m.copy_wait_ns = static_cast<double>(copy_wait_ns);
+  m.copy_device_ns = static_cast<double>(copy_device_ns);
   // Device records taken in windows (CUPTI detached in between): the copies
   // that have one stand for all of them.
   if (device_ && device_->windowed() && device_copies > 0 && device_copies < batch_copies) {
@@ -628,16 +741,10 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
         &m.pin_register_ns, &m.release_ns,    &m.recv_ns,     &m.recv_cpu_ns, &m.recv_busy_off_ns})
     *v /= n;
   if (!in.main.timed_by_hook) {
-    // Without __next__ spans the thread's CPU per step is what its calls saw.
-    const Call* a = nullptr;
-    const Call* b = nullptr;
-    for (const Call& c : main.calls) {
-      if (!inside(c.start) || c.cpu_begin == 0) continue;
-      if (!a) a = &c;
-      b = &c;
-    }
-    if (a && b && b != a)
-      m.cpu_ns = Diff(b->cpu_begin, a->cpu_begin) / n * n / std::max(1.0, n - 1);
+    // Without __next__ spans the thread's CPU per step is what its calls
+    // saw, from the first call with a CPU time to the last.
+    if (usage_calls >= 2)
+      m.cpu_ns = Diff(cpu_last->last_cpu, cpu_first->first_cpu) / n * n / std::max(1.0, n - 1);
     // The main thread waited for the next batch where it neither ran nor
     // waited in a call: the off-CPU rest of the step.
     const double calls = m.copy_ns + m.other_copy_ns + m.sync_ns;

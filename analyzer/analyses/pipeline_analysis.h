@@ -6,10 +6,12 @@
 // recorded event), the workers' and the pin thread's service times, the
 // GPU's busy time, and pinscope's own pinning work.
 //
-// Memory: the spans and the step thread's calls are kept (capped at
-// kMaxKept each) until Finish, which needs the whole run to choose its
-// steady window; device records stream through one device analysis of the
-// root process.
+// Memory: the root threads' copies and syncs are folded while the run
+// streams into per-step segments (step_calls.h: bounded, every call of the
+// run counts), and the batch copies' device times into them once joined;
+// the loader spans are kept (capped at kMaxKept each) until Finish, which
+// needs the whole run to choose its steady window; device records stream
+// through one device analysis of the root process.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "analyzer/analyses/device_activity.h"
+#include "analyzer/analyses/step_calls.h"
 #include "analyzer/model/pipeline_model.h"
 #include "analyzer/replay/replay.h"
 
@@ -81,6 +84,10 @@ class PipelineAnalysis : public Analysis {
   // max_spans of them (the earliest); valid after Finish.
   std::vector<TimelineSpan> TimelineSpans(uint64_t start_ns, uint64_t end_ns,
                                           size_t max_spans) const;
+  // Where the kept copies, syncs and device intervals start for TimelineSpans:
+  // a run with more than it keeps (step_calls.h, kDrawnCalls) draws only its
+  // last ones; 0: all were kept. Valid after Finish.
+  uint64_t timeline_from_ns() const { return timeline_from_ns_; }
   // The pin thread's tid in the root (the thread with LOADER_PIN spans), 0 if none.
   uint32_t pin_tid() const;
 
@@ -94,25 +101,16 @@ class PipelineAnalysis : public Analysis {
     uint64_t loader_id = 0, index = 0;
     uint32_t tid = 0;
     int32_t worker_id = -1;
+    // __next__: CPU from its return to the thread's next call's entry.
+    uint64_t release = 0;
   };
-  // A copy or sync of a root thread: 56 bytes, up to kMaxKept per thread
-  // (what BuildInputs reads of its ThreadUsage: the CPU time at entry, and
-  // the CPU time and page faults inside the call).
-  struct Call {
-    uint64_t start = 0, end = 0;
-    uint64_t cpu_begin = 0;  // the thread's CPU time at entry (0: not recorded)
-    uint64_t cpu_ns = 0;     // its CPU time inside the call
-    uint64_t bytes = 0, call_id = 0;
-    uint32_t faults = 0;  // page faults inside the call (saturated)
-    bool h2d : 1 = false, copy : 1 = false, pinned_by_program : 1 = false;
-    bool pinned_by_pinscope : 1 = false, shm : 1 = false, fresh : 1 = false;
-    bool skipped_budget : 1 = false;
-  };
+  using Call = StepCalls::Call;
   static Call CallOf(uint64_t start, uint64_t end, const trace::ThreadUsage& enter,
                      const trace::ThreadUsage& exit);
   struct Thread {
     std::vector<Span> next, fetch, pin, recv;
-    std::deque<Call> calls;  // up to kMaxKept: no doubling copy (docs/benchmarks.md)
+    StepCalls calls;               // the root's threads only
+    uint64_t last_call_start = 0;  // the previous copy or sync's start
     // (time, duration) of pinscope's unregistrations and registrations on the thread.
     std::vector<std::pair<uint64_t, uint64_t>> unregister, registers;
   };
@@ -134,11 +132,24 @@ class PipelineAnalysis : public Analysis {
   device::ProcessDeviceAnalysis& Device();
   static Usage UsageOf(const trace::ThreadUsage& u);
   void BuildInputs(const RunInfo& run);
+  void AddCall(Thread& t, const Call& call);
+  // The __next__ spans' release times the thread's calls resolved.
+  static void TakeReleased(Thread& t);
 
   std::unordered_map<int, Process> processes_;
   int root_index_ = -1;
   // Allocation ids of the step thread's fresh large blocks, by address.
   std::unordered_map<uint64_t, uint64_t> alloc_time_;
+  // Joined device records of the root's copies that may be batch copies,
+  // by call id, until no more can join them (then in their segment).
+  struct DeviceTimes {
+    uint64_t host_start = 0, host_end = 0, bytes = 0, first = 0, end = 0;
+    uint32_t tid = 0;
+  };
+  std::unordered_map<uint64_t, DeviceTimes> device_times_;
+  // Takes the joined copies; folds those older than the join's horizon
+  // before `now` (all with UINT64_MAX) into their thread's segments.
+  void FoldDeviceTimes(uint64_t now);
   std::vector<trace::LoaderEvent> iters_;  // the root's LOADER_ITER events
   std::vector<uint64_t> iter_times_;       // and when each was made
   // When each epoch of `loader` began (its LOADER_ITERs), in order.
@@ -151,9 +162,12 @@ class PipelineAnalysis : public Analysis {
   uint64_t last_advance_ns_ = 0;
   device::Interval window_;
   uint32_t step_tid_ = 0;
+  uint64_t timeline_from_ns_ = 0;
   model::Inputs inputs_;
-  // The root's device intervals for the timeline, the first kMaxKept / 4.
-  std::vector<TimelineSpan> device_spans_;
+  // The root's device intervals for the timeline, the last kDrawnDevice.
+  static constexpr size_t kDrawnDevice = 1 << 16;
+  std::deque<TimelineSpan> device_spans_;
+  bool device_spans_dropped_ = false;
   // The root's DeviceRecording switches: (time, kernels recorded from then).
   std::vector<std::pair<uint64_t, bool>> recording_;
 };

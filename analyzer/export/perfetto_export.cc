@@ -411,31 +411,66 @@ void PerfettoExport::OnShm(const ShmContext& context) {
   life.size = std::max(life.size, segment.size);
   if (life.start_ns == 0 && segment.sized_ns != 0) life.start_ns = segment.sized_ns;
   life.end_ns = std::max(life.end_ns, context.event.time_ns);
+  shm_now_ns_ = std::max(shm_now_ns_, context.event.time_ns);
   if (context.shm.op() == trace::SHM_UNLINK) life.unlinked = true;
 }
 
-void PerfettoExport::WriteShmCounter(const RunInfo& run) {
-  std::vector<std::pair<uint64_t, int64_t>> steps;  // time, signed bytes
-  for (const auto& [id, life] : shm_lives_) {
-    if (!life.counted || life.size == 0 || life.start_ns == 0) continue;
-    const uint64_t end = life.unlinked ? life.end_ns : std::max(life.end_ns, run.end_ns);
-    steps.emplace_back(life.start_ns, static_cast<int64_t>(life.size));
-    steps.emplace_back(std::max(end, life.start_ns), -static_cast<int64_t>(life.size));
+void PerfettoExport::AddShmLife(const ShmLife& life, uint64_t end_ns) {
+  if (!life.counted || life.size == 0 || life.start_ns == 0) return;
+  // A change before what is written already (a clock raised by the replay)
+  // goes at the written edge: the counter's values stay in time order.
+  const uint64_t start = std::max(life.start_ns, shm_flushed_ns_);
+  shm_deltas_[start] += static_cast<int64_t>(life.size);
+  shm_deltas_[std::max(end_ns, start)] -= static_cast<int64_t>(life.size);
+}
+
+void PerfettoExport::OnShmForgotten(const ShmSegment& segment) {
+  auto it = shm_lives_.find(segment.id);
+  if (it == shm_lives_.end()) return;
+  const ShmLife& life = it->second;
+  if (life.unlinked) {
+    AddShmLife(life, life.end_ns);
+  } else if (life.counted && life.size != 0 && life.start_ns != 0) {
+    // Not unlinked: its bytes stay in use to the run's end (WriteShmCounter).
+    shm_deltas_[std::max(life.start_ns, shm_flushed_ns_)] += static_cast<int64_t>(life.size);
+    shm_to_end_.emplace_back(std::max(life.end_ns, life.start_ns), life.size);
   }
-  shm_lives_.clear();
-  if (steps.empty()) return;
-  std::sort(steps.begin(), steps.end());
-  CounterTrack(kShmCounterUuid, 0, "/dev/shm bytes in use (job)", run_start_ns_);
-  int64_t bytes = 0;
-  int64_t written = 0;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    bytes += steps[i].second;
+  shm_lives_.erase(it);
+  if (++shm_forgotten_ % kShmFlushEvery != 0) return;
+  // No change can come before the earliest start of a life still open, nor
+  // before the latest shm event (a segment not seen yet starts after it).
+  uint64_t until = shm_now_ns_;
+  for (const auto& [id, open] : shm_lives_)
+    if (open.counted && open.start_ns != 0) until = std::min(until, open.start_ns);
+  WriteShmChanges(until);
+}
+
+void PerfettoExport::WriteShmChanges(uint64_t until_ns) {
+  if (shm_deltas_.empty()) return;
+  if (!shm_track_) {
+    CounterTrack(kShmCounterUuid, 0, "/dev/shm bytes in use (job)", run_start_ns_);
+    shm_track_ = true;
+  }
+  auto it = shm_deltas_.begin();
+  for (; it != shm_deltas_.end() && it->first < until_ns; ++it) {
     // One value per instant, after every change at that instant.
-    if (i + 1 < steps.size() && steps[i + 1].first == steps[i].first) continue;
-    if (bytes == written) continue;
-    WriteCounter(kShmCounterUuid, steps[i].first, bytes);
-    written = bytes;
+    shm_bytes_ += it->second;
+    if (shm_bytes_ == shm_written_) continue;
+    WriteCounter(kShmCounterUuid, it->first, shm_bytes_);
+    shm_written_ = shm_bytes_;
   }
+  shm_deltas_.erase(shm_deltas_.begin(), it);
+  if (until_ns != UINT64_MAX) shm_flushed_ns_ = std::max(shm_flushed_ns_, until_ns);
+}
+
+void PerfettoExport::WriteShmCounter(const RunInfo& run) {
+  for (const auto& [id, life] : shm_lives_)
+    AddShmLife(life, life.unlinked ? life.end_ns : std::max(life.end_ns, run.end_ns));
+  shm_lives_.clear();
+  for (const auto& [end, size] : shm_to_end_)
+    shm_deltas_[std::max(end, run.end_ns)] -= static_cast<int64_t>(size);
+  shm_to_end_.clear();
+  WriteShmChanges(UINT64_MAX);
 }
 
 void PerfettoExport::OnPin(const Event& event, const trace::PinEvent& pin) {

@@ -90,6 +90,7 @@ class PerfettoExport : public Analysis {
   void OnCopy(const CopyContext& copy) override;
   void OnSync(const Event& event, const trace::SyncEvent& sync) override;
   void OnShm(const ShmContext& shm) override;
+  void OnShmForgotten(const ShmSegment& segment) override;
   void OnPin(const Event& event, const trace::PinEvent& pin) override;
   void OnAlloc(const Event& event, const LiveAlloc& alloc) override;
   void OnFree(const Event& event, const LiveAlloc& freed, bool by_realloc) override;
@@ -171,8 +172,12 @@ class PerfettoExport : public Analysis {
   // Job-wide /dev/shm bytes in use, counted as the report counts them
   // (shm_analysis.cc): a segment holds its size from its first size to the
   // later of its unlink and its last event (never unlinked: the run's end).
-  // That end is known only afterwards, so the counter is a sweep written at
-  // Finish(); about 32 bytes per segment of the run, as in the report.
+  // That end is known once the replay engine forgets the segment (no later
+  // event can be about it) or at Finish(): each finished life adds its two
+  // changes to shm_deltas_, and the counter is written up to the earliest
+  // start of a life still open (no later change can come before it) every
+  // kShmFlushEvery forgotten segments. Memory: the segments the engine
+  // knows (its closed-segment cache) and their changes, not the run's.
   struct ShmLife {
     uint64_t start_ns = 0;
     uint64_t end_ns = 0;
@@ -181,7 +186,20 @@ class PerfettoExport : public Analysis {
     bool counted = true;  // not memfd, not the CUDA driver's own
   };
   void WriteShmCounter(const RunInfo& run);
+  void AddShmLife(const ShmLife& life, uint64_t end_ns);
+  // Writes the counter's changes before `until_ns` (all with UINT64_MAX).
+  void WriteShmChanges(uint64_t until_ns);
   std::unordered_map<uint64_t, ShmLife> shm_lives_;
+  static constexpr uint64_t kShmFlushEvery = 1024;
+  std::map<uint64_t, int64_t> shm_deltas_;  // time -> bytes in use changed by
+  // Forgotten segments never unlinked: they hold their bytes to the run's
+  // end, (last event, size) until Finish().
+  std::vector<std::pair<uint64_t, uint64_t>> shm_to_end_;
+  int64_t shm_bytes_ = 0, shm_written_ = 0;
+  bool shm_track_ = false;
+  uint64_t shm_flushed_ns_ = 0;  // changes before it are written
+  uint64_t shm_now_ns_ = 0;      // the latest shm event's time
+  uint64_t shm_forgotten_ = 0;
 
   NameInterner names_;
   // Process index -> DataLoader worker id (from LOADER_FETCH).

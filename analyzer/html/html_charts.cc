@@ -205,10 +205,16 @@ TimelineWindow ChooseTimelineWindow(const Report& report) {
         if (std::min(e, b) > std::max(s, a)) n += std::min(e, b) - std::max(s, a);
       return n;
     };
+    // A long run keeps only its last copies, syncs and GPU intervals for
+    // drawing (PipelineAnalysis::timeline_from_ns): the steps drawn are
+    // among those, the window's last ones where fewer were kept.
+    uint64_t lo = p.window_start_ns();
+    if (p.timeline_from_ns() > lo) lo = std::min(p.timeline_from_ns(), p.window_end_ns() - want);
+    const uint64_t room = p.window_end_ns() - want - lo;
     constexpr int kPlaces = 16;
     uint64_t best = ~0ull, best_distance = ~0ull;
     for (int i = 0; i <= kPlaces; ++i) {
-      const uint64_t start = p.window_start_ns() + (length - want) / kPlaces * i;
+      const uint64_t start = lo + room / kPlaces * i;
       const uint64_t unseen = blind_in(start, start + want);
       const uint64_t distance = i > kPlaces / 2 ? i - kPlaces / 2 : kPlaces / 2 - i;
       if (unseen < best || (unseen == best && distance < best_distance)) {

@@ -331,6 +331,11 @@ uint64_t SavingIfIntervalsScale(const BatchLoop& loop, uint64_t num, uint64_t de
         std::max({loop.copies_ns[i], loop.intervals_ns[i] * num / den, floor_ns});
     if (loop.intervals_ns[i] > after) saving += loop.intervals_ns[i] - after;
   }
+  // Past BatchCopies::kExact batches the intervals are a uniform sample.
+  if (!loop.intervals_ns.empty() && loop.intervals > loop.intervals_ns.size())
+    saving = static_cast<uint64_t>(static_cast<double>(saving) *
+                                   static_cast<double>(loop.intervals) /
+                                   static_cast<double>(loop.intervals_ns.size()));
   return saving;
 }
 

@@ -5,9 +5,9 @@
 // `pinscope report`'s replay of it in a fresh process: events per second of
 // CPU time on one core, and peak RSS (getrusage ru_maxrss).
 //
-//   replay_bench [--events N,N,...] [--dir DIR] [--keep] [--no-shm | --copies]
+//   replay_bench [--events N,N,...] [--dir DIR] [--keep] [--no-shm | --copies | --dense]
 //                                                         generate + replay each N
-//   replay_bench [--no-shm | --copies] generate DIR N     write the run only
+//   replay_bench [--no-shm | --copies | --dense] generate DIR N     write the run only
 //   replay_bench replay DIR                               replay one run, print numbers
 //
 // Not a test: numbers depend on the machine. Packets are framed as the shim
@@ -45,10 +45,14 @@ constexpr uint64_t kMs = 1000 * 1000;
 constexpr int kWorkers = 4;
 constexpr uint32_t kRootPid = 100;
 constexpr uint64_t kBatchBytes = 8ull << 20;
-// Per batch: each worker allocates and frees kSampleAllocs decode buffers.
-constexpr int kSampleAllocs = 384;
-// Per step: the main process allocates and frees kHostAllocs host tensors.
-constexpr int kHostAllocs = 40;
+// Per batch: each worker allocates and frees g_sample_allocs decode buffers.
+int g_sample_allocs = 384;
+// Per step: the main process allocates and frees g_host_allocs host tensors.
+int g_host_allocs = 40;
+// --dense: the same mix with 8 sample buffers per batch and 2 host tensors
+// per step: a step every 34 events instead of 864, so what the report keeps
+// per step (or per shm segment) shows at a few million events
+// (tests/analyzer/export/memory_flat_test.py).
 // --no-shm: batches reach the main process without shm (the segment events
 // are left out), to show the replay's own memory without the per-segment
 // records the report keeps (see docs/benchmarks.md).
@@ -128,9 +132,9 @@ uint64_t WriteWorker(const std::string& dir, int w, uint64_t batches, uint64_t s
   for (uint64_t k = 0; k < batches; ++k) {
     const uint64_t batch = k * kWorkers + static_cast<uint64_t>(w);
     const uint64_t start = kT0 + kMs + k * cycle_ns;
-    const uint64_t tick = cycle_ns / (2 * kSampleAllocs + 16);
+    const uint64_t tick = cycle_ns / (2 * g_sample_allocs + 16);
     uint64_t t = start;
-    for (int i = 0; i < kSampleAllocs; ++i) {
+    for (int i = 0; i < g_sample_allocs; ++i) {
       const uint64_t address = 0x200000000ull + static_cast<uint64_t>(i % 8) * 0x200000;
       alloc.Clear();
       alloc.set_timestamp_ns(t += tick);
@@ -190,7 +194,7 @@ uint64_t WriteRoot(const std::string& dir, uint64_t steps, uint64_t step_ns) {
   for (uint64_t k = 0; k < steps; ++k) {
     // The batch is ready one worker cycle after its worker started it.
     const uint64_t start = kT0 + kMs + (k + kWorkers) * step_ns;
-    const uint64_t tick = step_ns / (2 * kHostAllocs + 16);
+    const uint64_t tick = step_ns / (2 * g_host_allocs + 16);
     uint64_t t = start;
     const int w = static_cast<int>(k % kWorkers);
     const uint64_t map_address = 0x7e0000000000ull + (k % 4) * kBatchBytes;
@@ -252,7 +256,7 @@ uint64_t WriteRoot(const std::string& dir, uint64_t steps, uint64_t step_ns) {
     sync_event();
     if (g_shm) shm_event(trace::SHM_UNMAP, -1, kBatchBytes, map_address);
     if (g_shm) shm_event(trace::SHM_CLOSE, 30, 0, 0);
-    for (int i = 0; i < kHostAllocs; ++i) {
+    for (int i = 0; i < g_host_allocs; ++i) {
       const uint64_t address = 0x300000000ull + static_cast<uint64_t>(i % 16) * 0x400000;
       alloc.Clear();
       alloc.set_timestamp_ns(t += tick);
@@ -280,15 +284,14 @@ uint64_t WriteRoot(const std::string& dir, uint64_t steps, uint64_t step_ns) {
   return out.events();
 }
 
-// Events per step: root (5 + 2 * kHostAllocs + 1 + 2) plus a quarter of a
-// worker batch's events (4 workers, one batch per step between them).
-constexpr uint64_t kRootEventsPerStep = 5 + 2 * kHostAllocs + 1 + 2;
-constexpr uint64_t kWorkerEventsPerBatch = 2 * kSampleAllocs + 6;
-constexpr uint64_t kEventsPerStep = kRootEventsPerStep + kWorkerEventsPerBatch;
-
 uint64_t Generate(const std::string& dir, uint64_t events) {
+  // Events per step: root (5 + 2 * g_host_allocs + 1 + 2) plus a quarter of a
+  // worker batch's events (4 workers, one batch per step between them).
+  const uint64_t root_per_step = 5 + 2 * g_host_allocs + 1 + 2;
+  const uint64_t worker_per_batch = 2 * g_sample_allocs + 6;
+  const uint64_t per_step_mix = root_per_step + worker_per_batch;
   std::filesystem::create_directories(dir);
-  const uint64_t per_step = g_copies ? 4 : kEventsPerStep - (g_shm ? 0 : 9);
+  const uint64_t per_step = g_copies ? 4 : per_step_mix - (g_shm ? 0 : 9);
   const uint64_t steps = (events + per_step - 1) / per_step;
   const uint64_t step_ns = 10 * kMs;
   uint64_t written = WriteRoot(dir, steps, step_ns);
@@ -373,10 +376,14 @@ int ReplayChild(const std::string& self, const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && (std::strcmp(argv[1], "--no-shm") == 0 ||
-                    std::strcmp(argv[1], "--copies") == 0)) {  // also before generate
+  if (argc >= 2 &&
+      (std::strcmp(argv[1], "--no-shm") == 0 || std::strcmp(argv[1], "--copies") == 0 ||
+       std::strcmp(argv[1], "--dense") == 0)) {  // also before generate
     if (std::strcmp(argv[1], "--copies") == 0) {
       g_copies = true;
+    } else if (std::strcmp(argv[1], "--dense") == 0) {
+      g_sample_allocs = 8;
+      g_host_allocs = 2;
     } else {
       g_shm = false;
     }
@@ -408,10 +415,13 @@ int main(int argc, char** argv) {
       g_shm = false;
     } else if (std::strcmp(argv[i], "--copies") == 0) {
       g_copies = true;
+    } else if (std::strcmp(argv[i], "--dense") == 0) {
+      g_sample_allocs = 8;
+      g_host_allocs = 2;
     } else {
       std::fprintf(stderr,
                    "usage: replay_bench [--events N,N,...] [--dir DIR] [--keep] [--no-shm | "
-                   "--copies]\n"
+                   "--copies | --dense]\n"
                    "       replay_bench generate DIR N | replay_bench replay DIR\n");
       return 2;
     }
