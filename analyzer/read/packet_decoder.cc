@@ -306,7 +306,7 @@ bool DecodeShm(Cursor c, trace::ShmEvent* shm) {
       if (!c.Nested(&inner) || !DecodeUsage(inner, shm->mutable_usage())) return false;
       continue;
     }
-    if ((tag & 7) != 0 || tag > VarintTag(14) || !c.Varint(&v)) return false;
+    if ((tag & 7) != 0 || tag > VarintTag(16) || !c.Varint(&v)) return false;
     switch (tag >> 3) {
       case 1:
         shm->set_op(static_cast<trace::ShmOp>(v));
@@ -347,8 +347,11 @@ bool DecodeShm(Cursor c, trace::ShmEvent* shm) {
       case 14:
         shm->set_end_ns(v);
         break;
+      case 16:
+        shm->set_pool(v != 0);
+        break;
       default:
-        return false;  // field 0, or the name (field 2) as a varint
+        return false;  // field 0, the name (2) or the usage (15) as a varint
     }
   }
   return true;
