@@ -126,34 +126,18 @@ void ProcessAnalysis::Finish(const RunInfo& run) {
   root_index_ = run.root != nullptr ? run.root->index() : -1;
 }
 
-uint64_t ProcessAnalysis::stacks_captured() const {
+uint64_t ProcessAnalysis::Sum(uint64_t ProcessSummary::*field) const {
   uint64_t total = 0;
-  for (const ProcessSummary& p : processes_) total += p.stacks_captured;
+  for (const ProcessSummary& p : processes_) total += p.*field;
   return total;
 }
 
-uint64_t ProcessAnalysis::stack_capture_ns() const {
-  uint64_t total = 0;
-  for (const ProcessSummary& p : processes_) total += p.stack_capture_ns;
-  return total;
-}
-
-uint64_t ProcessAnalysis::hook_calls() const {
-  uint64_t total = 0;
-  for (const ProcessSummary& p : processes_) total += p.hook_calls;
-  return total;
-}
-
-uint64_t ProcessAnalysis::hook_ns() const {
-  uint64_t total = 0;
-  for (const ProcessSummary& p : processes_) total += p.hook_ns;
-  return total;
-}
-
+uint64_t ProcessAnalysis::stacks_captured() const { return Sum(&ProcessSummary::stacks_captured); }
+uint64_t ProcessAnalysis::stack_capture_ns() const { return Sum(&ProcessSummary::stack_capture_ns); }
+uint64_t ProcessAnalysis::hook_calls() const { return Sum(&ProcessSummary::hook_calls); }
+uint64_t ProcessAnalysis::hook_ns() const { return Sum(&ProcessSummary::hook_ns); }
 uint64_t ProcessAnalysis::own_threads_cpu_ns() const {
-  uint64_t total = 0;
-  for (const ProcessSummary& p : processes_) total += p.own_threads_cpu_ns;
-  return total;
+  return Sum(&ProcessSummary::own_threads_cpu_ns);
 }
 
 bool ProcessAnalysis::has_own_cost() const {

@@ -105,6 +105,8 @@ class ProcessAnalysis : public Analysis {
   bool has_own_cost() const;
 
  private:
+  // A counter of ProcessSummary summed over the processes.
+  uint64_t Sum(uint64_t ProcessSummary::*field) const;
   std::vector<ProcessSummary> processes_;
   std::vector<NoticeRecord> notices_;
   std::map<std::tuple<uint32_t, std::string, std::string>, size_t> notice_index_;
