@@ -15,6 +15,7 @@
 #include <set>
 
 #include "e2e_util.h"
+#include "torch_fixture.h"
 
 namespace pinscope::e2e {
 namespace {
@@ -22,26 +23,10 @@ namespace {
 constexpr uint64_t kBatchBytes = 16ull * 3 * 64 * 64 * 4;  // 786432
 constexpr int kBatches = 8;
 
-bool TorchAvailable(std::string* why) {
-  TempDir d("torch-probe");
-  RunResult r = RunCommand({PINSCOPE_PYTHON, "-c", "import torch"}, {}, d.path());
-  if (!r.Exited(0)) *why = r.err.empty() ? "cannot run " PINSCOPE_PYTHON : r.err;
-  return r.Exited(0);
-}
-
 // Runs dataloader_job.py under libpinscope.so; skips without torch.
-class DataLoaderTest : public ::testing::Test {
+class DataLoaderTest : public TorchJobTest {
  protected:
-  static void SetUpTestSuite() { torch_ = TorchAvailable(&why_); }
-  void SetUp() override {
-    if (!torch_) GTEST_SKIP() << PINSCOPE_PYTHON << " has no torch: " << why_;
-  }
-  void TearDown() override {
-    if (HasFailure()) {
-      dir_.Keep();
-      std::cerr << "kept " << dir_.path() << "\n";
-    }
-  }
+  DataLoaderTest() : TorchJobTest("dataloader") {}
   // `preload_after`: a library loaded after libpinscope.so (as `pinscope
   // run` orders the caller's own LD_PRELOAD).
   RunResult RunJob(const std::vector<std::string>& args, const std::string& prefix = "",
@@ -64,13 +49,7 @@ class DataLoaderTest : public ::testing::Test {
     EXPECT_EQ(error, "");
     return run;
   }
-
-  static bool torch_;
-  static std::string why_;
-  TempDir dir_{"dataloader"};
 };
-bool DataLoaderTest::torch_ = false;
-std::string DataLoaderTest::why_;
 
 class DataLoaderJob : public DataLoaderTest, public ::testing::WithParamInterface<int> {};
 

@@ -11,15 +11,9 @@
 #include <vector>
 
 #include "e2e_util.h"
+#include "torch_fixture.h"
 
 namespace pinscope::e2e {
-
-inline bool TorchAvailable(std::string* why) {
-  TempDir d("torch-probe");
-  RunResult r = RunCommand({PINSCOPE_PYTHON, "-c", "import torch"}, {}, d.path());
-  if (!r.Exited(0)) *why = r.err.empty() ? "cannot run " PINSCOPE_PYTHON : r.err;
-  return r.Exited(0);
-}
 
 // The lines of `text` that start with `prefix`.
 inline std::vector<std::string> Lines(const std::string& text, const std::string& prefix) {
@@ -36,18 +30,9 @@ inline long RegisterCalls(const std::string& out) {
   return lines.size() == 1 ? std::stol(lines[0].substr(15)) : -1;
 }
 
-class PinLoaderTest : public ::testing::Test {
+class PinLoaderTest : public TorchJobTest {
  protected:
-  static void SetUpTestSuite() { torch_ = TorchAvailable(&why_); }
-  void SetUp() override {
-    if (!torch_) GTEST_SKIP() << PINSCOPE_PYTHON << " has no torch: " << why_;
-  }
-  void TearDown() override {
-    if (HasFailure()) {
-      dir_.Keep();
-      std::cerr << "kept " << dir_.path() << "\n";
-    }
-  }
+  PinLoaderTest() : TorchJobTest("pin-loader") {}
   RunResult Job(const std::vector<std::string>& args, bool pinscope) {
     std::vector<std::string> argv = {PINSCOPE_PYTHON, PIN_LOADER_JOB, "--cudart", FAKE_CUDART};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -81,9 +66,6 @@ class PinLoaderTest : public ::testing::Test {
     return RegisterCalls(pinned_.out);
   }
 
-  static inline bool torch_ = false;
-  static inline std::string why_;
-  TempDir dir_{"pin-loader"};
   RunResult pinned_;
   std::vector<std::string> extra_env_;  // for the pinscope run
   std::string prefix_;                  // shell commands before both runs (unshare -m)
