@@ -12,7 +12,7 @@ checked against that and its checksum printed ("batch L E B SUM"), so two
 runs can be compared line by line. --hold keeps the first batch of each
 loader alive to the end and checks its host contents again then (its shm
 segment stays mapped while later batches arrive). --kill-after B: once
-batch B of the first epoch has been checked, the main process kills (SIGKILL)
+batch B of epoch --kill-epoch (0: the first) has been checked, the main process kills (SIGKILL)
 the worker that makes batch B+1; the loader then fails (DataLoader's
 RuntimeError, or the connection error of fetching a dead worker's
 descriptor: which one, and how many prefetched batches still arrive, is a
@@ -125,6 +125,7 @@ def main():
     ap.add_argument("--strategy", default="file_descriptor")
     ap.add_argument("--hold", action="store_true")
     ap.add_argument("--kill-after", type=int, default=-1)
+    ap.add_argument("--kill-epoch", type=int, default=0)
     ap.add_argument("--break-after", type=int, default=-1)
     ap.add_argument("--fork-at", type=int, default=-1)
     ap.add_argument("--send-at", type=int, default=-1)
@@ -173,7 +174,7 @@ def main():
                         q_in.put(want)
                 if epoch == 0 and b == a.break_after:
                     break
-                if epoch == 0 and b == a.kill_after:
+                if epoch == a.kill_epoch and b == a.kill_after:
                     victim = its[0]._workers[(b + 1) % a.workers]
                     os.kill(victim.pid, signal.SIGKILL)
     except (RuntimeError, ConnectionError, EOFError) as e:
