@@ -20,6 +20,15 @@ bool Update(Table& t, int i, F f) {
   }
 }
 
+// A taken slot done on every side and not escaped becomes free; true then.
+bool FreeIfDone(Word* x) {
+  if ((x->flags & kAllDone) != kAllDone || (x->flags & kEscaped)) return false;
+  x->state = kFree;
+  x->flags = 0;
+  x->pid = 0;
+  return true;
+}
+
 }  // namespace
 
 int TryTake(Table& t, uint64_t size, uint32_t pid, uint16_t* gen) {
@@ -75,12 +84,7 @@ bool SetFlag(Table& t, int i, uint16_t gen, bool gen_any, uint8_t flag) {
     freed = false;
     if (x->state != kTaken || (!gen_any && x->gen != gen)) return false;
     x->flags |= flag;
-    if ((x->flags & kAllDone) == kAllDone && !(x->flags & kEscaped)) {
-      x->state = kFree;
-      x->flags = 0;
-      x->pid = 0;
-      freed = true;
-    }
+    freed = FreeIfDone(x);
     return true;
   });
   return freed;
@@ -132,12 +136,7 @@ bool WorkerDied(Table& t, int i, uint32_t pid) {
     if (x->state != kTaken || x->pid != pid || (x->flags & kWorkerDone)) return false;
     x->flags |= kWorkerDone;
     if (!(x->flags & kMainMapped)) x->flags |= kEscaped;
-    if ((x->flags & kAllDone) == kAllDone && !(x->flags & kEscaped)) {
-      x->state = kFree;
-      x->flags = 0;
-      x->pid = 0;
-      freed = true;
-    }
+    freed = FreeIfDone(x);
     return true;
   });
   return freed;

@@ -66,6 +66,24 @@ class PinLoaderTest : public TorchJobTest {
     return RegisterCalls(pinned_.out);
   }
 
+  // A job whose worker is killed (--kill-after): both runs end with the
+  // loader's error, nothing wrong, and the same first `intact` batches.
+  void ExpectLoaderFailsAlike(const std::vector<std::string>& args, size_t intact) {
+    RunResult plain = Job(args, false);
+    pinned_ = Job(args, true);
+    EXPECT_TRUE(plain.Exited(0)) << plain.out << plain.err;
+    EXPECT_TRUE(pinned_.Exited(0)) << pinned_.out << pinned_.err;
+    EXPECT_EQ(Lines(plain.out, "loader error"), std::vector<std::string>{"loader error"});
+    EXPECT_EQ(Lines(pinned_.out, "loader error"), std::vector<std::string>{"loader error"});
+    EXPECT_EQ(Lines(pinned_.out, "WRONG"), std::vector<std::string>{});
+    auto want = Lines(plain.out, "batch "), got = Lines(pinned_.out, "batch ");
+    ASSERT_GE(want.size(), intact);
+    ASSERT_GE(got.size(), intact);
+    want.resize(intact);
+    got.resize(intact);
+    EXPECT_EQ(got, want);
+  }
+
   RunResult pinned_;
   std::vector<std::string> extra_env_;  // for the pinscope run
   std::string prefix_;                  // shell commands before both runs (unshare -m)

@@ -48,20 +48,7 @@ TEST_F(PinLoaderTest, FileSystemSharingStrategy) {
 // batch prefetched before the kill still arrives, is a race in torch
 // either way: the job prints "loader error" for each.)
 TEST_F(PinLoaderTest, KilledWorkerFailsTheLoaderAsWithoutPinscope) {
-  const std::vector<std::string> args = {"--workers", "2", "--batches", "8", "--kill-after", "2"};
-  RunResult plain = Job(args, false);
-  RunResult pinned = Job(args, true);
-  EXPECT_TRUE(plain.Exited(0)) << plain.out << plain.err;
-  EXPECT_TRUE(pinned.Exited(0)) << pinned.out << pinned.err;
-  EXPECT_EQ(Lines(plain.out, "loader error"), std::vector<std::string>{"loader error"});
-  EXPECT_EQ(Lines(pinned.out, "loader error"), std::vector<std::string>{"loader error"});
-  EXPECT_EQ(Lines(pinned.out, "WRONG"), std::vector<std::string>{});
-  auto want = Lines(plain.out, "batch "), got = Lines(pinned.out, "batch ");
-  ASSERT_GE(want.size(), 3u);
-  ASSERT_GE(got.size(), 3u);
-  want.resize(3);
-  got.resize(3);
-  EXPECT_EQ(got, want);
+  ExpectLoaderFailsAlike({"--workers", "2", "--batches", "8", "--kill-after", "2"}, 3);
 }
 
 }  // namespace
