@@ -15,6 +15,7 @@
 #pragma once
 
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -42,6 +43,8 @@ struct RealShm {
   void* (*mmap64)(void*, size_t, int, int, int, off_t);
   int (*munmap)(void*, size_t);
   int (*close)(int);
+  ssize_t (*sendmsg)(int, const struct msghdr*, int);
+  int (*sendmmsg)(int, struct mmsghdr*, unsigned int, int);
 };
 extern RealShm g_real;
 
@@ -110,6 +113,10 @@ inline int Close(int fd) {
   if (__builtin_expect(!FdTracked(fd), 1)) return g_real.close(fd);
   return CloseSlow(fd);
 }
+// sendmsg / sendmmsg: the pool (PINSCOPE_PIN_POOL) must see a slot's fd
+// leave with SCM_RIGHTS; otherwise one relaxed load (shm_pool.cc).
+ssize_t Sendmsg(int fd, const struct msghdr* msg, int flags);
+int Sendmmsg(int fd, struct mmsghdr* vec, unsigned int n, int flags);
 
 // --- pieces with no side effects (unit-tested) -------------------------------
 

@@ -127,11 +127,26 @@ void PoolNoteSendmsg(const struct msghdr* msg) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0))
       continue;
     const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    int fds[64];
-    size_t k = n < 64 ? n : 64;
-    memcpy(fds, CMSG_DATA(c), k * sizeof(int));
-    PoolOnSendFds(fds, static_cast<int>(k));
+    const unsigned char* data = CMSG_DATA(c);
+    for (size_t done = 0; done < n;) {  // every fd, 64 at a time (CMSG_DATA may be unaligned)
+      int fds[64];
+      const size_t k = n - done < 64 ? n - done : 64;
+      memcpy(fds, data + done * sizeof(int), k * sizeof(int));
+      PoolOnSendFds(fds, static_cast<int>(k));
+      done += k;
+    }
   }
+}
+
+ssize_t Sendmsg(int fd, const struct msghdr* msg, int flags) {
+  if (PoolOn()) PoolNoteSendmsg(msg);
+  return g_real.sendmsg(fd, msg, flags);
+}
+
+int Sendmmsg(int fd, struct mmsghdr* vec, unsigned int n, int flags) {
+  if (PoolOn() && vec)
+    for (unsigned int k = 0; k < n; ++k) PoolNoteSendmsg(&vec[k].msg_hdr);
+  return g_real.sendmmsg(fd, vec, n, flags);
 }
 
 }  // namespace pinscope::shim::shm

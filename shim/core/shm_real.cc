@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -62,6 +63,10 @@ void* RawMmap(void* a, size_t l, int p, int fl, int fd, off_t o) {
   return reinterpret_cast<void*>(syscall(SYS_mmap, a, l, p, fl, fd, o));
 }
 int RawMunmap(void* a, size_t l) { return static_cast<int>(syscall(SYS_munmap, a, l)); }
+ssize_t RawSendmsg(int fd, const struct msghdr* m, int f) { return syscall(SYS_sendmsg, fd, m, f); }
+int RawSendmmsg(int fd, struct mmsghdr* v, unsigned int n, int f) {
+  return static_cast<int>(syscall(SYS_sendmmsg, fd, v, n, f));
+}
 
 template <typename Fn>
 Fn Next(const char* name, Fn fallback) {
@@ -114,6 +119,14 @@ int BootClose(int fd) {
   ResolveAll();
   return g_real.close(fd);
 }
+ssize_t BootSendmsg(int fd, const struct msghdr* m, int f) {
+  ResolveAll();
+  return g_real.sendmsg(fd, m, f);
+}
+int BootSendmmsg(int fd, struct mmsghdr* v, unsigned int n, int f) {
+  ResolveAll();
+  return g_real.sendmmsg(fd, v, n, f);
+}
 
 }  // namespace
 
@@ -133,6 +146,8 @@ void ResolveAll() {
   r.mmap64 = Next("mmap64", RawMmap);
   r.munmap = Next("munmap", RawMunmap);
   r.close = Next("close", RawClose);
+  r.sendmsg = Next("sendmsg", RawSendmsg);
+  r.sendmmsg = Next("sendmmsg", RawSendmmsg);
   g_real = r;
   done.store(true, std::memory_order_release);
 }
@@ -143,8 +158,8 @@ void* MapAnon(size_t bytes, int share) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
-RealShm g_real = {BootShmOpen,     BootShmUnlink, BootMemfd,       BootFtruncate,
-                  BootFtruncate64, BootFallocate, BootFallocate64, BootMmap,
-                  BootMmap64,      BootMunmap,    BootClose};
+RealShm g_real = {BootShmOpen,   BootShmUnlink,   BootMemfd,   BootFtruncate, BootFtruncate64,
+                  BootFallocate, BootFallocate64, BootMmap,    BootMmap64,    BootMunmap,
+                  BootClose,     BootSendmsg,     BootSendmmsg};
 
 }  // namespace pinscope::shim::shm

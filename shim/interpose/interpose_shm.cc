@@ -1,21 +1,16 @@
 // Exported shared-memory hooks: shm_open, shm_unlink, memfd_create,
-// ftruncate(64), posix_fallocate(64), mmap(64), munmap, close. Each is the
+// ftruncate(64), posix_fallocate(64), mmap(64), munmap, close, sendmsg and
+// sendmmsg (the pool's SCM_RIGHTS check). Each is the
 // inline entry point of shm_core.h (fast path: not a tracked fd, anonymous
 // memory, far from any recorded mapping). Both the plain and the 64 names
 // are exported: glibc aliases them on x86_64, and libtorch calls the 64 ones.
 // glibc's own mmap/munmap inside malloc do not go through these.
-#include <dlfcn.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
-#include <unistd.h>
 
 #include <cstddef>
 
-#include "shim/base/guard.h"
 #include "shim/core/shm_core.h"
-#include "shim/core/shm_pool.h"
-#include "shim/pin/pool.h"
 #include "shim/process/process.h"
 #include "shim/record/recorder.h"
 
@@ -64,28 +59,11 @@ void* ps_mmap64(void* addr, size_t length, int prot, int flags, int fd, off_t of
 int ps_munmap(void* addr, size_t length) { return s::Munmap(addr, length); }
 int ps_close(int fd) { return s::Close(fd); }
 
-namespace {
-template <typename Fn>
-Fn RealNext(const char* name) {
-  pinscope::shim::HookScope scope;  // dlsym's own allocations are not the program's
-  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-}
-}  // namespace
-
 ssize_t ps_sendmsg(int fd, const struct msghdr* msg, int flags) {
-  using Fn = ssize_t (*)(int, const struct msghdr*, int);
-  static Fn real = RealNext<Fn>("sendmsg");
-  if (pinscope::shim::PoolOn()) s::PoolNoteSendmsg(msg);
-  if (!real) return syscall(SYS_sendmsg, fd, msg, flags);
-  return real(fd, msg, flags);
+  return s::Sendmsg(fd, msg, flags);
 }
 int ps_sendmmsg(int fd, struct mmsghdr* vec, unsigned int n, int flags) {
-  using Fn = int (*)(int, struct mmsghdr*, unsigned int, int);
-  static Fn real = RealNext<Fn>("sendmmsg");
-  if (pinscope::shim::PoolOn() && vec)
-    for (unsigned int k = 0; k < n; ++k) s::PoolNoteSendmsg(&vec[k].msg_hdr);
-  if (!real) return static_cast<int>(syscall(SYS_sendmmsg, fd, vec, n, flags));
-  return real(fd, vec, n, flags);
+  return s::Sendmmsg(fd, vec, n, flags);
 }
 
 namespace {
