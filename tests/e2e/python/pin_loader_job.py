@@ -24,7 +24,7 @@ For the pool of registered slots (PINSCOPE_PIN_POOL, docs/zero-copy-pool.md):
 --break-after B leaves the first epoch after batch B; --fork-at B forks the
 main process at batch B of the first epoch with that batch alive, and the
 child checks it at the end, after the parent went through the rest ("fork
-child intact"); --send-at B sends batch B of the first epoch to a helper
+child intact"); --send-at B sends batch B of epoch --send-epoch (0: the first) to a helper
 process (torch.multiprocessing, the fd over SCM_RIGHTS) that checks it at
 the end ("sent batch intact"); --exec-child runs a second, smaller job as an
 exec'd child at the end ("child done"); --idle-at-end S drops the loaders and
@@ -129,6 +129,7 @@ def main():
     ap.add_argument("--break-after", type=int, default=-1)
     ap.add_argument("--fork-at", type=int, default=-1)
     ap.add_argument("--send-at", type=int, default=-1)
+    ap.add_argument("--send-epoch", type=int, default=0)
     ap.add_argument("--exec-child", action="store_true")
     ap.add_argument("--idle-at-end", type=float, default=0, help="seconds to sleep, loaders gone")
     a = ap.parse_args()
@@ -169,7 +170,7 @@ def main():
                             os._exit(0 if torch.equal(x, want) else 3)
                         os.close(r)
                         fork_pipe, fork_child = w, pid
-                    if epoch == 0 and b == a.send_at and l == 0:
+                    if epoch == a.send_epoch and b == a.send_at and l == 0:
                         q_in.put(x)
                         q_in.put(want)
                 if epoch == 0 and b == a.break_after:
