@@ -21,10 +21,16 @@
 #
 #   OUT=$OUT DEADLINE=540 timeout 590 bash tools/gpu_torch_tests.sh   (carry [".gpu"])
 #
+# The pool of registered slots (issue 15) against PyTorch's DataLoader tests:
+#   TORCH_TEST_MODES=plain,pool TORCH_TEST_FILES=test_dataloader.py ... gpu_torch_tests.sh
+#
 # Here, as far as a CPU goes (Debian 12's torch 1.13 with its own tests):
 #   tools/gpu_fetch_torch_tests.sh --version 1.13 /tmp/tt113
 #   PY=/usr/bin/python3 TORCH_TESTS=/tmp/tt113 PS_PREFIX=build \
 #     TORCH_TEST_FILES=test_dataloader.py tools/gpu_torch_tests.sh
+# and for the pool, whose torch never calls CUDA there, with the CUDA
+# runtime double loaded and copied through in every mode (--cudart):
+#   ... TORCH_TEST_MODES=plain,pool TORCH_TEST_CUDART=build/fake_cudart13/libcudart.so.13
 #
 # DEADLINE: seconds since the start by which everything, the pack included,
 # is done (default 540, inside one device call). $OUT gets one file,
@@ -72,7 +78,8 @@ left=$(( DEADLINE - SECONDS - 30 ))
 $PY tools/torch_tests.py run --tests "$TESTS" --shim "$PREFIX/lib/libpinscope.so" \
   --pinscope "$PREFIX/bin/pinscope" --work "$W" --python "$(command -v "$PY")" \
   --time "$left" --test-timeout "${TEST_TIMEOUT:-30}" \
-  --files "${TORCH_TEST_FILES:-test_dataloader.py,test_cuda.py,test_torch.py}"
+  --files "${TORCH_TEST_FILES:-test_dataloader.py,test_cuda.py,test_torch.py}" \
+  --modes "${TORCH_TEST_MODES:-plain,preload,pin}" ${TORCH_TEST_CUDART:+--cudart "$TORCH_TEST_CUDART"}
 rc=$?
 echo "torch_tests.py exit $rc"
 pack

@@ -2,10 +2,11 @@
 """PyTorch's own tests run plain, preloaded, and under transparent pinning
 (issue 17; tools/gpu_torch_tests.sh runs this on the GPU machine).
 
-    torch_tests.py run --tests DIR --shim LIB --work W [--modes plain,preload,pin]
+    torch_tests.py run --tests DIR --shim LIB --work W [--modes plain,preload,pin[,pool]]
                        [--files test_dataloader.py,test_cuda.py,test_torch.py]
                        [--time S] [--test-timeout S] [--jobs N] [--shards N] [--reserve S]
                        [--compat-src DIR] [--runner auto|pytest|unittest] [--pinscope BIN]
+                       [--cudart LIB]
 
 Each test file's tests are listed once (plain): all of test_dataloader.py;
 of the others the copy tests, picked by name (COPY_NAME), in the classes that
@@ -23,6 +24,14 @@ marked `crash`. The modes:
     plain    the tests as they are
     preload  LD_PRELOAD=LIB, PINSCOPE_OUT=W/runs/preload-FILE
     pin      also PINSCOPE_PIN=1 PINSCOPE_PIN_MIN=4K: every copy's buffer pinned
+    pool     also PINSCOPE_PIN_POOL=1: DataLoader workers' batches in the pool
+             of registered slots (issue 15; not in the default --modes)
+
+--cudart LIB (a machine without a GPU, whose torch never calls CUDA): every
+mode, plain included, loads LIB (the CUDA runtime test double) at interpreter
+start-up and makes one 4-byte copy through it (WORK/wake/sitecustomize.py),
+so that pinning and the pool are live in the preloaded modes (they act only
+in a process that has used CUDA).
 
 Printed: each test's outcome per mode, the tests whose outcomes differ
 between modes, and counts. A test that differs is run again alone in each
@@ -50,7 +59,8 @@ import time
 # test_copy_broadcast, test_pin_memory, test_is_pinned..., test_memory_stats.
 COPY_NAME = re.compile(r"^test(_.*)?_(to|copy|copy_|pin|pinned|pin_memory|non_blocking|nonblocking|is_pinned|memory)(_|$)")
 OTHER_DEVICE_CLASS = re.compile(r"(CPU|META|MPS|XLA|LAZY|PRIVATEUSE1)$")
-MODES = ("plain", "preload", "pin")
+MODES = ("plain", "preload", "pin", "pool")
+DEFAULT_MODES = ("plain", "preload", "pin")
 PYTEST_LINE = re.compile(r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b")
 PYTEST_OUTCOME = {"PASSED": "pass", "FAILED": "fail", "SKIPPED": "skip", "ERROR": "error",
                   "XFAIL": "xfail", "XPASS": "xpass"}
@@ -145,12 +155,16 @@ def cmd_drive(args):
 
 def env_for(mode, args, file, tag="list"):
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
-    for k in ("LD_PRELOAD", "PINSCOPE_OUT", "PINSCOPE_PIN", "PINSCOPE_PIN_MIN"):
+    for k in ("LD_PRELOAD", "PINSCOPE_OUT", "PINSCOPE_PIN", "PINSCOPE_PIN_MIN", "PINSCOPE_PIN_POOL"):
         env.pop(k, None)
     pylib = os.path.join(args.tests, "pylib")  # expecttest, psutil: last, a module installed wins
-    first = [args.compat_dir] if args.compat_dir else []  # the version-skew shim: first, every mode
+    # The version-skew shim first, then the CUDA wake (the compat shim runs
+    # the next sitecustomize on the path): every mode alike.
+    first = [d for d in (args.compat_dir, args.wake_dir) if d]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, first + [env.get("PYTHONPATH")] +
                                                 [pylib if os.path.isdir(pylib) else ""]))
+    if args.wake_dir:
+        env["PINSCOPE_TT_CUDART"] = args.cudart
     if args.compat_dir:
         env["PINSCOPE_TT_COMPAT_SRC"] = args.compat_src
         env["PINSCOPE_TT_COMPAT_PKG"] = args.compat_package
@@ -158,9 +172,11 @@ def env_for(mode, args, file, tag="list"):
     if mode != "plain":
         env["LD_PRELOAD"] = args.shim
         env["PINSCOPE_OUT"] = run_dir(args, mode, file, tag)
-    if mode == "pin":
+    if mode in ("pin", "pool"):
         env["PINSCOPE_PIN"] = "1"
         env["PINSCOPE_PIN_MIN"] = "4K"
+    if mode == "pool":
+        env["PINSCOPE_PIN_POOL"] = "1"
     return env
 
 
@@ -340,6 +356,7 @@ def cmd_run(args):
     os.makedirs(os.path.join(args.work, "logs"), exist_ok=True)
     os.makedirs(os.path.join(args.work, "runs"), exist_ok=True)
     setup_compat(args)
+    setup_wake(args)
     jobs = args.jobs or os.cpu_count() or 1
     shards = args.shards or max(1, jobs // len(modes))
     print("runner: %s; python: %s; modes: %s; %d processes at once, up to %d shards per file and mode; "
@@ -513,6 +530,52 @@ def setup_compat(args):
     args.compat_dir = d
 
 
+# WORK/wake/sitecustomize.py (--cudart): loads the CUDA runtime named by
+# PINSCOPE_TT_CUDART and copies 4 bytes to the device through the global
+# scope (libpinscope.so's cudaMemcpy where it is preloaded), then runs the
+# next sitecustomize on the path, as site.py would have.
+WAKE = r'''
+import ctypes, importlib.machinery, importlib.util, os, sys
+_lib = os.environ.get("PINSCOPE_TT_CUDART", "")
+if _lib:
+    try:
+        ctypes.CDLL(_lib, mode=os.RTLD_GLOBAL)
+        _g = ctypes.CDLL(None)
+        _dev, _buf = ctypes.c_void_p(), ctypes.create_string_buffer(4)
+        if _g.cudaMalloc(ctypes.byref(_dev), ctypes.c_size_t(4)) == 0:
+            _g.cudaMemcpy(_dev, _buf, ctypes.c_size_t(4), 1)
+            _g.cudaFree(_dev)
+    except OSError as e:
+        sys.stderr.write("torch_tests wake: %s\n" % e)
+# The next one: on the path after this folder (the compat shim, before it,
+# runs this one).
+_here = os.path.dirname(os.path.abspath(__file__))
+_abs = [os.path.abspath(p or os.curdir) for p in sys.path]
+_rest = sys.path[_abs.index(_here) + 1:] if _here in _abs else []
+_spec = importlib.machinery.PathFinder.find_spec("sitecustomize", _rest)
+if _spec is not None and _spec.loader is not None:
+    _mod = importlib.util.module_from_spec(_spec)
+    try:
+        _spec.loader.exec_module(_mod)
+    except Exception:  # noqa: BLE001 - as site.py: a failing sitecustomize is not fatal
+        pass
+'''
+
+
+def setup_wake(args):
+    args.wake_dir = ""
+    if not args.cudart:
+        return
+    if not os.path.isfile(args.cudart):
+        die("--cudart %r is not a file" % args.cudart)
+    args.cudart = os.path.abspath(args.cudart)
+    d = os.path.join(args.work, "wake")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "sitecustomize.py"), "w") as f:
+        f.write(WAKE)
+    args.wake_dir = d
+
+
 def compat_report(args):
     """What the shim supplied, once each: MODULE.NAME, "module MODULE", or
     "MODULE.NAME (2.6's fails: why)"."""
@@ -543,7 +606,7 @@ def main():
     r.add_argument("--tests", required=True, help="folder of the test files")
     r.add_argument("--shim", default="", help="libpinscope.so")
     r.add_argument("--work", required=True, help="folder for logs, run folders and results")
-    r.add_argument("--modes", default=",".join(MODES))
+    r.add_argument("--modes", default=",".join(DEFAULT_MODES), help="of: " + ", ".join(MODES))
     r.add_argument("--files", default="test_dataloader.py,test_cuda.py,test_torch.py")
     r.add_argument("--python", default=sys.executable, help="the Python with torch")
     r.add_argument("--runner", default="auto", choices=["auto", "pytest", "unittest"])
@@ -561,6 +624,8 @@ def main():
                    help="the package whose missing names the shim supplies")
     r.add_argument("--limit", type=int, default=0, help="at most this many tests per file")
     r.add_argument("--pinscope", default="", help="pinscope binary: report every preloaded run")
+    r.add_argument("--cudart", default="",
+                   help="a CUDA runtime (the test double) every mode loads and copies through at start-up")
     for name in ("_list", "_drive"):
         s = sub.add_parser(name)
         s.add_argument("--tests", required=True)

@@ -6,7 +6,7 @@ in every mode (version skew, not a difference), the copy-test selection
 by name; a suite sharded over processes (a hang in every mode costing one
 timeout per mode, at once); the version-skew shim (tools/torch_tests_compat.py). Needs no torch: the harness's unittest driver runs plain unittest.
 
-    torch_tests_test.py TOOLS_DIR LIBPINSCOPE
+    torch_tests_test.py TOOLS_DIR LIBPINSCOPE FAKE_CUDART
 """
 import csv
 import os
@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 
-tools, shim = sys.argv[1], sys.argv[2]
+tools, shim, cudart = sys.argv[1], sys.argv[2], sys.argv[3]
 harness = os.path.join(tools, "torch_tests.py")
 fails = []
 
@@ -219,6 +219,51 @@ with tempfile.TemporaryDirectory() as tmp:
     check(p.returncode == 1 and "test_cuda.py: not listed (import failed)" in p.stdout
           and "complete: 1 of 1 tests ran in every mode; 1 files not listed (test_cuda.py)" in p.stdout,
           "compat: a name 2.6 lacks too: the file unlisted, incomplete, exit 1: %d %s" % (p.returncode, p.stdout[-600:]))
+
+
+
+# The pool mode (PINSCOPE_PIN_POOL=1 on top of pin) and --cudart: every mode
+# loads the CUDA runtime double at start-up and copies through it (so the
+# pool and pinning are live without a GPU); a test that sees the pool
+# differs in that mode only.
+POOL = """
+import os, unittest
+class TestPool(unittest.TestCase):
+    def test_woken(self):
+        with open("/proc/self/maps") as f:
+            self.assertIn(os.path.basename(os.environ["WANT_CUDART"]), f.read())
+    def test_sees_pool(self):
+        self.assertNotEqual(os.environ.get("PINSCOPE_PIN_POOL"), "1")
+"""
+with tempfile.TemporaryDirectory() as tmp:
+    tests = os.path.join(tmp, "tests")
+    os.mkdir(tests)
+    with open(os.path.join(tests, "test_dataloader.py"), "w") as f:
+        f.write(POOL)
+    env = dict(os.environ, WANT_CUDART=os.path.realpath(cudart))
+    for woken in (True, False):
+        work = os.path.join(tmp, "work%d" % woken)
+        cmd = [sys.executable, harness, "run", "--tests", tests, "--shim", shim, "--work", work,
+               "--python", sys.executable, "--time", "60", "--test-timeout", "5",
+               "--files", "test_dataloader.py", "--modes", "plain,pool", "--runner", "unittest"]
+        if woken:
+            cmd += ["--cudart", cudart]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        print(p.stdout[-1500:], p.stderr[-1500:])
+        rows = {}
+        with open(os.path.join(work, "outcomes.tsv")) as f:
+            for r in csv.DictReader(f, delimiter="\t"):
+                rows[r["test"]] = (r["plain"], r["pool"])
+        d = "test_dataloader.py::TestPool::"
+        w = "pass" if woken else "fail"
+        expect = {d + "test_woken": (w, w), d + "test_sees_pool": ("pass", "fail")}
+        check(rows == expect, "pool, woken %s: outcomes %r, expected %r" % (woken, rows, expect))
+        check(p.returncode == 1, "pool: the difference exits 1, not %d" % p.returncode)
+    q = subprocess.run([sys.executable, harness, "run", "--tests", tests, "--shim", shim, "--work", work,
+                        "--files", "test_dataloader.py", "--cudart", "/nonexistent/libcudart.so"],
+                       capture_output=True, text=True)
+    check(q.returncode == 2 and "--cudart '/nonexistent/libcudart.so' is not a file" in q.stderr,
+          "a missing --cudart is named: %d %r" % (q.returncode, q.stderr))
 
 print("FAILED: %d checks" % len(fails) if fails else "ok")
 sys.exit(1 if fails else 0)
