@@ -4,6 +4,7 @@
 #include "shim/base/clock.h"
 #include "shim/base/guard.h"
 #include "shim/base/usage.h"
+#include "shim/pin/pool.h"
 #include "shim/record/recorder.h"
 #include "shim/record/trace_fields.h"
 
@@ -23,6 +24,8 @@ PINSCOPE_TLS int t_depth = 0;
 void LoaderIter(const LoaderSettings& s) {
   if (!Recording()) return;
   HookScope scope;
+  // The pool sizes itself to the epoch's batches in flight (pool.h).
+  if (PoolOn()) PoolNoteLoader(s.num_workers, s.prefetch_factor);
   LoaderRecord r;
   r.kind = fields::kLoaderIter;
   r.loader_id = s.loader_id;

@@ -315,9 +315,10 @@ void PoolNoteMiss(size_t len, int live_batches) {
   // A slot whose worker died before the program mapped it never comes back
   // (it escaped; the flusher retires it): not supply (a break out of an
   // epoch leaves the prefetched batches' slots so).
-  int supply = 0, demand = live_batches;
+  int supply = 0, demand = live_batches, sized = 0;
   for (int i = 0; i < pool::kSlots; ++i) {
     Word w = Load(*t, i);
+    if (w.state != pool::kEmpty && t->slots[i].size == len) ++sized;
     if (t->slots[i].size != len) continue;
     if (w.state == pool::kTaken && !(w.flags & pool::kWorkerDone) && !pool::Alive(w.pid)) {
       pool::WorkerDied(*t, i, w.pid);
@@ -331,6 +332,12 @@ void PoolNoteMiss(size_t len, int live_batches) {
   }
   if (t->need_size.load(std::memory_order_relaxed) == len)
     demand = std::max<int>(demand, static_cast<int>(t->need.load(std::memory_order_relaxed)));
+  // The first batch of an epoch the hook announced, of a new size: as many
+  // slots as the epoch keeps batches in flight (PoolNoteLoader).
+  if (s.pool_armed > 0 && sized == 0 && s.pool_hint > demand) {
+    --s.pool_armed;
+    demand = s.pool_hint;
+  }
   uint64_t room =
       PinBudget() - std::min(PinBudget(), s.pinned_bytes.load(std::memory_order_relaxed));
   for (int i = 0; i < pool::kSlots && supply < demand && room >= len; ++i) {
@@ -350,6 +357,21 @@ void PoolNoteMiss(size_t len, int live_batches) {
   }
   pthread_mutex_unlock(&s.mu);
   if (asked) pinning::StartPinThread();
+}
+
+void PoolNoteLoader(int num_workers, int prefetch_factor) {
+  Table* t = OwnTable();
+  if (!t || num_workers <= 0) return;
+  const int per_worker = prefetch_factor > 0 ? prefetch_factor : 2;  // DataLoader's default
+  PinState& s = Pins();
+  pthread_mutex_lock(&s.mu);
+  s.pool_hint = std::min(pool::kSlots, num_workers * per_worker + 2);
+  // One per epoch begun, as many as loaders can run side by side (a zip of
+  // a few); an epoch whose batches never miss (every size has its slots)
+  // leaves its arming to the next new size, which is at worst one size's
+  // extra slots, released when idle.
+  s.pool_armed = std::min(s.pool_armed + 1, 4);
+  pthread_mutex_unlock(&s.mu);
 }
 
 bool PoolRequestsLocked() { return Pins().pool_req_n > 0; }

@@ -150,6 +150,9 @@ struct PinState {
   int pool_req_n = 0;
   int pool_device = 0;
   bool pool_busy[kPoolSlots]{};
+  // DataLoader epochs begun (PoolNoteLoader) whose first batch has not
+  // missed yet, and the batches in flight the latest of them will keep.
+  int pool_armed = 0, pool_hint = 0;
   std::atomic<bool> pool_failed{false};  // a slot could not be made: no more (said once)
   std::atomic<bool> said_pool{false};
 };

@@ -65,6 +65,18 @@ void* PoolServeMap(uint64_t device, uint64_t inode, size_t len, int prot, int fl
 // the budget and the table.
 void PoolNoteMiss(size_t len, int live_batches);
 
+// pinscope's Python hook saw the owner's DataLoader begin an epoch with
+// num_workers workers and prefetch_factor: its batches will be in flight
+// num_workers x prefetch_factor + 2 at a time (those prefetched, the one the
+// step uses, the one before it, still referenced). The epoch's first miss,
+// of a size the pool has no slot of (its first batch, a full one), asks
+// for that many slots at once instead of growing batch by batch: the
+// workers make their first prefetch_factor x num_workers batches at once,
+// before any could take a slot, so growing by misses would leave the
+// whole second round of a short job to miss as well. Without the hook the
+// pool grows by misses alone.
+void PoolNoteLoader(int num_workers, int prefetch_factor);
+
 // munmap of [p, p+len) (or a MAP_FIXED mapping over it), before anything
 // else. Returns true when the range is exactly a slot mapping the owner
 // handed to the program and the slot stays in the pool: the caller records

@@ -136,6 +136,21 @@ TEST_F(PinPoolTest, WorkerBatchesComeFromRegisteredSlotsOverEpochs) {
   EXPECT_EQ(bp["pinscope_batches"].get<int>(), 20) << bp.dump();
 }
 
+// With pinscope's Python hook (as `pinscope run` loads it) the epoch's
+// first miss asks for as many slots as the epoch keeps batches in flight,
+// prefetch_factor x workers + 2, at once; without it the pool grows miss by
+// miss (to 4 here, typically: the 2 workers' first 4 batches miss before
+// any slot exists). Nothing asks for more later: exactly 6.
+TEST_F(PinPoolTest, PythonHookSizesThePoolAtTheEpochsFirstMiss) {
+  extra_env_.push_back(std::string("PYTHONPATH=") + PINSCOPE_HOOK_DIR);
+  const long registered = RunBoth({"--workers", "2", "--batches", "12"}, 12);
+  const PoolStats s = Stats();
+  EXPECT_EQ(s.slots, 2 * 2 + 2) << Describe(s);
+  EXPECT_GE(s.served, 6) << Describe(s);
+  EXPECT_EQ(registered, s.slots + s.per_batch) << Describe(s);
+  EXPECT_TRUE(Steady(s, 1, 3)) << Describe(s);
+}
+
 TEST_F(PinPoolTest, PersistentWorkers) {
   const long registered =
       RunBoth({"--workers", "2", "--batches", "10", "--epochs", "2", "--persistent"}, 20);
