@@ -24,8 +24,9 @@ marked `crash`. The modes:
     plain    the tests as they are
     preload  LD_PRELOAD=LIB, PINSCOPE_OUT=W/runs/preload-FILE
     pin      also PINSCOPE_PIN=1 PINSCOPE_PIN_MIN=4K: every copy's buffer pinned
-    pool     also PINSCOPE_PIN_POOL=1: DataLoader workers' batches in the pool
-             of registered slots (issue 15; not in the default --modes)
+    pool     PINSCOPE_PIN=1 PINSCOPE_PIN_POOL=1 PINSCOPE_PIN_MIN=1: DataLoader
+             workers' batches, however small, in the pool of registered slots
+             (issue 15; not in the default --modes)
 
 --cudart LIB (a machine without a GPU, whose torch never calls CUDA): every
 mode, plain included, loads LIB (the CUDA runtime test double) at interpreter
@@ -176,7 +177,10 @@ def env_for(mode, args, file, tag="list"):
         env["PINSCOPE_PIN"] = "1"
         env["PINSCOPE_PIN_MIN"] = "4K"
     if mode == "pool":
+        # Every batch through the pool, however small (PyTorch's DataLoader
+        # tests make batches of 8 bytes to 95 KB).
         env["PINSCOPE_PIN_POOL"] = "1"
+        env["PINSCOPE_PIN_MIN"] = "1"
     return env
 
 

@@ -25,7 +25,15 @@ void LoaderIter(const LoaderSettings& s) {
   if (!Recording()) return;
   HookScope scope;
   // The pool sizes itself to the epoch's batches in flight (pool.h).
-  if (PoolOn()) PoolNoteLoader(s.num_workers, s.prefetch_factor);
+  // The epoch's batches: an upper bound (a sampler may take fewer, drop_last
+  // one fewer); 0 when the dataset's length is not known.
+  if (PoolOn()) {
+    const uint64_t batches = s.batch_size > 0 && s.dataset_length > 0
+                                 ? (s.dataset_length + static_cast<uint64_t>(s.batch_size) - 1) /
+                                       static_cast<uint64_t>(s.batch_size)
+                                 : 0;
+    PoolNoteLoader(s.num_workers, s.prefetch_factor, batches);
+  }
   LoaderRecord r;
   r.kind = fields::kLoaderIter;
   r.loader_id = s.loader_id;

@@ -359,13 +359,16 @@ void PoolNoteMiss(size_t len, int live_batches) {
   if (asked) pinning::StartPinThread();
 }
 
-void PoolNoteLoader(int num_workers, int prefetch_factor) {
+void PoolNoteLoader(int num_workers, int prefetch_factor, uint64_t epoch_batches) {
   Table* t = OwnTable();
   if (!t || num_workers <= 0) return;
   const int per_worker = prefetch_factor > 0 ? prefetch_factor : 2;  // DataLoader's default
+  int hint = std::min(pool::kSlots, num_workers * per_worker + 2);
+  if (epoch_batches > 0 && epoch_batches < static_cast<uint64_t>(hint))
+    hint = static_cast<int>(epoch_batches);
   PinState& s = Pins();
   pthread_mutex_lock(&s.mu);
-  s.pool_hint = std::min(pool::kSlots, num_workers * per_worker + 2);
+  s.pool_hint = hint;
   // One per epoch begun, as many as loaders can run side by side (a zip of
   // a few); an epoch whose batches never miss (every size has its slots)
   // leaves its arming to the next new size, which is at worst one size's

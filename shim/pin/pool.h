@@ -73,9 +73,10 @@ void PoolNoteMiss(size_t len, int live_batches);
 // for that many slots at once instead of growing batch by batch: the
 // workers make their first prefetch_factor x num_workers batches at once,
 // before any could take a slot, so growing by misses would leave the
-// whole second round of a short job to miss as well. Without the hook the
-// pool grows by misses alone.
-void PoolNoteLoader(int num_workers, int prefetch_factor);
+// whole second round of a short job to miss as well. No more slots than
+// the epoch has batches (epoch_batches, 0: not known; a short validation
+// loader). Without the hook the pool grows by misses alone.
+void PoolNoteLoader(int num_workers, int prefetch_factor, uint64_t epoch_batches);
 
 // munmap of [p, p+len) (or a MAP_FIXED mapping over it), before anything
 // else. Returns true when the range is exactly a slot mapping the owner

@@ -151,6 +151,17 @@ TEST_F(PinPoolTest, PythonHookSizesThePoolAtTheEpochsFirstMiss) {
   EXPECT_TRUE(Steady(s, 1, 3)) << Describe(s);
 }
 
+// ... but never more slots than the epoch has batches (a short validation
+// loader): 3 batches, 3 slots, taken in the second epoch.
+TEST_F(PinPoolTest, PythonHookNoMoreSlotsThanTheEpochHasBatches) {
+  extra_env_.push_back(std::string("PYTHONPATH=") + PINSCOPE_HOOK_DIR);
+  const long registered = RunBoth({"--workers", "2", "--batches", "3", "--epochs", "2"}, 6);
+  const PoolStats s = Stats();
+  EXPECT_EQ(s.slots, 3) << Describe(s);
+  EXPECT_GE(s.served, 2) << Describe(s);
+  EXPECT_EQ(registered, s.slots + s.per_batch) << Describe(s);
+}
+
 TEST_F(PinPoolTest, PersistentWorkers) {
   const long registered =
       RunBoth({"--workers", "2", "--batches", "10", "--epochs", "2", "--persistent"}, 20);
