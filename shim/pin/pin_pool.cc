@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -54,6 +55,41 @@ bool FdIs(int fd, uint64_t device, uint64_t inode) {
   struct stat st;
   return fd >= 0 && fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_dev) == device &&
          static_cast<uint64_t>(st.st_ino) == inode;
+}
+
+uint64_t FdMargin() {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 256;
+  return std::max<uint64_t>(256, static_cast<uint64_t>(rl.rlim_cur) / 4);
+}
+
+uint64_t FreeFds() {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 65536) return UINT64_MAX;
+  // Raw calls, no allocation: this runs in the program's mmap hook. The
+  // directory's own fd is one of those counted; it is closed again.
+  int dir = static_cast<int>(
+      syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir < 0) return 0;
+  uint64_t open = 0;
+  alignas(8) char buf[4096];
+  for (;;) {
+    long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
+      uint16_t reclen;
+      memcpy(&reclen, buf + off + 16, sizeof reclen);
+      const char* name = buf + off + 19;
+      if (!(name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0)))) ++open;
+      off += reclen;
+    }
+  }
+  RawClose(dir);
+  open = open > 0 ? open - 1 : 0;
+  const uint64_t limit = static_cast<uint64_t>(rl.rlim_cur);
+  return limit > open ? limit - open : 0;
 }
 
 bool Alive(uint32_t pid) {
@@ -303,6 +339,10 @@ void PoolNoteMiss(size_t len, int live_batches) {
   if (s.forked_from_cuda || !Recording() || s.unpin_failed.load(std::memory_order_relaxed) ||
       s.pool_failed.load(std::memory_order_relaxed))
     return;
+  // Slots to spare the program's fd limit (pool_internal.h).
+  const uint64_t free_fds = pool::FreeFds(), margin = pool::FdMargin();
+  if (free_fds <= margin) return;
+  uint64_t fd_room = free_fds - margin;
   int device = 0;
   pinning::QuietGetDevice(&device);
   bool asked = false;
@@ -340,9 +380,10 @@ void PoolNoteMiss(size_t len, int live_batches) {
   }
   uint64_t room =
       PinBudget() - std::min(PinBudget(), s.pinned_bytes.load(std::memory_order_relaxed));
-  for (int i = 0; i < pool::kSlots && supply < demand && room >= len; ++i) {
+  for (int i = 0; i < pool::kSlots && supply < demand && room >= len && fd_room > 0; ++i) {
     Word w = Load(*t, i);
     if (w.state != pool::kEmpty || s.pool_busy[i]) continue;
+    --fd_room;
     w.state = pool::kMaking;
     t->slots[i].size = len;
     t->slots[i].word.store(pool::Pack(w), std::memory_order_release);
@@ -481,6 +522,11 @@ void PoolPeriodic() {
     if (w.state == pool::kRetiring) return true;  // a free slot's fd was sent on
     return w.state == pool::kTaken && pool::BeginRetire(*t, i, false);
   });
+  // The program's fds near its limit: the free slots' fds go back.
+  if (pool::FreeFds() < pool::FdMargin() / 2)
+    RetireWhere(*t, "pool_fds", false, [&](int i) {
+      return Load(*t, i).state == pool::kFree && pool::BeginRetire(*t, i, true);
+    });
   RetireWhere(*t, "pool_idle", false, [&](int i) {
     Word w = Load(*t, i);
     return w.state == pool::kFree &&

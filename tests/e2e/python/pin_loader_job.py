@@ -28,11 +28,16 @@ child intact"); --send-at B sends batch B of epoch --send-epoch (0: the first) t
 process (torch.multiprocessing, the fd over SCM_RIGHTS) that checks it at
 the end ("sent batch intact"); --exec-child runs a second, smaller job as an
 exec'd child at the end ("child done"); --idle-at-end S drops the loaders and
-sleeps S seconds before the end (the pool's idle release)."""
+sleeps S seconds before the end (the pool's idle release); --fd-limit N sets
+the soft RLIMIT_NOFILE to N and keeps every batch (and its fd) alive until
+the loader fails as PyTorch's test_fd_limit_exceeded expects ("fd limit
+error": the RuntimeError that names `ulimit -n`); any other error fails the
+job."""
 import argparse
 import ctypes
 import mmap
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -132,6 +137,7 @@ def main():
     ap.add_argument("--send-epoch", type=int, default=0)
     ap.add_argument("--exec-child", action="store_true")
     ap.add_argument("--idle-at-end", type=float, default=0, help="seconds to sleep, loaders gone")
+    ap.add_argument("--fd-limit", type=int, default=0, help="soft RLIMIT_NOFILE; every batch kept")
     a = ap.parse_args()
     torch.multiprocessing.set_sharing_strategy(a.strategy)
     helper = None
@@ -147,7 +153,11 @@ def main():
                           persistent_workers=a.persistent and a.workers > 0) for ds in sets]
     dev = Device(a.cudart, a.batch * sets[0].numel * 4)
     held = []
+    kept = []
     bad = 0
+    if a.fd_limit:
+        resource.setrlimit(resource.RLIMIT_NOFILE,
+                           (a.fd_limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     try:
         for epoch in range(a.epochs):
             its = [iter(loader) for loader in loaders]
@@ -159,6 +169,8 @@ def main():
                         print(f"WRONG device data: loader {l} epoch {epoch} batch {b}", flush=True)
                         bad += 1
                     print(f"batch {l} {epoch} {b} {checksum(got)}", flush=True)
+                    if a.fd_limit:
+                        kept.append(x)
                     if a.hold and epoch == 0 and b == 0:
                         held.append((l, x, want))
                     if epoch == 0 and b == a.fork_at and l == 0:
@@ -179,9 +191,13 @@ def main():
                     victim = its[0]._workers[(b + 1) % a.workers]
                     os.kill(victim.pid, signal.SIGKILL)
     except (RuntimeError, ConnectionError, EOFError) as e:
-        if a.kill_after < 0:
+        if a.fd_limit and isinstance(e, RuntimeError) and "ulimit -n" in str(e):
+            print("fd limit error", flush=True)
+            kept.clear()
+        elif a.kill_after < 0:
             raise
-        print("loader error", flush=True)
+        else:
+            print("loader error", flush=True)
     if fork_child is not None:
         os.write(fork_pipe, b"x")
         _, status = os.waitpid(fork_child, 0)

@@ -162,6 +162,29 @@ TEST_F(PinPoolTest, PythonHookNoMoreSlotsThanTheEpochHasBatches) {
   EXPECT_EQ(registered, s.slots + s.per_batch) << Describe(s);
 }
 
+// A job that fills its fd limit (PyTorch's test_fd_limit_exceeded: a soft
+// limit of 100, every batch kept, batches of 16 bytes, all through the pool
+// with PINSCOPE_PIN_MIN=1) fails as without pinscope, with the RuntimeError
+// that names `ulimit -n`: the pool makes no slot whose fd would take one of
+// the program's (pool_internal.h, FreeFds). Before, the pool's fds made the
+// job meet the limit elsewhere (an OSError from a socket), 4 runs in 6.
+TEST_F(PinPoolTest, FdLimitIsTheProgramsAlone) {
+  extra_env_.push_back("PINSCOPE_PIN_MIN=1");
+  const std::vector<std::string> args = {"--workers", "1",   "--batch",    "1",  "--shape", "2,2",
+                                         "--batches", "300", "--fd-limit", "100"};
+  RunResult plain = Job(args, false);
+  ASSERT_TRUE(plain.Exited(0)) << plain.out << plain.err;
+  ASSERT_EQ(Lines(plain.out, "fd limit error"), std::vector<std::string>{"fd limit error"})
+      << plain.out;
+  for (int run = 0; run < 3; ++run) {
+    RunResult pinned = Job(args, true);
+    EXPECT_TRUE(pinned.Exited(0)) << pinned.out << pinned.err;
+    EXPECT_EQ(Lines(pinned.out, "fd limit error"), std::vector<std::string>{"fd limit error"})
+        << pinned.err;
+  }
+  EXPECT_EQ(Stats().slots, 0) << Describe(Stats());
+}
+
 TEST_F(PinPoolTest, PersistentWorkers) {
   const long registered =
       RunBoth({"--workers", "2", "--batches", "10", "--epochs", "2", "--persistent"}, 20);
