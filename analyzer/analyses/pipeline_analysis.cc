@@ -2,10 +2,14 @@
 #include "analyzer/analyses/pipeline_analysis.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iterator>
+#include <map>
+#include <set>
 
 #include "analyzer/analyses/device_from_trace.h"
+#include "analyzer/analyses/steady_window.h"
 
 namespace pinscope {
 
@@ -30,12 +34,8 @@ double MeanOf(const std::vector<T>& v) {
   return sum / static_cast<double>(v.size());
 }
 
-// Off-CPU time inside one __next__ that means the loop found no batch
-// queued: far above the scheduler's noise (tens of microseconds) and an
-// unpickling's page-cache reads.
-constexpr double kQueueEmptyWaitNs = 1e6;
-
 double Diff(uint64_t a, uint64_t b) { return a > b ? static_cast<double>(a - b) : 0.0; }
+uint64_t Gap(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 }  // namespace
 
@@ -109,7 +109,9 @@ void PipelineAnalysis::OnCopy(const CopyContext& ctx) {
     // Allocated since the thread's previous batch copy: a fresh buffer.
     call.fresh = ctx.buffer.alloc->time_ns >= t.last_call_start;
   }
-  AddCall(t, call);
+  AddCall(ctx.event.packet.tid(), t, call);
+  // A possible step boundary of the root (step_spans.h), as for the thread.
+  if (call.h2d && call.bytes >= StepCalls::kBoundaryBytes) spans_.AddBoundary(call.start);
   if (device_) {
     device_->OnHostCall(device::CopyCallOf(ctx));
   }
@@ -121,18 +123,23 @@ void PipelineAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) 
   const uint64_t end = sync.end_ns() > event.packet.timestamp_ns()
                            ? event.time_ns + (sync.end_ns() - event.packet.timestamp_ns())
                            : event.time_ns;
-  AddCall(t, CallOf(event.time_ns, end, sync.usage_enter(), sync.usage_exit()));
+  AddCall(event.packet.tid(), t, CallOf(event.time_ns, end, sync.usage_enter(), sync.usage_exit()));
 }
 
-void PipelineAnalysis::AddCall(Thread& t, const Call& call) {
+void PipelineAnalysis::AddCall(uint32_t tid, Thread& t, const Call& call) {
   t.last_call_start = call.start;
   t.calls.Add(call);
-  if (t.calls.has_released()) TakeReleased(t);
+  if (t.calls.has_released()) TakeReleased(tid, t);
 }
 
-void PipelineAnalysis::TakeReleased(Thread& t) {
-  for (auto [key, ns] : t.calls.TakeReleased())
-    if (key < t.next.size()) t.next[key].release = ns;
+void PipelineAnalysis::TakeReleased(uint32_t tid, Thread& t) {
+  for (auto [key, ns] : t.calls.TakeReleased()) {
+    // The key is the span's number on the thread; a release comes at most
+    // kPendingKept spans later, so the ring still holds it.
+    if (t.recent_nexts.empty() || key + t.recent_nexts.size() < t.nexts) continue;
+    const auto [start, loader] = t.recent_nexts[key % t.recent_nexts.size()];
+    spans_.AddRelease(tid, loader, start, ns);
+  }
 }
 
 void PipelineAnalysis::FoldDeviceTimes(uint64_t now) {
@@ -182,12 +189,9 @@ void PipelineAnalysis::OnAlloc(const Event& event, const LiveAlloc& alloc) {}
 
 void PipelineAnalysis::OnPin(const Event& event, const trace::PinEvent& pin) {
   if (event.process.index() != root_index_) return;
-  Thread& t = Of(event.process).threads[event.packet.tid()];
-  if (pin.op() == trace::UNREGISTER && t.unregister.size() < kMaxKept) {
-    t.unregister.push_back({event.time_ns, pin.duration_ns()});
-  } else if (pin.op() == trace::REGISTER && t.registers.size() < kMaxKept) {
-    t.registers.push_back({event.time_ns, pin.duration_ns()});
-  }
+  if (pin.op() == trace::UNREGISTER || pin.op() == trace::REGISTER)
+    spans_.AddRegistration(event.packet.tid(), event.time_ns, pin.duration_ns(),
+                           pin.op() == trace::UNREGISTER);
 }
 
 void PipelineAnalysis::OnDevice(const Event& event, const trace::DeviceActivity& a) {
@@ -235,7 +239,20 @@ void PipelineAnalysis::OnRecording(const Event& event, const trace::DeviceRecord
   device_->OnRecording(s);
   compute_.OnRecording(s);
   if (r.no_correlations()) device_->NoCorrelations();
-  if (recording_.size() < kMaxKept) recording_.push_back({s.time_ns, s.kernels});
+  // Kernels are recorded from CUPTI's start until a switch turns them off,
+  // then from a switch that turns them on again: the intervals between,
+  // for the timeline.
+  if (!s.kernels && !blind_open_) {
+    blind_open_ = true;
+    blind_since_ = s.time_ns;
+  } else if (s.kernels && blind_open_) {
+    blind_open_ = false;
+    if (blind_.size() >= kDrawnBlind) {
+      blind_dropped_end_ = std::max(blind_dropped_end_, blind_.front().second);
+      blind_.pop_front();
+    }
+    blind_.push_back({blind_since_, s.time_ns});
+  }
 }
 
 void PipelineAnalysis::OnUtilization(const Event& event, const trace::GpuUtilization& u) {
@@ -255,11 +272,9 @@ void PipelineAnalysis::OnNotice(const Event& event, const trace::Notice& notice)
 }
 
 void PipelineAnalysis::OnThreadSample(const Event& event, const trace::ThreadSample& sample) {
-  Process& p = Of(event.process);
-  for (const auto& t : sample.threads()) {
-    auto& v = p.samples[t.tid()];
-    if (v.size() < kMaxKept) v.push_back({event.time_ns, t.cpu_ns()});
-  }
+  // The root's other threads' CPU over the window (BuildInputs).
+  if (event.process.index() != root_index_) return;
+  for (const auto& t : sample.threads()) spans_.AddSample(t.tid(), event.time_ns, t.cpu_ns());
 }
 
 void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l) {
@@ -269,29 +284,29 @@ void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l)
       iters_.push_back(l);
       iter_times_.push_back(event.packet.timestamp_ns() > 0 ? event.packet.timestamp_ns()
                                                             : event.time_ns);
+      spans_.AddIter(l.loader_id(), iter_times_.back(), l.num_workers());
     }
     return;
   }
-  std::vector<Span>* list = nullptr;
-  Thread& t = p.threads[event.packet.tid()];
+  TimelineSpan::Kind drawn = TimelineSpan::Kind::kFetch;
   switch (l.kind()) {
     case trace::LOADER_NEXT:
-      list = &t.next;
+      drawn = TimelineSpan::Kind::kNext;
       break;
     case trace::LOADER_FETCH:
-      list = &t.fetch;
+      drawn = TimelineSpan::Kind::kFetch;
       break;
     case trace::LOADER_PIN:
-      list = &t.pin;
+      drawn = TimelineSpan::Kind::kPin;
       break;
     case trace::LOADER_RECV:
-      list = &t.recv;
+      drawn = TimelineSpan::Kind::kRecv;
       break;
     default:
       return;
   }
-  const bool boundary = p.root && l.kind() == trace::LOADER_NEXT;
-  if (list->size() >= kMaxKept && !boundary) return;
+  const uint32_t tid = event.packet.tid();
+  Thread& t = p.threads[tid];
   // The span's own clock readings, not the replay's time: a span is written
   // when it ends, after the spans inside it, and the replay's time keeps each
   // file's order (the later of the two), which would move its start.
@@ -302,17 +317,62 @@ void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l)
   s.finish = UsageOf(l.usage_end());
   s.loader_id = l.loader_id();
   s.index = l.index();
-  s.tid = event.packet.tid();
   s.worker_id = l.worker_id();
-  size_t key = SIZE_MAX;
-  if (list->size() < kMaxKept) {
-    key = list->size();
-    list->push_back(s);
+  {
+    TimelineSpan span;
+    span.kind = drawn;
+    span.process_index = event.process.index();
+    span.tid = tid;
+    span.worker_id = drawn == TimelineSpan::Kind::kFetch ? s.worker_id : -1;
+    span.start_ns = s.start;
+    span.end_ns = s.end;
+    if (drawn_spans_.size() >= kDrawnSpans) {
+      drawn_spans_dropped_end_ = std::max(drawn_spans_dropped_end_, drawn_spans_.front().end_ns);
+      drawn_spans_.pop_front();
+    }
+    drawn_spans_.push_back(span);
   }
-  if (boundary) {
-    // A step boundary for the thread's calls (those inside it came before).
-    t.calls.AddNext(s.start, s.end, s.finish.cpu, key);
-    TakeReleased(t);
+  if (p.worker && l.kind() == trace::LOADER_FETCH) {
+    // Busy per batch: the fetch, plus the CPU it spent handing the previous
+    // batch over (between the two fetches).
+    const uint64_t busy = Gap(s.end, s.start) + Gap(s.begin.cpu, t.fetch_finish_cpu);
+    spans_.AddWorkerFetch(event.process.index(), s, t.fetched_before, busy);
+    t.fetched_before = true;
+    t.fetch_finish_cpu = s.finish.cpu;
+    p.first_fetch = std::min(p.first_fetch, s.start);
+    p.last_fetch = std::max(p.last_fetch, s.start);
+    return;
+  }
+  if (!p.root) return;
+  switch (l.kind()) {
+    case trace::LOADER_NEXT: {
+      ++next_counts_[{tid, s.loader_id}];
+      // Its number on the thread: StepCalls gives its release by it.
+      if (t.recent_nexts.empty()) t.recent_nexts.resize(2 * StepCalls::kPendingKept);
+      const uint64_t key = t.nexts++;
+      t.recent_nexts[key % t.recent_nexts.size()] = {s.start, s.loader_id};
+      spans_.AddNext(tid, s);
+      // A step boundary for the thread's calls (those inside it came before).
+      t.calls.AddNext(s.start, s.end, s.finish.cpu, key);
+      TakeReleased(tid, t);
+      break;
+    }
+    case trace::LOADER_FETCH:
+      spans_.AddFetch(tid, s);
+      break;
+    case trace::LOADER_PIN:
+      ++t.pins;
+      spans_.AddPin(tid, s, t.pinned_before, Gap(s.start, t.pin_start),
+                    Gap(s.begin.cpu, t.pin_cpu));
+      t.pinned_before = true;
+      t.pin_start = s.start;
+      t.pin_cpu = s.begin.cpu;
+      break;
+    case trace::LOADER_RECV:
+      spans_.AddRecv(tid, s);
+      break;
+    default:
+      break;
   }
 }
 
@@ -324,8 +384,8 @@ uint32_t PipelineAnalysis::pin_tid() const {
   uint32_t tid = 0;
   size_t most = 0;
   for (const auto& [t, thread] : root->second.threads) {
-    if (thread.pin.size() > most) {
-      most = thread.pin.size();
+    if (thread.pins > most) {
+      most = thread.pins;
       tid = t;
     }
   }
@@ -348,33 +408,32 @@ std::vector<PipelineAnalysis::TimelineSpan> PipelineAnalysis::TimelineSpans(
     span.end_ns = e;
     out.push_back(span);
   };
+  // The kept spans by thread and kind, each in its order of arrival: `out`
+  // gets them in the order it always did, and the sort below, which is not
+  // stable, orders spans that start and end together as it always did.
+  using K = TimelineSpan::Kind;
+  constexpr K kKinds[] = {K::kFetch, K::kNext, K::kRecv, K::kPin};
+  std::map<std::pair<int, uint32_t>, std::array<std::vector<const TimelineSpan*>, 4>> kept;
+  for (const TimelineSpan& s : drawn_spans_) {
+    const size_t kind = static_cast<size_t>(
+        std::find(std::begin(kKinds), std::end(kKinds), s.kind) - std::begin(kKinds));
+    kept[{s.process_index, s.tid}][kind].push_back(&s);
+  }
   for (const auto& [index, process] : processes_) {
     for (const auto& [tid, thread] : process.threads) {
-      using K = TimelineSpan::Kind;
-      for (const Span& s : thread.fetch) add(K::kFetch, index, tid, s.worker_id, s.start, s.end);
-      for (const Span& s : thread.next) add(K::kNext, index, tid, -1, s.start, s.end);
-      for (const Span& s : thread.recv) add(K::kRecv, index, tid, -1, s.start, s.end);
-      for (const Span& s : thread.pin) add(K::kPin, index, tid, -1, s.start, s.end);
+      auto spans = kept.find({index, tid});
+      if (spans != kept.end())
+        for (const auto& of_kind : spans->second)
+          for (const TimelineSpan* s : of_kind)
+            add(s->kind, index, tid, s->worker_id, s->start_ns, s->end_ns);
       for (const Call& c : thread.calls.Drawn())
         add(c.copy ? K::kCopy : K::kSync, index, tid, -1, c.start, c.end);
     }
   }
   for (const TimelineSpan& s : device_spans_)
     add(s.kind, s.process_index, 0, -1, s.start_ns, s.end_ns);
-  // Kernels are recorded from CUPTI's start until a switch turns them off,
-  // then from a switch that turns them on again (DeviceRecording).
-  uint64_t blind_since = 0;
-  bool blind = false;
-  for (const auto& [time, kernels] : recording_) {
-    if (!kernels && !blind) {
-      blind = true;
-      blind_since = time;
-    } else if (kernels && blind) {
-      blind = false;
-      add(TimelineSpan::Kind::kGpuBlind, root_index_, 0, -1, blind_since, time);
-    }
-  }
-  if (blind) add(TimelineSpan::Kind::kGpuBlind, root_index_, 0, -1, blind_since, end_ns);
+  for (const auto& [from, to] : blind_) add(K::kGpuBlind, root_index_, 0, -1, from, to);
+  if (blind_open_) add(K::kGpuBlind, root_index_, 0, -1, blind_since_, end_ns);
   std::sort(out.begin(), out.end(), [](const TimelineSpan& a, const TimelineSpan& b) {
     return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns < b.end_ns;
   });
@@ -404,48 +463,35 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   auto root_it = processes_.find(root_index_);
   if (root_it == processes_.end()) return;
   Process& root = root_it->second;
-  // Every call in its segment, every __next__ its release.
+  // Every call in its segment, every __next__ its release, then every span,
+  // sample and registration (releases included) in its segment.
   for (auto& [t, thread] : root.threads) {
     thread.calls.Flush();
-    TakeReleased(thread);
+    TakeReleased(t, thread);
     if (thread.calls.drawn_dropped())
       timeline_from_ns_ = std::max(timeline_from_ns_, thread.calls.Drawn().front().start);
   }
+  spans_.Flush();
   if (device_spans_dropped_ && !device_spans_.empty())
     timeline_from_ns_ = std::max(timeline_from_ns_, device_spans_.front().start_ns);
+  timeline_from_ns_ = std::max({timeline_from_ns_, drawn_spans_dropped_end_, blind_dropped_end_});
 
   // The loader the training loop takes from: the most NEXT spans on one
   // thread of the root.
   uint32_t tid = 0;
   uint64_t loader = 0;
-  size_t most = 0;
-  for (auto& [t, thread] : root.threads) {
-    std::map<uint64_t, size_t> by_loader;
-    for (const Span& s : thread.next) ++by_loader[s.loader_id];
-    for (auto [id, n] : by_loader)
-      if (n > most) most = n, tid = t, loader = id;
-  }
-  std::vector<uint64_t> starts;  // step starts on the step thread
-  std::vector<uint64_t> waits;   // starts of the steps whose __next__ waited
-  // Without the hook, from merged segments (a long run): (start, steps).
-  std::vector<std::pair<uint64_t, uint64_t>> weighted;
+  uint64_t most = 0;
+  for (const auto& [key, n] : next_counts_)
+    if (n > most) most = n, tid = key.first, loader = key.second;
+  // The steps, by the segment each starts in (one step a segment until the
+  // segments merge).
+  std::vector<StepGroup> groups;
   if (most >= 3) {
     in.main.timed_by_hook = true;
-    std::vector<Span>& recv = root.threads[tid].recv;
-    std::sort(recv.begin(), recv.end(),
-              [](const Span& a, const Span& b) { return a.start < b.start; });
-    for (const Span& s : root.threads[tid].next) {
-      if (s.loader_id != loader) continue;
-      starts.push_back(s.start);
-      // Off the CPU inside __next__ and outside receiving a batch: the
-      // queue was empty, the thread slept.
-      double off = Diff(s.end, s.start) - Diff(s.finish.cpu, s.begin.cpu);
-      auto r = std::lower_bound(recv.begin(), recv.end(), s.start,
-                                [](const Span& x, uint64_t t) { return x.start < t; });
-      for (; r != recv.end() && r->start < s.end; ++r)
-        off -= Diff(r->end, r->start) - Diff(r->finish.cpu, r->begin.cpu);
-      if (off >= kQueueEmptyWaitNs) waits.push_back(s.start);
-    }
+    for (const StepSpans::Segment& seg : spans_.segments())
+      for (const StepSpans::Steps& e : seg.steps)
+        if (e.tid == tid && e.loader_id == loader && e.count > 0)
+          groups.push_back({seg.start, e.count, e.waits});
   } else {
     // No hook: the steps are the recurring large H2D copies of the root's
     // main thread (at least half the largest).
@@ -454,17 +500,17 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
       if (run.root != nullptr && t != run.root->pid()) continue;
       const uint64_t largest = thread.calls.largest_h2d();
       if (largest < kMinBatchBytes) continue;
-      // A segment merged from several holds several steps (the window is
-      // then chosen at its resolution).
       for (const StepCalls::Segment& seg : thread.calls.segments()) {
         uint64_t count = 0;
         for (const StepCalls::Copies& c : seg.copies)
           if (c.bytes * 2 >= largest) count += c.count;
-        if (count > 0) weighted.emplace_back(seg.start, count);
+        if (count > 0) groups.push_back({seg.start, count, 0});
       }
       tid = t;
     }
   }
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const StepGroup& a, const StepGroup& b) { return a.start < b.start; });
   step_tid_ = tid;
   for (const trace::LoaderEvent& it : iters_) {
     if (it.loader_id() != loader && loader != 0) continue;
@@ -478,81 +524,11 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     l.site = it.site();
     ++l.epochs;
   }
-  if (std::all_of(weighted.begin(), weighted.end(), [](const auto& w) { return w.second == 1; })) {
-    for (const auto& w : weighted) starts.push_back(w.first);
-    weighted.clear();
-  }
   const std::vector<uint64_t> epoch_starts = IterTimes(loader);
   uint64_t steps = 0;
-  if (!weighted.empty()) {
-    // Merged segments: the same window rule over the steps, its edges at
-    // the start of the segment each falls in, its steps those of the
-    // segments inside.
-    std::sort(weighted.begin(), weighted.end());
-    uint64_t total = 0;
-    for (const auto& w : weighted) total += w.second;
-    const uint64_t skip = std::max<uint64_t>(2, total / 8), last = total - 1;
-    if (total < 4 || last <= skip + 1) return;
-    const auto start_of = [&](uint64_t index) {
-      for (const auto& [start, count] : weighted) {
-        if (index < count) return start;
-        index -= count;
-      }
-      return weighted.back().first;
-    };
-    window_ = {start_of(skip), start_of(last)};
-    for (const auto& [start, count] : weighted)
-      if (start >= window_.start_ns && start < window_.end_ns) steps += count;
-    if (steps == 0) return;
-  } else {
-    if (starts.size() < 4) return;
-    std::sort(starts.begin(), starts.end());
-    // Several epochs: the steady window lies inside one, the one with the most
-    // steps (the later of equals). An epoch's start (its workers forked anew,
-    // their first batches) is not the steady step; persistent_workers=True
-    // is the change that times it.
-    if (in.main.timed_by_hook) {
-      const std::vector<uint64_t>& bounds = epoch_starts;
-      if (bounds.size() >= 2) {
-        size_t best_a = 0, best_n = 0;
-        for (size_t e = 0; e < bounds.size(); ++e) {
-          const uint64_t from = bounds[e];
-          const uint64_t to = e + 1 < bounds.size() ? bounds[e + 1] : UINT64_MAX;
-          const size_t a = std::lower_bound(starts.begin(), starts.end(), from) - starts.begin();
-          const size_t b = std::lower_bound(starts.begin(), starts.end(), to) - starts.begin();
-          if (b - a >= best_n) best_n = b - a, best_a = a;
-        }
-        if (best_n >= 4) {
-          starts.erase(starts.begin() + static_cast<std::ptrdiff_t>(best_a + best_n), starts.end());
-          starts.erase(starts.begin(), starts.begin() + static_cast<std::ptrdiff_t>(best_a));
-        }
-      }
-    }
-    // The steady window: without the first steps (workers starting, caches
-    // warming, prefetched batches queued) and the last (the end of the loop).
-    size_t skip = std::max<size_t>(2, starts.size() / 8);
-    size_t last = starts.size() - 1;
-    if (last <= skip + 1) return;
-    // Where the loop waits for batches, the window runs from one step that
-    // found the queue empty to another: the same state at both ends, so the
-    // steps counted are the batches made in between. From an arbitrary step
-    // instead, a backlog queued before it (prefetched batches, a burst of
-    // workers) drains inside the window and the step looks shorter than the
-    // supply can sustain.
-    std::sort(waits.begin(), waits.end());
-    {
-      const auto first = std::lower_bound(waits.begin(), waits.end(), starts[skip]);
-      const auto end = std::upper_bound(waits.begin(), waits.end(), starts[last]);
-      if (first != end) {
-        const size_t a = std::lower_bound(starts.begin(), starts.end(), *first) - starts.begin();
-        const size_t b =
-            std::lower_bound(starts.begin(), starts.end(), *(end - 1)) - starts.begin();
-        if (b >= a + 3 && 2 * (b - a) >= last - skip) skip = a, last = b;
-      }
-    }
-    window_ = {starts[skip], starts[last]};
-    steps = last - skip;
-  }
+  if (!ChooseSteadyWindow(groups, in.main.timed_by_hook ? epoch_starts : std::vector<uint64_t>(),
+                          &window_, &steps))
+    return;
   const double n = static_cast<double>(steps);
   const auto inside = [&](uint64_t t) { return t >= window_.start_ns && t < window_.end_ns; };
   model::MainStep& m = in.main;
@@ -560,100 +536,106 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   m.step_ns = static_cast<double>(window_.length()) / n;
 
   Thread& main = root.threads[tid];
-  // __next__ spans and, inside them, batches made by the main thread.
-  // In order of their starts (the lookups below search them).
-  std::sort(main.next.begin(), main.next.end(),
-            [](const Span& a, const Span& b) { return a.start < b.start; });
-  const Span* first = nullptr;
-  const Span* final = nullptr;
-  for (const Span& s : main.next) {
-    if (s.loader_id != loader || !inside(s.start)) continue;
-    m.next_ns += Diff(s.end, s.start);
-    m.next_cpu_ns += Diff(s.finish.cpu, s.begin.cpu);
-    if (s.finish.cpu > 0) m.usage_recorded = true;  // spans carry the thread's usage
-    if (!first) first = &s;
+  // The step thread's __next__ spans of the loader, the spans inside them
+  // (receiving a batch from a worker; making it with num_workers=0) and
+  // pinscope's registrations, by the segments inside the window. Sums in
+  // integers: the doubles are those of the spans' sums in any order.
+  uint64_t next_ns = 0, next_cpu_ns = 0, release_ns = 0, busy_handover_ns = 0;
+  uint64_t recvs = 0, recv_ns = 0, recv_cpu_ns = 0;
+  uint64_t make_ns = 0, make_cpu_ns = 0, make_sys_ns = 0, make_faults = 0;
+  uint64_t register_ns = 0, unregister_ns = 0;
+  // The thread's CPU time at the first step inside the window and at the
+  // first at or after its end: the steps between are the window's.
+  bool first = false, final = false;
+  uint64_t first_cpu = 0, final_cpu = 0;
+  for (const StepSpans::Segment& seg : spans_.segments()) {
+    if (seg.start >= window_.end_ns && !final) {
+      for (const StepSpans::Steps& e : seg.steps)
+        if (e.tid == tid && e.loader_id == loader && e.count > 0)
+          final = true, final_cpu = e.first_cpu;
+    }
+    if (!inside(seg.start)) continue;
+    for (const StepSpans::Steps& e : seg.steps) {
+      if (e.tid != tid || e.loader_id != loader) continue;
+      next_ns += e.next_ns;
+      next_cpu_ns += e.next_cpu_ns;
+      release_ns += e.release_ns;
+      busy_handover_ns += e.busy_handover_ns;
+      if (e.usage) m.usage_recorded = true;  // spans carry the thread's usage
+      if (!first && e.count > 0) first = true, first_cpu = e.first_cpu;
+    }
+    for (const StepSpans::Sums& s : seg.sums) {
+      if (s.tid != tid) continue;
+      switch (s.kind) {
+        case StepSpans::Kind::kRecv:
+          recvs += s.count;
+          recv_ns += s.wall_ns;
+          recv_cpu_ns += s.cpu_ns;
+          break;
+        case StepSpans::Kind::kFetch:
+          make_ns += s.wall_ns;
+          make_cpu_ns += s.cpu_ns;
+          make_sys_ns += s.sys_ns;
+          make_faults += s.faults;
+          break;
+        case StepSpans::Kind::kRegister:
+          register_ns += s.wall_ns;
+          break;
+        case StepSpans::Kind::kUnregister:
+          unregister_ns += s.wall_ns;
+          break;
+        default:
+          break;
+      }
+    }
   }
-  for (const Span& s : main.next)
-    if (s.loader_id == loader && s.start == window_.end_ns) final = &s;
-  // Receiving batches from the workers (unpickling) inside __next__. The
-  // in-order DataLoader hands batch i of an epoch (__next__'s index) to
-  // worker i mod num_workers; a receive that began while that worker was in
-  // a fetch waited for the worker (its process answers when the fetch lets
-  // go of the GIL), measured per batch rather than assumed from a busy share.
-  std::map<int32_t, std::vector<std::pair<uint64_t, uint64_t>>> fetches_of;  // worker -> spans
-  for (auto& [index, proc] : processes_) {
-    if (!proc.worker) continue;
-    for (auto& [t, thread] : proc.threads)
-      for (const Span& f : thread.fetch)
-        if (f.worker_id >= 0) fetches_of[f.worker_id].push_back({f.start, f.end});
-  }
-  const auto producer_busy = [&](uint64_t index, uint64_t at) {
-    if (in.loader.num_workers <= 0) return false;
-    auto it = fetches_of.find(static_cast<int32_t>(index % in.loader.num_workers));
-    if (it == fetches_of.end()) return false;
-    // The last fetch to start at or before `at` (a worker's fetches do not
-    // overlap).
-    auto f = std::upper_bound(it->second.begin(), it->second.end(), at,
-                              [](uint64_t t, const auto& span) { return t < span.first; });
-    return f != it->second.begin() && at < std::prev(f)->second;
-  };
-  for (auto& [worker, spans] : fetches_of) std::sort(spans.begin(), spans.end());
-  for (const Span& s : main.recv) {
-    if (!inside(s.start)) continue;
-    const double wall = Diff(s.end, s.start), cpu = Diff(s.finish.cpu, s.begin.cpu);
-    m.recv_ns += wall;
-    m.recv_cpu_ns += cpu;
-    m.recv_seen = true;
-    // The __next__ this receive ran in (the last to start before it) gives
-    // the batch's index.
-    auto nx = std::upper_bound(main.next.begin(), main.next.end(), s.start,
-                               [](uint64_t t, const Span& x) { return t < x.start; });
-    if (nx == main.next.begin()) continue;
-    --nx;
-    if (nx->loader_id == loader && s.start < nx->end && producer_busy(nx->index, s.start))
-      m.recv_busy_off_ns += std::max(0.0, wall - cpu);
-  }
+  m.next_ns = static_cast<double>(next_ns);
+  m.next_cpu_ns = static_cast<double>(next_cpu_ns);
+  // Receiving batches from the workers (unpickling) inside __next__; the
+  // part of it that waited for the worker of the batch while that worker
+  // was inside another fetch (step_spans.h): the in-order DataLoader hands
+  // batch i of an epoch (__next__'s index) to worker i mod num_workers, whose
+  // process answers when the fetch lets go of the GIL; measured per batch
+  // rather than assumed from a busy share.
+  m.recv_ns = static_cast<double>(recv_ns);
+  m.recv_cpu_ns = static_cast<double>(recv_cpu_ns);
+  m.recv_seen = recvs > 0;
+  m.recv_busy_off_ns = static_cast<double>(busy_handover_ns);
   // Epoch starts: from each iterator of the loader to its first batch.
   {
     model::LoaderFacts& l = in.loader;
     std::vector<double> cost;
-    uint64_t batches = 0;
-    for (const Span& nx : main.next) batches += nx.loader_id == loader;
+    auto count = next_counts_.find({tid, loader});
+    const uint64_t batches = count == next_counts_.end() ? 0 : count->second;
     for (size_t i = 0; i < iters_.size(); ++i) {
       if (iters_[i].loader_id() != loader) continue;
       const uint64_t t = iter_times_[i];
-      auto nx = std::lower_bound(main.next.begin(), main.next.end(), t,
-                                 [](const Span& x, uint64_t v) { return x.start < v; });
-      while (nx != main.next.end() && nx->loader_id != loader) ++nx;
-      if (nx == main.next.end()) continue;
+      const StepSpans::First* nx = spans_.EpochFirst(i, tid);
+      if (nx == nullptr) continue;
       cost.push_back(Diff(nx->end, t));
       l.epochs_in_window += inside(t) && t != window_.start_ns;
     }
     {
       const std::vector<uint64_t>& from = epoch_starts;
-      if (from.size() >= 2) {
-        uint64_t n = 0, end = 0;
-        for (const Span& nx : main.next)
-          if (nx.loader_id == loader && nx.start >= from[1]) ++n, end = std::max(end, nx.end);
-        if (n > 0 && end > from[1]) l.epoch_step_ns = Diff(end, from[1]) / static_cast<double>(n);
-      }
+      const StepSpans::Totals* later = spans_.totals(tid, loader);
+      if (from.size() >= 2 && later != nullptr && later->after_first_epoch > 0 &&
+          later->after_first_epoch_end > from[1])
+        l.epoch_step_ns = Diff(later->after_first_epoch_end, from[1]) /
+                          static_cast<double>(later->after_first_epoch);
     }
     if (cost.size() >= 3) cost.erase(cost.begin());
     if (!cost.empty()) l.epoch_start_ns = MeanOf(cost);
     if (l.epochs > 0) l.steps_per_epoch = batches / l.epochs;
   }
-  for (const Span& s : main.fetch) {
-    if (!inside(s.start)) continue;
-    m.make_ns += Diff(s.end, s.start);
-    m.make_cpu_ns += Diff(s.finish.cpu, s.begin.cpu);
-    m.make_sys_ns += Diff(s.finish.sys, s.begin.sys);
-    m.make_faults += Diff(s.finish.faults, s.begin.faults);
-  }
-  if (first && final) m.cpu_ns = Diff(final->begin.cpu, first->begin.cpu);
+  // Batches made by the main thread (num_workers=0).
+  m.make_ns = static_cast<double>(make_ns);
+  m.make_cpu_ns = static_cast<double>(make_cpu_ns);
+  m.make_sys_ns = static_cast<double>(make_sys_ns);
+  m.make_faults = static_cast<double>(make_faults);
+  if (first && final) m.cpu_ns = Diff(final_cpu, first_cpu);
   // From each __next__'s return to the step thread's next CUDA call
   // (StepCalls measured it as the calls came).
-  for (const Span& sp : main.next)
-    if (sp.loader_id == loader && inside(sp.start)) m.release_ns += static_cast<double>(sp.release);
+  m.release_ns = static_cast<double>(release_ns);
 
   // Copies and syncs, by the segments inside the window (each starts at a
   // step or between two: the window's calls); the batch copies are the
@@ -729,10 +711,8 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   m.batch_shm = batch_copies && shm * 2 > batch_copies;
   m.batch_fresh_alloc = batch_copies && fresh * 2 > batch_copies;
   in.skipped_budget = skipped;
-  for (auto [t, d] : main.unregister)
-    if (inside(t)) m.pin_unregister_ns += static_cast<double>(d);
-  for (auto [t, d] : main.registers)
-    if (inside(t)) m.pin_register_ns += static_cast<double>(d);
+  m.pin_unregister_ns = static_cast<double>(unregister_ns);
+  m.pin_register_ns = static_cast<double>(register_ns);
   // Per step.
   for (double* v :
        {&m.next_ns,         &m.next_cpu_ns,   &m.make_ns,     &m.make_cpu_ns, &m.make_sys_ns,
@@ -753,37 +733,40 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     m.next_cpu_ns = 0;
   }
 
-  // The workers: every FETCH in a worker of the root inside the window.
+  // The workers: every FETCH in a worker of the root inside the window, by
+  // the segments; their medians from the fetches kept (all of them, or a
+  // uniform sample of a long run's: step_spans.h).
   model::Producers& p = in.producers;
   std::vector<double> fetch, fetch_cpu, faults, busy;
-  int workers_seen = 0;
-  for (auto& [index, proc] : processes_) {
-    if (!proc.worker) continue;
-    bool any = false;
-    for (auto& [t, thread] : proc.threads) {
-      const std::vector<Span>& f = thread.fetch;
-      for (size_t i = 0; i < f.size(); ++i) {
-        if (!inside(f[i].start)) continue;
-        any = true;
-        const double wall = Diff(f[i].end, f[i].start);
-        const double cpu = Diff(f[i].finish.cpu, f[i].begin.cpu);
-        fetch.push_back(wall);
-        fetch_cpu.push_back(cpu);
-        faults.push_back(Diff(f[i].finish.faults, f[i].begin.faults));
-        // Busy per batch: the fetch, plus the CPU it spent handing the
-        // previous batch over (between the two fetches).
-        if (i > 0) {
-          const double between = Diff(f[i].begin.cpu, f[i - 1].finish.cpu);
-          busy.push_back(wall + between);
-        }
-      }
-    }
-    workers_seen += any;
+  std::set<int> seen;
+  for (const StepSpans::Fetch& f : spans_.fetches()) {
+    if (!inside(f.start)) continue;
+    fetch.push_back(static_cast<double>(f.wall_ns));
+    fetch_cpu.push_back(static_cast<double>(f.cpu_ns));
+    faults.push_back(static_cast<double>(f.faults));
+    // Busy per batch: the fetch, plus the CPU it spent handing the previous
+    // batch over (between the two fetches).
+    if (f.busy) busy.push_back(static_cast<double>(f.busy_ns));
+    seen.insert(f.process);
+  }
+  uint64_t batches = 0;
+  for (const StepSpans::Segment& seg : spans_.segments()) {
+    if (!inside(seg.start)) continue;
+    for (const StepSpans::Sums& s : seg.sums)
+      if (s.kind == StepSpans::Kind::kWorkerFetch) batches += s.count;
+  }
+  int workers_seen = static_cast<int>(seen.size());
+  if (spans_.fetches_sampled()) {
+    // A sample may miss a worker: those whose fetches span part of the window.
+    workers_seen = 0;
+    for (const auto& [index, proc] : processes_)
+      workers_seen +=
+          proc.worker && proc.first_fetch < window_.end_ns && proc.last_fetch >= window_.start_ns;
   }
   p.workers = in.loader.hooked ? in.loader.num_workers : workers_seen;
   if (p.workers > 0 && !fetch.empty()) {
     p.timed_by_hook = true;
-    p.batches = fetch.size();
+    p.batches = batches;
     p.fetch_ns = MedianOf(fetch);
     p.fetch_cpu_ns = MedianOf(fetch_cpu);
     p.fetch_faults = MedianOf(faults);
@@ -799,32 +782,38 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   // The pin thread: PIN spans on another thread of the root.
   model::PinThread& pt = in.pin_thread;
   for (auto& [t, thread] : root.threads) {
-    if (t == tid || thread.pin.size() < 3) continue;
-    std::vector<double> wall, cpu, flt, cycle_cpu, cycle;
-    const std::vector<Span>& s = thread.pin;
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (!inside(s[i].start)) continue;
-      wall.push_back(Diff(s[i].end, s[i].start));
-      cpu.push_back(Diff(s[i].finish.cpu, s[i].begin.cpu));
-      flt.push_back(Diff(s[i].finish.faults, s[i].begin.faults));
-      if (i > 0) {
-        cycle_cpu.push_back(Diff(s[i].begin.cpu, s[i - 1].begin.cpu));
-        cycle.push_back(Diff(s[i].start, s[i - 1].start));
+    if (t == tid || thread.pins < 3) continue;
+    StepSpans::Sums pin, cycle, recv;
+    for (const StepSpans::Segment& seg : spans_.segments()) {
+      if (!inside(seg.start)) continue;
+      for (const StepSpans::Sums& s : seg.sums) {
+        if (s.tid != t) continue;
+        StepSpans::Sums* to = s.kind == StepSpans::Kind::kPin     ? &pin
+                              : s.kind == StepSpans::Kind::kCycle ? &cycle
+                              : s.kind == StepSpans::Kind::kRecv  ? &recv
+                                                                  : nullptr;
+        if (to == nullptr) continue;
+        to->count += s.count;
+        to->wall_ns += s.wall_ns;
+        to->cpu_ns += s.cpu_ns;
+        to->faults += s.faults;
       }
     }
-    if (wall.size() < 2) continue;
+    if (pin.count < 2) continue;
+    const double pins = static_cast<double>(pin.count);
     // Its receiving of the workers' batches: off-CPU time per batch.
-    double recv_wait = 0;
-    for (const Span& r : thread.recv)
-      if (inside(r.start)) recv_wait += Diff(r.end, r.start) - Diff(r.finish.cpu, r.begin.cpu);
-    pt.recv_wait_ns = std::max(0.0, recv_wait) / static_cast<double>(wall.size());
+    const double recv_wait = static_cast<double>(recv.wall_ns) - static_cast<double>(recv.cpu_ns);
+    pt.recv_wait_ns = std::max(0.0, recv_wait) / pins;
     pt.present = true;
-    pt.batches = wall.size();
-    pt.pin_ns = MeanOf(wall);
-    pt.pin_cpu_ns = MeanOf(cpu);
-    pt.pin_faults = MeanOf(flt);
-    pt.cycle_cpu_ns = MeanOf(cycle_cpu);
-    pt.cycle_ns = MeanOf(cycle);
+    pt.batches = pin.count;
+    pt.pin_ns = static_cast<double>(pin.wall_ns) / pins;
+    pt.pin_cpu_ns = static_cast<double>(pin.cpu_ns) / pins;
+    pt.pin_faults = static_cast<double>(pin.faults) / pins;
+    // From each batch's pin_memory() start to the next's.
+    if (cycle.count > 0) {
+      pt.cycle_cpu_ns = static_cast<double>(cycle.cpu_ns) / static_cast<double>(cycle.count);
+      pt.cycle_ns = static_cast<double>(cycle.wall_ns) / static_cast<double>(cycle.count);
+    }
     break;
   }
 
@@ -842,9 +831,9 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   }
 
   // The root's other threads' CPU per step (thread samples in the window).
-  for (auto& [t, v] : root.samples) {
+  for (const auto& [t, v] : spans_.samples()) {
     if (t == tid) continue;
-    if (pt.present && root.threads.count(t) && root.threads[t].pin.size() >= 3) continue;
+    if (pt.present && root.threads.count(t) && root.threads[t].pins >= 3) continue;
     uint64_t a = 0, b = 0, ta = 0, tb = 0;
     for (auto [time, cpu] : v) {
       if (time < window_.start_ns) a = cpu, ta = time;

@@ -6,12 +6,18 @@
 // recorded event), the workers' and the pin thread's service times, the
 // GPU's busy time, and pinscope's own pinning work.
 //
-// Memory: the root threads' copies and syncs are folded while the run
-// streams into per-step segments (step_calls.h: bounded, every call of the
-// run counts), and the batch copies' device times into them once joined;
-// the loader spans are kept (capped at kMaxKept each) until Finish, which
-// needs the whole run to choose its steady window; device records stream
-// through one device analysis of the root process.
+// Memory: bounded by the live state, not the run's length; every event of
+// the run counts. The root threads' copies and syncs are folded while the
+// run streams into per-step segments (step_calls.h), and the batch copies'
+// device times into them once joined; the hook's spans, the workers'
+// fetches, pinscope's registrations and the root's thread samples into the
+// segments of the root's step clock (step_spans.h: the same segments as
+// the training thread's calls), with the workers' fetch times exact up to
+// a bound and a uniform sample beyond, for their medians. Finish chooses
+// the steady window from the steps at the segments' resolution
+// (docs/pipeline-model.md, "Memory"). Device records stream through one
+// device analysis of the root process. The HTML timeline draws the last
+// spans, calls and device intervals, as kept (TimelineSpans).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +29,7 @@
 
 #include "analyzer/analyses/device_activity.h"
 #include "analyzer/analyses/step_calls.h"
+#include "analyzer/analyses/step_spans.h"
 #include "analyzer/model/pipeline_model.h"
 #include "analyzer/replay/replay.h"
 
@@ -58,8 +65,6 @@ class PipelineAnalysis : public Analysis {
   // True when the steps are DataLoader.__next__ calls (the hook ran).
   bool hooked() const { return inputs_.main.timed_by_hook; }
 
-  static constexpr size_t kMaxKept = 1 << 20;
-
   // One interval of a thread's (or the GPU's) work, for drawing a timeline
   // (the HTML report): what the analysis kept, nothing re-read.
   struct TimelineSpan {
@@ -84,42 +89,40 @@ class PipelineAnalysis : public Analysis {
   // max_spans of them (the earliest); valid after Finish.
   std::vector<TimelineSpan> TimelineSpans(uint64_t start_ns, uint64_t end_ns,
                                           size_t max_spans) const;
-  // Where the kept copies, syncs and device intervals start for TimelineSpans:
-  // a run with more than it keeps (step_calls.h, kDrawnCalls) draws only its
-  // last ones; 0: all were kept. Valid after Finish.
+  // Where the kept spans, copies, syncs and device intervals start for
+  // TimelineSpans: a run with more than it keeps (kDrawnSpans, step_calls.h's
+  // kDrawnCalls, kDrawnDevice, kDrawnBlind) draws only its last ones; 0: all
+  // were kept. Valid after Finish.
   uint64_t timeline_from_ns() const { return timeline_from_ns_; }
   // The pin thread's tid in the root (the thread with LOADER_PIN spans), 0 if none.
   uint32_t pin_tid() const;
 
  private:
-  struct Usage {
-    uint64_t cpu = 0, sys = 0, faults = 0;
-  };
-  struct Span {
-    uint64_t start = 0, end = 0;
-    Usage begin, finish;
-    uint64_t loader_id = 0, index = 0;
-    uint32_t tid = 0;
-    int32_t worker_id = -1;
-    // __next__: CPU from its return to the thread's next call's entry.
-    uint64_t release = 0;
-  };
+  using Usage = StepSpans::Usage;
+  using Span = StepSpans::Span;
   using Call = StepCalls::Call;
   static Call CallOf(uint64_t start, uint64_t end, const trace::ThreadUsage& enter,
                      const trace::ThreadUsage& exit);
   struct Thread {
-    std::vector<Span> next, fetch, pin, recv;
     StepCalls calls;               // the root's threads only
     uint64_t last_call_start = 0;  // the previous copy or sync's start
-    // (time, duration) of pinscope's unregistrations and registrations on the thread.
-    std::vector<std::pair<uint64_t, uint64_t>> unregister, registers;
+    uint64_t pins = 0;             // LOADER_PIN spans (the pin thread has the most)
+    // The previous pin span (a pin cycle is from one's start to the next's)
+    // and fetch (a worker's busy time includes handing its batch over).
+    bool pinned_before = false, fetched_before = false;
+    uint64_t pin_start = 0, pin_cpu = 0, fetch_finish_cpu = 0;
+    // The last __next__ spans (start, loader) by their number on the
+    // thread (StepCalls' key for their release, which comes at most
+    // kPendingKept spans later), a ring.
+    uint64_t nexts = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> recent_nexts;
   };
   struct Process {
     bool root = false, worker = false;
     std::map<uint32_t, Thread> threads;
-    // ThreadSample: per tid, (time, cpu ns) in order.
-    std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> samples;
     uint64_t start = 0, end = 0;
+    // A worker's first and last fetch start (its share of a long window).
+    uint64_t first_fetch = UINT64_MAX, last_fetch = 0;
   };
 
   Process& Of(const ProcessState& process);
@@ -132,9 +135,9 @@ class PipelineAnalysis : public Analysis {
   device::ProcessDeviceAnalysis& Device();
   static Usage UsageOf(const trace::ThreadUsage& u);
   void BuildInputs(const RunInfo& run);
-  void AddCall(Thread& t, const Call& call);
+  void AddCall(uint32_t tid, Thread& t, const Call& call);
   // The __next__ spans' release times the thread's calls resolved.
-  static void TakeReleased(Thread& t);
+  void TakeReleased(uint32_t tid, Thread& t);
 
   std::unordered_map<int, Process> processes_;
   int root_index_ = -1;
@@ -168,8 +171,21 @@ class PipelineAnalysis : public Analysis {
   static constexpr size_t kDrawnDevice = 1 << 16;
   std::deque<TimelineSpan> device_spans_;
   bool device_spans_dropped_ = false;
-  // The root's DeviceRecording switches: (time, kernels recorded from then).
-  std::vector<std::pair<uint64_t, bool>> recording_;
+  // The hook's spans of every process, the last kDrawnSpans to arrive,
+  // for the timeline; the latest end of those dropped.
+  static constexpr size_t kDrawnSpans = 1 << 15;
+  std::deque<TimelineSpan> drawn_spans_;
+  uint64_t drawn_spans_dropped_end_ = 0;
+  // The root's kernels not recorded (DeviceRecording switches): the last
+  // kDrawnBlind intervals, the one still open, the latest end of those dropped.
+  static constexpr size_t kDrawnBlind = 4096;
+  std::deque<std::pair<uint64_t, uint64_t>> blind_;
+  bool blind_open_ = false;
+  uint64_t blind_since_ = 0, blind_dropped_end_ = 0;
+  // The root's spans, samples and registrations in per-step segments.
+  StepSpans spans_;
+  // __next__ spans per (root thread, loader): the steps are the most of one.
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> next_counts_;
 };
 
 }  // namespace pinscope

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "analyzer/analyses/step_segments.h"
+
 namespace pinscope {
 
 namespace {
@@ -72,35 +74,7 @@ void StepCalls::Merge(Segment& a, const Segment& b) {
 }
 
 void StepCalls::Open(uint64_t start) {
-  const auto absorbs = [&] {
-    const Segment& last = segments_.back();
-    return last.merged > 0 && last.merged < stride_;
-  };
-  if (!segments_.empty() && absorbs()) {
-    ++segments_.back().merged;  // a boundary inside a segment of stride_ boundaries
-    return;
-  }
-  if (segments_.size() >= kSegmentsKept) {
-    // Full: adjacent pairs merged, the oldest first (the segment before
-    // the first boundary stays as it is), and from now on a segment holds
-    // twice as many boundaries: the resolution stays the same over the run.
-    std::deque<Segment> merged;
-    size_t i = 0;
-    if (segments_.front().merged == 0) merged.push_back(std::move(segments_[i++]));
-    for (; i < segments_.size(); i += 2) {
-      merged.push_back(std::move(segments_[i]));
-      if (i + 1 < segments_.size()) Merge(merged.back(), segments_[i + 1]);
-    }
-    segments_.swap(merged);
-    stride_ *= 2;
-    if (absorbs()) {
-      ++segments_.back().merged;
-      return;
-    }
-  }
-  Segment s;
-  s.start = start;
-  segments_.push_back(std::move(s));
+  step_segments::Open(segments_, stride_, kSegmentsKept, start, Merge);
 }
 
 void StepCalls::Add(const Call& call) {

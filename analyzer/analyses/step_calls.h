@@ -9,13 +9,16 @@
 // start: its sums over the segments inside are the sums over the calls
 // inside, exactly, and every call of the run counts.
 //
-// Memory: at most kSegmentsKept segments per thread. When they are full,
-// adjacent segments are merged pairwise and each segment holds twice as
-// many boundaries from then on (stride()): the resolution halves as the
-// run's length doubles, the same over the whole run. The window is then
-// chosen at the segments' resolution: its edges move to a segment's start,
-// by less than one segment, the figures stay exact sums over the steps
-// inside it (docs/pipeline-model.md, "Memory"). The last kDrawnCalls
+// Memory: at most kSegmentsKept segments with boundaries per thread. When
+// they are full, adjacent segments are merged pairwise and each segment
+// holds twice as many boundaries from then on (stride()): the resolution
+// halves as the run's length doubles, the same over the whole run. The
+// rule is step_segments.h's, which the root's step clock (step_spans.h)
+// follows too: a training thread's calls and the root's spans then have
+// the same segments. The window is then chosen at the segments'
+// resolution: its edges move to a segment's start, by less than one
+// segment, the figures stay exact sums over the steps inside it
+// (docs/pipeline-model.md, "Memory"). The last kDrawnCalls
 // calls are kept as they are for the HTML timeline, and the newest of them
 // (at most kBufferedCalls) wait there until the thread's next __next__ span
 // arrives: a span is written when it ends, after the calls inside it.

@@ -5,9 +5,9 @@
 // `pinscope report`'s replay of it in a fresh process: events per second of
 // CPU time on one core, and peak RSS (getrusage ru_maxrss).
 //
-//   replay_bench [--events N,N,...] [--dir DIR] [--keep] [--no-shm | --copies | --dense]
+//   replay_bench [--events N,N,...] [--dir DIR] [--keep] [--no-shm | --copies | --dense | --hooked]
 //                                                         generate + replay each N
-//   replay_bench [--no-shm | --copies | --dense] generate DIR N     write the run only
+//   replay_bench [--no-shm | --copies | --dense | --hooked] generate DIR N   write the run only
 //   replay_bench replay DIR                               replay one run, print numbers
 //
 // Not a test: numbers depend on the machine. Packets are framed as the shim
@@ -61,6 +61,13 @@ bool g_shm = true;
 // copy and a sync (half the events are copies): what grows with the number
 // of copies (docs/benchmarks.md, "Report memory against copies").
 bool g_copies = false;
+// --hooked: a job with pinscope's Python hook, a step every 5 events: per
+// step the root's __next__ span with the batch's receive inside it, an H2D
+// copy and a sync; each worker's fetch span per batch it makes; the root's
+// threads sampled every 100 steps. What the step model keeps per hooked
+// step shows (docs/benchmarks.md, "Report memory against hooked steps").
+bool g_hooked = false;
+constexpr uint64_t kLoaderId = 0x7f00aa00;
 
 // Streams one process file: the shim's framing, a reused buffer.
 class FileWriter {
@@ -132,6 +139,21 @@ uint64_t WriteWorker(const std::string& dir, int w, uint64_t batches, uint64_t s
   for (uint64_t k = 0; k < batches; ++k) {
     const uint64_t batch = k * kWorkers + static_cast<uint64_t>(w);
     const uint64_t start = kT0 + kMs + k * cycle_ns;
+    if (g_hooked) {
+      // The batch's fetch, most of the worker's cycle (written when it ends).
+      TracePacket fetch;
+      fetch.set_timestamp_ns(start);
+      fetch.set_tid(pid);
+      trace::LoaderEvent* l = fetch.mutable_loader();
+      l->set_kind(trace::LOADER_FETCH);
+      l->set_index(batch);
+      l->set_worker_id(w);
+      l->set_end_ns(start + cycle_ns - kMs - (batch % 7) * 1000);
+      l->mutable_usage_begin()->set_cpu_ns(k * (cycle_ns - kMs));
+      l->mutable_usage_end()->set_cpu_ns(k * (cycle_ns - kMs) + cycle_ns - 2 * kMs);
+      out.Write(fetch);
+      continue;
+    }
     const uint64_t tick = cycle_ns / (2 * g_sample_allocs + 16);
     uint64_t t = start;
     for (int i = 0; i < g_sample_allocs; ++i) {
@@ -191,6 +213,19 @@ uint64_t WriteRoot(const std::string& dir, uint64_t steps, uint64_t step_ns) {
   WriteHeader(out, kRootPid, true);
   TracePacket copy, sync, shm, alloc, free_packet;
   uint64_t call_id = 0;
+  if (g_hooked) {
+    TracePacket iter;
+    iter.set_timestamp_ns(kT0 + kMs / 2);
+    iter.set_tid(kRootPid);
+    trace::LoaderEvent* l = iter.mutable_loader();
+    l->set_kind(trace::LOADER_ITER);
+    l->set_loader_id(kLoaderId);
+    l->set_num_workers(kWorkers);
+    l->set_prefetch_factor(2);
+    l->set_batch_size(64);
+    l->set_site("train.py:40");
+    out.Write(iter);
+  }
   for (uint64_t k = 0; k < steps; ++k) {
     // The batch is ready one worker cycle after its worker started it.
     const uint64_t start = kT0 + kMs + (k + kWorkers) * step_ns;
@@ -244,6 +279,43 @@ uint64_t WriteRoot(const std::string& dir, uint64_t steps, uint64_t step_ns) {
       sync.mutable_sync()->set_call_id(++call_id);
       out.Write(sync);
     };
+    if (g_hooked) {
+      // Written as they end: the receive, the __next__ around it; then the
+      // batch's copy and a sync.
+      const uint64_t cpu = k * 4 * kMs;
+      TracePacket loader;
+      const auto span = [&](trace::LoaderEventKind kind, uint64_t from, uint64_t to,
+                            uint64_t cpu_from, uint64_t cpu_to) {
+        loader.Clear();
+        loader.set_timestamp_ns(from);
+        loader.set_tid(kRootPid);
+        trace::LoaderEvent* l = loader.mutable_loader();
+        l->set_kind(kind);
+        l->set_loader_id(kLoaderId);
+        l->set_index(k);
+        l->set_end_ns(to);
+        l->mutable_usage_begin()->set_cpu_ns(cpu_from);
+        l->mutable_usage_end()->set_cpu_ns(cpu_to);
+        out.Write(loader);
+      };
+      span(trace::LOADER_RECV, start + kMs / 2, start + 2 * kMs, cpu + kMs / 4, cpu + kMs);
+      span(trace::LOADER_NEXT, start, start + 3 * kMs, cpu, cpu + 2 * kMs);
+      t = start + 3 * kMs;
+      copy_event(trace::H2D, kBatchBytes, map_address, kMs);
+      sync_event();
+      if (k % 100 == 0) {
+        TracePacket sample;
+        sample.set_timestamp_ns(t + tick);
+        sample.set_tid(kRootPid + 1000);
+        for (uint32_t i = 0; i < 4; ++i) {
+          trace::ThreadSample::Entry* e = sample.mutable_thread_sample()->add_threads();
+          e->set_tid(i == 0 ? kRootPid : kRootPid + 1000 + i);
+          e->set_cpu_ns(i == 0 ? cpu : k * (i + 1) * kMs / 10);
+        }
+        out.Write(sample);
+      }
+      continue;
+    }
     if (g_copies) {
       copy_event(trace::H2D, kBatchBytes, map_address, kMs);
       sync_event();
@@ -291,7 +363,9 @@ uint64_t Generate(const std::string& dir, uint64_t events) {
   const uint64_t worker_per_batch = 2 * g_sample_allocs + 6;
   const uint64_t per_step_mix = root_per_step + worker_per_batch;
   std::filesystem::create_directories(dir);
-  const uint64_t per_step = g_copies ? 4 : per_step_mix - (g_shm ? 0 : 9);
+  // --hooked: the root's 4 and a quarter of a worker's (one batch a step
+  // between 4 workers), and a sample every 100 steps.
+  const uint64_t per_step = g_copies ? 4 : g_hooked ? 5 : per_step_mix - (g_shm ? 0 : 9);
   const uint64_t steps = (events + per_step - 1) / per_step;
   const uint64_t step_ns = 10 * kMs;
   uint64_t written = WriteRoot(dir, steps, step_ns);
@@ -353,10 +427,12 @@ int Replay(const std::string& dir) {
   std::printf("events=%" PRIu64
               " cpu_s=%.2f wall_s=%.2f events_per_cpu_s=%.0f maxrss_kib=%ld "
               "rss_anon_kib=%ld rss_file_kib=%ld heap_in_use_kib=%zu heap_arena_kib=%zu "
-              "copies=%" PRIu64 " verdict=%s\n",
+              "copies=%" PRIu64 " steps=%" PRIu64 " step_ms=%.3f hooked=%d verdict=%s\n",
               events, cpu, wall, events / cpu, after.ru_maxrss, rss_anon, rss_file,
               heap.uordblks / 1024, (heap.arena + heap.hblkhd) / 1024,
-              report.copies().total().count, report.verdict().id.c_str());
+              report.copies().total().count, report.model_inputs().main.steps,
+              report.model_inputs().main.step_ns / 1e6, report.model_inputs().main.timed_by_hook,
+              report.verdict().id.c_str());
   return 0;
 }
 
@@ -376,11 +452,13 @@ int ReplayChild(const std::string& self, const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 &&
-      (std::strcmp(argv[1], "--no-shm") == 0 || std::strcmp(argv[1], "--copies") == 0 ||
-       std::strcmp(argv[1], "--dense") == 0)) {  // also before generate
+  if (argc >= 2 && (std::strcmp(argv[1], "--no-shm") == 0 ||
+                    std::strcmp(argv[1], "--copies") == 0 || std::strcmp(argv[1], "--dense") == 0 ||
+                    std::strcmp(argv[1], "--hooked") == 0)) {  // also before generate
     if (std::strcmp(argv[1], "--copies") == 0) {
       g_copies = true;
+    } else if (std::strcmp(argv[1], "--hooked") == 0) {
+      g_hooked = true;
     } else if (std::strcmp(argv[1], "--dense") == 0) {
       g_sample_allocs = 8;
       g_host_allocs = 2;
@@ -415,13 +493,15 @@ int main(int argc, char** argv) {
       g_shm = false;
     } else if (std::strcmp(argv[i], "--copies") == 0) {
       g_copies = true;
+    } else if (std::strcmp(argv[i], "--hooked") == 0) {
+      g_hooked = true;
     } else if (std::strcmp(argv[i], "--dense") == 0) {
       g_sample_allocs = 8;
       g_host_allocs = 2;
     } else {
       std::fprintf(stderr,
                    "usage: replay_bench [--events N,N,...] [--dir DIR] [--keep] [--no-shm | "
-                   "--copies | --dense]\n"
+                   "--copies | --dense | --hooked]\n"
                    "       replay_bench generate DIR N | replay_bench replay DIR\n");
       return 2;
     }

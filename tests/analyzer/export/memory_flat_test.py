@@ -3,17 +3,19 @@
 
 Writes synthetic runs of 0.5 M and 2 M events with tools/bench/replay_bench
 (the DataLoader mix; `--dense`, the same mix with a step and a /dev/shm
-segment every 34 events instead of 864; `--copies`: half the events
-copies), then measures the peak RSS (the child's ru_maxrss) of
-`replay_bench replay` (the report's replay, every analysis, the text
-report) and of `pinscope export --perfetto` on each. Four times the events
-may add only a few MiB, and only what is known to grow: in the report, the
-batch loop's copies (analyzer/analyses/batch_copies.h: one per step, 24
-bytes, and Finish's lists, as they are up to 65,536, a bounded sample
-beyond); in the export, nothing. Anything else kept per step or per event (the
-step model's calls, which it kept up to 2^20 before they were folded per
-step: 16 MiB more at 2 M `--dense` events; the export's record of every
-shm segment: 4.5 MiB more) adds more than the slack and fails. RSS is not
+segment every 34 events instead of 864; `--copies`: half the events copies;
+`--hooked`: a job with pinscope's Python hook, a step every 5 events), then
+measures the peak RSS (the child's ru_maxrss) of `replay_bench replay` (the
+report's replay, every analysis, the text report) and of `pinscope export
+--perfetto` on each. Four times the events may add only a few MiB, and only
+what is known to grow: in the report, the batch loop's copies
+(analyzer/analyses/batch_copies.h: one per step, 24 bytes, and Finish's
+lists, as they are up to 65,536, a bounded sample beyond); in the export,
+nothing. Anything else kept per step or per event (the step model's calls,
+which it kept up to 2^20 before they were folded per step: 16 MiB more at
+2 M `--dense` events; its loader spans, kept up to 2^20 a kind before
+they were folded too: 108 MiB more from 100,000 to 400,000 `--hooked`
+steps; the export's record of every shm segment: 4.5 MiB more) adds more than the slack and fails. RSS is not
 timing: the bounds do not depend on the machine's speed or load.
 
 usage: memory_flat_test.py REPLAY_BENCH PINSCOPE WORKDIR
@@ -55,14 +57,14 @@ def main():
         # vector's doubling up to 48 B, and Finish's intervals, copy times
         # and scratch list: 24 B more), up to 65,536 of them (then a sample
         # of that size): one per step, a step every 4 events with --copies
-        # (an H2D batch copy, a sync, a D2H copy, a sync), 34 with --dense,
-        # 864 in the mix.
+        # (an H2D batch copy, a sync, a D2H copy, a sync), 5 with --hooked,
+        # 34 with --dense, 864 in the mix.
         def batches_kib(events_per_step):
             def kept(events):
                 return min(events // events_per_step, 1 << 16)
             return (kept(2000000) - kept(500000)) * 72 // 1024
         cases = [("mix", [], batches_kib(864)), ("dense", ["--dense"], batches_kib(34)),
-                 ("copies", ["--copies"], batches_kib(4))]
+                 ("copies", ["--copies"], batches_kib(4)), ("hooked", ["--hooked"], batches_kib(5))]
         # Anything else: less than 3 bytes per event more in the report, 1.4
         # in the export.
         slack_kib = {"report": 4 * 1024, "export": 2 * 1024}

@@ -1,0 +1,398 @@
+// The step model's loader spans, samples and registrations streamed
+// (analyzer/analyses/step_spans.h): folded into the root's per-step
+// segments in the order of their starts, whatever order they arrive in,
+// bounded, every span of the run counted; and a hooked run longer than the
+// 2^20 __next__ spans the model kept before chooses its steady window from
+// all of its steps.
+#include "analyzer/analyses/step_spans.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "analyzer/analyses/pipeline_analysis.h"
+#include "analyzer/read/run_loader.h"
+#include "analyzer/replay/replay.h"
+#include "trace_builder.h"
+
+namespace pinscope {
+namespace {
+
+using testing::kMiBytes;
+using testing::kMs;
+constexpr uint64_t kUs = 1000;
+
+StepSpans::Span SpanOf(uint64_t start, uint64_t end, uint64_t cpu_begin, uint64_t cpu_end,
+                       uint64_t loader = 0, uint64_t index = 0, int32_t worker = -1) {
+  StepSpans::Span s;
+  s.start = start;
+  s.end = end;
+  s.begin.cpu = cpu_begin;
+  s.finish.cpu = cpu_end;
+  s.loader_id = loader;
+  s.index = index;
+  s.worker_id = worker;
+  return s;
+}
+
+// A __next__ arrives after the receive inside it and after the worker's
+// fetch that started before the receive (each is written when it ends):
+// folded in the order of their starts, the receive is inside that __next__
+// (its off-CPU time is no empty queue) and the worker was busy with the
+// next batch when it was asked (a hand-over wait).
+TEST(StepSpansTest, SpansInsideANextArriveBeforeIt) {
+  StepSpans spans;
+  spans.AddIter(7, 10, 1);
+  // Step 1: __next__ [1000, 5000), 2,500 ns off the CPU, 2,000 of them
+  // receiving; worker 0 started its next fetch at 1500.
+  spans.AddRecv(100, SpanOf(2000, 4500, 50, 550));
+  spans.AddWorkerFetch(1, SpanOf(1500, 9000, 0, 100, 0, 1, 0), false, 0);
+  spans.AddNext(100, SpanOf(1000, 5000, 0, 1500, 7, 0));
+  // Step 2: __next__ [10000, 3010000) asleep for 3 ms: the queue was empty.
+  spans.AddNext(100, SpanOf(10000, 3010000, 2000, 2000, 7, 1));
+  spans.Flush();
+  const auto& segments = spans.segments();
+  ASSERT_EQ(segments.size(), 2u);
+  ASSERT_EQ(segments[0].steps.size(), 1u);
+  const StepSpans::Steps& first = segments[0].steps[0];
+  EXPECT_EQ(first.count, 1u);
+  EXPECT_EQ(first.waits, 0u);  // 4,000 - 1,500 - (2,500 - 500) < 1 ms
+  EXPECT_EQ(first.next_ns, 4000u);
+  EXPECT_EQ(first.next_cpu_ns, 1500u);
+  EXPECT_EQ(first.busy_handover_ns, 2000u);  // the receive's off-CPU time
+  EXPECT_EQ(segments[1].steps[0].waits, 1u);
+  EXPECT_EQ(segments[1].steps[0].busy_handover_ns, 0u);
+  const StepSpans::First* epoch = spans.EpochFirst(0, 100);
+  ASSERT_NE(epoch, nullptr);
+  EXPECT_EQ(epoch->start, 1000u);
+  EXPECT_EQ(epoch->end, 5000u);
+}
+
+// Samples through merges: per thread at most two a segment, and at every
+// segment start the thread's CPU time before it and at it are the full
+// list's.
+TEST(StepSpansTest, SamplesGiveTheCpuAtEverySegmentStart) {
+  StepSpans spans;
+  std::vector<std::pair<uint64_t, uint64_t>> all;
+  constexpr uint64_t kBoundaries = 3 * StepSpans::kSegmentsKept;
+  for (uint64_t b = 0; b < kBoundaries; ++b) {
+    const uint64_t t = 1000000 + b * 1000;
+    spans.AddBoundary(t);
+    // Three samples a boundary, one of them at it every fifth.
+    for (uint64_t at : {t + (b % 5 == 0 ? 0 : 100), t + 400, t + 700}) {
+      spans.AddSample(42, at, at * 3);
+      all.push_back({at, at * 3});
+    }
+  }
+  spans.Flush();
+  EXPECT_EQ(spans.stride(), 4u);
+  const auto& kept = spans.samples().at(42);
+  EXPECT_LE(kept.size(), 2 * spans.segments().size());
+  const auto last_before = [](const auto& v, uint64_t t, bool at) {
+    uint64_t cpu = 0;
+    for (auto [time, c] : v)
+      if (time < t || (at && time == t)) cpu = c;
+    return cpu;
+  };
+  for (const StepSpans::Segment& s : spans.segments()) {
+    EXPECT_EQ(last_before(kept, s.start, false), last_before(all, s.start, false)) << s.start;
+    EXPECT_EQ(last_before(kept, s.start, true), last_before(all, s.start, true)) << s.start;
+  }
+}
+
+// More fetches than kept exactly: a uniform sample, the same on every run.
+TEST(StepSpansTest, FetchTimesAreSampledPastTheBound) {
+  StepSpans spans;
+  constexpr uint64_t kFetches = 5 * StepSpans::kFetchesExact;
+  for (uint64_t k = 0; k < kFetches; ++k)
+    spans.AddWorkerFetch(1, SpanOf(k * 100, k * 100 + 50 + k, 0, 10), k > 0, 60);
+  spans.Flush();
+  EXPECT_TRUE(spans.fetches_sampled());
+  const auto& f = spans.fetches();
+  EXPECT_GT(f.size(), StepSpans::kFetchesExact / 3);  // about half of it
+  EXPECT_LT(f.size(), StepSpans::kFetchesExact);
+  // Uniform over the run: the sample's median is within 1.5% of the
+  // run's middle (3 standard errors of about 16,384 values: 1.2%).
+  std::vector<uint64_t> walls;
+  for (const auto& x : f) walls.push_back(x.wall_ns - 50);
+  std::nth_element(walls.begin(), walls.begin() + walls.size() / 2, walls.end());
+  EXPECT_NEAR(static_cast<double>(walls[walls.size() / 2]), kFetches / 2.0, 0.015 * kFetches);
+}
+
+// Streams one process file, as the shim frames it.
+class FileStream {
+ public:
+  FileStream(const std::string& path, const testing::TraceBuilder& header)
+      : file_(std::fopen(path.c_str(), "wb")) {
+    buffer_ = header.Bytes();
+  }
+  ~FileStream() {
+    std::fwrite(buffer_.data(), 1, buffer_.size(), file_);
+    std::fclose(file_);
+  }
+  bool ok() const { return file_ != nullptr; }
+  void Put(const trace::TracePacket& p) {
+    buffer_ += testing::FramePacket(p);
+    if (buffer_.size() > (1 << 20)) {
+      std::fwrite(buffer_.data(), 1, buffer_.size(), file_);
+      buffer_.clear();
+    }
+  }
+
+ private:
+  std::FILE* file_;
+  std::string buffer_;
+};
+
+void SetUsage(trace::ThreadUsage* u, uint64_t cpu, uint64_t faults = 0) {
+  u->set_cpu_ns(cpu);
+  u->set_minor_faults(faults);
+}
+
+// A hooked run of 1.3 M steps in two epochs (a new worker process each,
+// num_workers=1): 600,000 steps of 20 ms, then 700,000 of 10 ms. The
+// steady window lies in the epoch with the most steps, the second, which
+// runs past step 2^20 = 1,048,576: before, the model kept the first 2^20
+// __next__ spans, saw 448,576 steps of the second epoch, chose the first
+// and its 20 ms step. Per step the root's main thread takes the batch in
+// __next__ (receiving it from the worker, busy with the next batch then),
+// copies it (8 MiB H2D, the step's first CUDA call: its release), and a
+// second thread's CPU time is sampled every 1,000 steps; the worker makes
+// each batch in a fetch whose time grows by 1 ns a batch in the second
+// epoch (its median is the window's middle batch's).
+TEST(StepSpansTest, HookedRunPastTheOldCapChoosesItsWindowFromEveryStep) {
+  constexpr uint64_t kEpoch1 = 600000, kSteps = 1300000;
+  constexpr uint64_t kT0 = 1000 * 1000 * kMs, kLoader = 7;
+  const auto step_of = [](uint64_t k) { return k < kEpoch1 ? 20 * kMs : 10 * kMs; };
+  const auto start_of = [](uint64_t k) {
+    return k < kEpoch1 ? kT0 + 100 * kMs + k * 20 * kMs
+                       : kT0 + 100 * kMs + kEpoch1 * 20 * kMs + 50 * kMs + (k - kEpoch1) * 10 * kMs;
+  };
+  const auto next_wall = [](uint64_t k) { return k < kEpoch1 ? 5 * kMs : 3 * kMs; };
+  const auto fetch_start = [&](uint64_t k) { return start_of(k) - step_of(k) + kMs / 2; };
+  const auto fetch_wall = [](uint64_t k) {
+    return k < kEpoch1 ? 15 * kMs : 5 * kMs + (k - kEpoch1);
+  };
+  const auto fetch_cpu = [](uint64_t k) { return (k < kEpoch1 ? k : k - kEpoch1) * 10 * kMs; };
+  const uint64_t iter1 = kT0 + 50 * kMs, iter2 = start_of(kEpoch1) - 30 * kMs;
+  const auto sample_cpu = [](uint64_t k) { return k * 3 * kUs + (k / 7000) * 11 * kUs; };
+  const std::string dir = testing::MakeTempDir("step_spans_long");
+  {
+    testing::TraceBuilder root(100, "step-spans-long", kT0);
+    testing::SetHostFacts(&root.header(), 0, 0);
+    FileStream out(dir + "/100.pstrace", root);
+    ASSERT_TRUE(out.ok());
+    trace::TracePacket p;
+    const auto iter = [&](uint64_t t, uint64_t epoch) {
+      p.Clear();
+      p.set_timestamp_ns(t);
+      p.set_tid(100);
+      trace::LoaderEvent* l = p.mutable_loader();
+      l->set_kind(trace::LOADER_ITER);
+      l->set_loader_id(kLoader);
+      l->set_index(epoch);
+      l->set_num_workers(1);
+      l->set_batch_size(32);
+      out.Put(p);
+    };
+    uint64_t call_id = 0;
+    iter(iter1, 0);
+    for (uint64_t k = 0; k < kSteps; ++k) {
+      if (k == kEpoch1) iter(iter2, 1);
+      const uint64_t s = start_of(k), cpu = k * 2 * kMs;
+      // Written as they end: the receive, the __next__ around it, the copy.
+      p.Clear();
+      p.set_timestamp_ns(s + kMs);
+      p.set_tid(100);
+      trace::LoaderEvent* l = p.mutable_loader();
+      l->set_kind(trace::LOADER_RECV);
+      l->set_loader_id(kLoader);
+      l->set_end_ns(s + 3 * kMs);
+      SetUsage(l->mutable_usage_begin(), cpu + 200 * kUs);
+      SetUsage(l->mutable_usage_end(), cpu + 700 * kUs);
+      out.Put(p);
+      p.Clear();
+      p.set_timestamp_ns(s);
+      p.set_tid(100);
+      l = p.mutable_loader();
+      l->set_kind(trace::LOADER_NEXT);
+      l->set_loader_id(kLoader);
+      l->set_index(k < kEpoch1 ? k : k - kEpoch1);
+      l->set_end_ns(s + next_wall(k));
+      SetUsage(l->mutable_usage_begin(), cpu);
+      SetUsage(l->mutable_usage_end(), cpu + kMs);
+      out.Put(p);
+      p.Clear();
+      p.set_timestamp_ns(s + 4 * kMs);
+      p.set_tid(100);
+      trace::CopyEvent* c = p.mutable_copy();
+      c->set_api(trace::MEMCPY_ASYNC);
+      c->set_direction(trace::H2D);
+      c->set_bytes(8 * kMiBytes);
+      c->set_src_kind(trace::PAGEABLE);
+      c->set_dst_kind(trace::DEVICE);
+      c->set_src_address(0x600000000ull);
+      c->set_dst_address(0x7e0000000000ull);
+      c->set_src_device(-1);
+      c->set_dst_device(0);
+      c->set_end_ns(s + 5 * kMs);
+      c->set_call_id(++call_id);
+      SetUsage(c->mutable_usage_enter(), cpu + 1200 * kUs);
+      SetUsage(c->mutable_usage_exit(), cpu + 1700 * kUs);
+      out.Put(p);
+      if (k % 1000 == 0) {
+        p.Clear();
+        p.set_timestamp_ns(s + 6 * kMs);
+        p.set_tid(160);
+        trace::ThreadSample::Entry* e = p.mutable_thread_sample()->add_threads();
+        e->set_tid(150);
+        e->set_cpu_ns(sample_cpu(k));
+        out.Put(p);
+      }
+    }
+    p.Clear();
+    p.set_timestamp_ns(start_of(kSteps) + kMs);
+    p.set_tid(100);
+    p.mutable_exit()->set_how(trace::ProcessExit::EXIT);
+    out.Put(p);
+  }
+  for (uint32_t pid : {101u, 102u}) {
+    const uint64_t from = pid == 101 ? 0 : kEpoch1, to = pid == 101 ? kEpoch1 : kSteps;
+    testing::TraceBuilder worker(pid, "step-spans-long", pid == 101 ? iter1 + kMs : iter2 + kMs,
+                                 trace::ORIGIN_FORK, 100);
+    FileStream out(dir + "/" + std::to_string(pid) + ".pstrace", worker);
+    ASSERT_TRUE(out.ok());
+    trace::TracePacket p;
+    for (uint64_t k = from; k < to; ++k) {
+      p.Clear();
+      p.set_timestamp_ns(fetch_start(k));
+      p.set_tid(pid);
+      trace::LoaderEvent* l = p.mutable_loader();
+      l->set_kind(trace::LOADER_FETCH);
+      l->set_index(k - from);
+      l->set_worker_id(0);
+      l->set_end_ns(fetch_start(k) + fetch_wall(k));
+      SetUsage(l->mutable_usage_begin(), fetch_cpu(k), 10 * k);
+      SetUsage(l->mutable_usage_end(), fetch_cpu(k) + fetch_wall(k) / 2, 10 * k + 3);
+      out.Put(p);
+    }
+    p.Clear();
+    p.set_timestamp_ns(fetch_start(to - 1) + 20 * kMs);
+    p.set_tid(pid);
+    p.mutable_exit()->set_how(trace::ProcessExit::EXIT);
+    out.Put(p);
+  }
+  RunListing listing;
+  ASSERT_TRUE(ScanRun(dir, &listing).ok());
+  ReplayEngine engine(std::move(listing));
+  PipelineAnalysis pipeline;
+  engine.AddAnalysis(&pipeline);
+  engine.Run();
+  std::filesystem::remove_all(dir);
+
+  // Two possible boundaries a step (the __next__ and the batch copy): 2.6 M
+  // boundaries in at most 8,192 segments of 512, 256 steps each. The second
+  // epoch's steps are those of the segments that start after its iterator:
+  // from step 600,064 (the segment of steps 599,808 to 600,063 starts
+  // before it), 699,936 steps, more than the first's 600,064. The window
+  // runs from its step 699,936 / 8 = 87,492 to its last, each edge at the
+  // start of its segment.
+  constexpr uint64_t kPerSegment = 256, kFrom = 600064;
+  const uint64_t ws = pipeline.window_start_ns(), we = pipeline.window_end_ns();
+  EXPECT_EQ(ws, start_of((kFrom + 87492) / kPerSegment * kPerSegment));
+  EXPECT_EQ(we, start_of((kSteps - 1) / kPerSegment * kPerSegment));
+  EXPECT_GT(ws, start_of(kEpoch1));
+  EXPECT_GT(we, start_of(1048576 + 250000));
+  // The reference: every step, fetch and sample, as they are.
+  uint64_t steps = 0, next_ns = 0;
+  for (uint64_t k = 0; k < kSteps; ++k) {
+    if (start_of(k) < ws || start_of(k) >= we) continue;
+    ++steps;
+    next_ns += next_wall(k);
+  }
+  std::vector<uint64_t> walls, busy;
+  for (uint64_t k = 1; k < kSteps; ++k) {
+    if (fetch_start(k) < ws || fetch_start(k) >= we) continue;
+    walls.push_back(fetch_wall(k));
+    // The fetch, and the CPU since the previous one ended (handing it over).
+    busy.push_back(fetch_wall(k) + fetch_cpu(k) - fetch_cpu(k - 1) - fetch_wall(k - 1) / 2);
+  }
+  const model::Inputs& in = pipeline.inputs();
+  const model::MainStep& m = in.main;
+  EXPECT_TRUE(m.timed_by_hook);
+  EXPECT_EQ(m.steps, steps);
+  EXPECT_EQ(steps,
+            (kSteps - 1) / kPerSegment * kPerSegment - (kFrom + 87492) / kPerSegment * kPerSegment);
+  const double n = static_cast<double>(steps);
+  EXPECT_DOUBLE_EQ(m.step_ns, 10.0 * kMs);  // the first epoch's: 20 ms
+  EXPECT_DOUBLE_EQ(m.next_ns, static_cast<double>(next_ns) / n);
+  EXPECT_DOUBLE_EQ(m.next_ns, 3.0 * kMs);
+  EXPECT_DOUBLE_EQ(m.next_cpu_ns, 1.0 * kMs);
+  EXPECT_DOUBLE_EQ(m.recv_ns, 2.0 * kMs);
+  EXPECT_DOUBLE_EQ(m.recv_cpu_ns, 0.5 * kMs);
+  EXPECT_DOUBLE_EQ(m.recv_busy_off_ns, 1.5 * kMs);  // the worker was making the next batch
+  EXPECT_DOUBLE_EQ(m.release_ns, 200.0 * kUs);
+  EXPECT_DOUBLE_EQ(m.cpu_ns, 2.0 * kMs);
+  EXPECT_DOUBLE_EQ(m.copy_ns, 1.0 * kMs);
+  EXPECT_EQ(m.batch_bytes, 8 * kMiBytes);
+  EXPECT_TRUE(in.loader.hooked);
+  EXPECT_EQ(in.loader.epochs, 2u);
+  EXPECT_EQ(in.loader.steps_per_epoch, kSteps / 2);
+  EXPECT_DOUBLE_EQ(in.loader.epoch_start_ns,
+                   (static_cast<double>(start_of(0) + 5 * kMs - iter1) +
+                    static_cast<double>(start_of(kEpoch1) + 3 * kMs - iter2)) /
+                       2);
+  EXPECT_DOUBLE_EQ(in.loader.epoch_step_ns,
+                   static_cast<double>(start_of(kSteps - 1) + 3 * kMs - iter2) /
+                       static_cast<double>(kSteps - kEpoch1));
+  // The worker: every fetch in the window counted; the medians from a
+  // uniform sample of the run's 1.3 M fetches (at least 16,384, about 47%
+  // of them in the window): the median's rank within 2% of the middle
+  // (3 standard errors: 1.8%), and a fetch is 1 ns longer a batch, the
+  // busy time 0.5 ns.
+  const model::Producers& p = in.producers;
+  EXPECT_TRUE(p.timed_by_hook);
+  EXPECT_EQ(p.workers, 1);
+  EXPECT_EQ(p.batches, walls.size());
+  std::sort(walls.begin(), walls.end());
+  std::sort(busy.begin(), busy.end());
+  const double rank_bound = 0.02 * static_cast<double>(walls.size());
+  EXPECT_NEAR(p.fetch_ns, static_cast<double>(walls[walls.size() / 2]), rank_bound);
+  EXPECT_NEAR(p.cycle_ns, static_cast<double>(busy[busy.size() / 2]), rank_bound / 2 + 1);
+  EXPECT_DOUBLE_EQ(p.fetch_faults, 3);
+  EXPECT_LT(p.fetch_ns, 6.0 * kMs);  // the first epoch's: 15 ms
+  // The other thread's CPU per step, from its samples at the window's edges.
+  uint64_t a = 0, b = 0, ta = 0, tb = 0;
+  for (uint64_t k = 0; k < kSteps; k += 1000) {
+    const uint64_t t = start_of(k) + 6 * kMs;
+    if (t < ws) a = sample_cpu(k), ta = t;
+    if (t <= we) b = sample_cpu(k), tb = t;
+  }
+  EXPECT_DOUBLE_EQ(in.host.other_cpu_ns,
+                   static_cast<double>(b - a) / (static_cast<double>(tb - ta) / m.step_ns));
+
+  // The timeline draws what it kept: the main thread's last 8,192 calls
+  // (a copy a step) and the last 32,768 spans (three a step), so from the
+  // copy of step 1,300,000 - 8,192 on, every __next__ and fetch is there.
+  const uint64_t from = pipeline.timeline_from_ns();
+  EXPECT_EQ(from, start_of(kSteps - 8192) + 4 * kMs);
+  size_t nexts = 0, fetches = 0, want_nexts = 0, want_fetches = 0;
+  for (const auto& span : pipeline.TimelineSpans(from, we, 1 << 20)) {
+    nexts += span.kind == PipelineAnalysis::TimelineSpan::Kind::kNext;
+    fetches += span.kind == PipelineAnalysis::TimelineSpan::Kind::kFetch;
+  }
+  for (uint64_t k = kSteps - 8192; k < kSteps; ++k) {
+    want_nexts += start_of(k) >= from && start_of(k) < we;
+    want_fetches += fetch_start(k) < we && fetch_start(k) + fetch_wall(k) >= from;
+  }
+  EXPECT_EQ(nexts, want_nexts);
+  EXPECT_EQ(fetches, want_fetches);
+}
+
+}  // namespace
+}  // namespace pinscope
