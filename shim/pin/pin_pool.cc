@@ -327,12 +327,21 @@ void* PoolServeMap(uint64_t device, uint64_t inode, size_t len, int prot, int fl
   pthread_mutex_lock(&s.mu);
   if (!s.pool_busy[i] && SlotBlockLocked(*t, i) >= 0 && pool::Serve(*t, i))
     out = reinterpret_cast<void*>(t->slots[i].owner_addr);
+  const bool armed = out && s.pool_armed > 0;
   pthread_mutex_unlock(&s.mu);
   if (!out) pool::Escape(*t, i);
+  // An epoch's first batch came from a slot: the pool grows to the epoch's
+  // batches in flight now (more workers than the last epoch's), not miss by
+  // miss (PoolNoteLoader).
+  if (armed) pool::Grow(len, 0);
   return out;
 }
 
-void PoolNoteMiss(size_t len, int live_batches) {
+void PoolNoteMiss(size_t len, int live_batches) { pool::Grow(len, live_batches); }
+
+namespace pool {
+
+void Grow(size_t len, int live_batches) {
   Table* t = OwnTable();
   if (!t || len < GetConfig().pin_min || !CudaSeen()) return;
   PinState& s = Pins();
@@ -355,10 +364,9 @@ void PoolNoteMiss(size_t len, int live_batches) {
   // A slot whose worker died before the program mapped it never comes back
   // (it escaped; the flusher retires it): not supply (a break out of an
   // epoch leaves the prefetched batches' slots so).
-  int supply = 0, demand = live_batches, sized = 0;
+  int supply = 0, demand = live_batches;
   for (int i = 0; i < pool::kSlots; ++i) {
     Word w = Load(*t, i);
-    if (w.state != pool::kEmpty && t->slots[i].size == len) ++sized;
     if (t->slots[i].size != len) continue;
     if (w.state == pool::kTaken && !(w.flags & pool::kWorkerDone) && !pool::Alive(w.pid)) {
       pool::WorkerDied(*t, i, w.pid);
@@ -372,11 +380,13 @@ void PoolNoteMiss(size_t len, int live_batches) {
   }
   if (t->need_size.load(std::memory_order_relaxed) == len)
     demand = std::max<int>(demand, static_cast<int>(t->need.load(std::memory_order_relaxed)));
-  // The first batch of an epoch the hook announced, of a new size: as many
-  // slots as the epoch keeps batches in flight (PoolNoteLoader).
-  if (s.pool_armed > 0 && sized == 0 && s.pool_hint > demand) {
+  // The first batch of an epoch the hook announced, served or missed: as
+  // many slots as the epoch keeps batches in flight (PoolNoteLoader). Not a
+  // later batch's miss: the last, smaller batch of an epoch is a size of
+  // its own, which the epoch's first batch already disarmed.
+  if (s.pool_armed > 0) {
     --s.pool_armed;
-    demand = s.pool_hint;
+    demand = std::max(demand, s.pool_hint);
   }
   uint64_t room =
       PinBudget() - std::min(PinBudget(), s.pinned_bytes.load(std::memory_order_relaxed));
@@ -400,6 +410,8 @@ void PoolNoteMiss(size_t len, int live_batches) {
   if (asked) pinning::StartPinThread();
 }
 
+}  // namespace pool
+
 void PoolNoteLoader(int num_workers, int prefetch_factor, uint64_t epoch_batches) {
   Table* t = OwnTable();
   if (!t || num_workers <= 0) return;
@@ -411,11 +423,23 @@ void PoolNoteLoader(int num_workers, int prefetch_factor, uint64_t epoch_batches
   pthread_mutex_lock(&s.mu);
   s.pool_hint = hint;
   // One per epoch begun, as many as loaders can run side by side (a zip of
-  // a few); an epoch whose batches never miss (every size has its slots)
-  // leaves its arming to the next new size, which is at worst one size's
-  // extra slots, released when idle.
+  // a few), used by the epoch's first batch mapped (served or missed).
   s.pool_armed = std::min(s.pool_armed + 1, 4);
+  // The pool holds batches of one size only (a training loop's): the new
+  // epoch's are most likely that size too, so its slots are made now,
+  // while the workers make their first batches, rather than at its first
+  // batch (a sweep of worker counts, each a new DataLoader). With slots of
+  // several sizes (a validation loader's besides) the size is not known.
+  uint64_t size = 0;
+  bool one_size = true;
+  for (int i = 0; i < pool::kSlots && one_size; ++i) {
+    Word w = Load(*t, i);
+    if (w.state == pool::kEmpty || w.state == pool::kRetiring) continue;
+    if (size != 0 && t->slots[i].size != size) one_size = false;
+    size = t->slots[i].size;
+  }
   pthread_mutex_unlock(&s.mu);
+  if (one_size && size != 0) pool::Grow(size, 0);
 }
 
 bool PoolRequestsLocked() { return Pins().pool_req_n > 0; }

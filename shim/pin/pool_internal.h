@@ -33,6 +33,12 @@ bool Alive(uint32_t pid);
 uint64_t FreeFds();
 uint64_t FdMargin();
 
+// The owner asks the pin thread for slots of len bytes until the pool
+// covers the batches of that size in flight: live_batches (mapped by the
+// program, not slots), the taken slots, a worker's need, and the hook's
+// hint at an epoch's first batch (pool.h, PoolNoteMiss, PoolNoteLoader).
+void Grow(size_t len, int live_batches);
+
 // The worker's side (pool_worker.cc): its munmap of [p, p+len) ends the
 // mappings of the slots it took there (a partial one escapes the slot); a
 // fork escapes the slots it still maps; a forked child forgets them.

@@ -32,7 +32,8 @@ sleeps S seconds before the end (the pool's idle release); --fd-limit N sets
 the soft RLIMIT_NOFILE to N and keeps every batch (and its fd) alive until
 the loader fails as PyTorch's test_fd_limit_exceeded expects ("fd limit
 error": the RuntimeError that names `ulimit -n`); any other error fails the
-job."""
+job. --workers-later N: the epochs after the first run new DataLoaders with
+N workers."""
 import argparse
 import ctypes
 import mmap
@@ -138,6 +139,8 @@ def main():
     ap.add_argument("--exec-child", action="store_true")
     ap.add_argument("--idle-at-end", type=float, default=0, help="seconds to sleep, loaders gone")
     ap.add_argument("--fd-limit", type=int, default=0, help="soft RLIMIT_NOFILE; every batch kept")
+    ap.add_argument("--workers-later", type=int, default=0,
+                    help="epochs after the first: new DataLoaders with this many workers")
     a = ap.parse_args()
     torch.multiprocessing.set_sharing_strategy(a.strategy)
     helper = None
@@ -160,6 +163,9 @@ def main():
                            (a.fd_limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     try:
         for epoch in range(a.epochs):
+            if epoch == 1 and a.workers_later:
+                loaders = [DataLoader(ds, batch_size=a.batch, num_workers=a.workers_later)
+                           for ds in sets]
             its = [iter(loader) for loader in loaders]
             for b, batches in enumerate(zip(*its)):
                 for l, x in enumerate(batches):

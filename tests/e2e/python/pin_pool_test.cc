@@ -5,6 +5,7 @@
 // intact, and the trace says which batches came from a slot (ShmEvent.pool
 // on the main process's SHM_MAP), how many slots were registered
 // (PinEvent REGISTER "pool") and how many batches were registered one by one.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "pin_loader_fixture.h"
@@ -149,6 +150,25 @@ TEST_F(PinPoolTest, PythonHookSizesThePoolAtTheEpochsFirstMiss) {
   EXPECT_GE(s.served, 6) << Describe(s);
   EXPECT_EQ(registered, s.slots + s.per_batch) << Describe(s);
   EXPECT_TRUE(Steady(s, 1, 3)) << Describe(s);
+}
+
+// An epoch of a new DataLoader with more workers than the last (a sweep of
+// worker counts): the pool, of one size, grows to the new epoch's batches
+// in flight (3 workers: 8 slots) when the epoch begins, while its workers
+// make their first batches, so the whole second epoch comes from slots
+// (growing miss by miss, 2-4 of its batches missed). Slots: 4 in the first
+// epoch (1 worker), 8 after, + 1 for the batch held across the new
+// workers' fork, + 1 at most for a miss.
+TEST_F(PinPoolTest, PythonHookGrowsThePoolWhenAnEpochHasMoreWorkers) {
+  extra_env_.push_back(std::string("PYTHONPATH=") + PINSCOPE_HOOK_DIR);
+  const long registered =
+      RunBoth({"--workers", "1", "--batches", "12", "--epochs", "2", "--workers-later", "3"}, 24);
+  const PoolStats s = Stats();
+  EXPECT_GE(s.slots, 3 * 2 + 2) << Describe(s);
+  EXPECT_LE(s.slots, 3 * 2 + 2 + 2) << Describe(s);
+  EXPECT_EQ(registered, s.slots + s.per_batch) << Describe(s);
+  ASSERT_EQ(s.order.size(), 24u) << Describe(s);
+  EXPECT_LE(std::count(s.order.begin() + 12, s.order.end(), false), 1) << Describe(s);
 }
 
 // ... but never more slots than the epoch has batches (a short validation
