@@ -79,54 +79,43 @@ void StepSpans::AddBoundary(uint64_t start) {
   Push(item);
 }
 
-void StepSpans::AddNext(uint32_t tid, const Span& span) {
+StepSpans::Item StepSpans::ItemOf(ItemKind kind, uint32_t tid, const Span& span) {
   Item item;
-  item.kind = ItemKind::kNext;
+  item.kind = kind;
   item.time = span.start;
   item.end = span.end;
   item.cpu_ns = Diff(span.finish.cpu, span.begin.cpu);
+  item.tid = tid;
+  return item;
+}
+
+void StepSpans::AddNext(uint32_t tid, const Span& span) {
+  Item item = ItemOf(ItemKind::kNext, tid, span);
   item.begin_cpu = span.begin.cpu;
   item.usage = span.finish.cpu > 0;
   item.loader_id = span.loader_id;
   item.index = span.index;
-  item.tid = tid;
   Push(item);
 }
 
 void StepSpans::AddRecv(uint32_t tid, const Span& span) {
-  Item item;
-  item.kind = ItemKind::kRecv;
-  item.time = span.start;
-  item.end = span.end;
-  item.cpu_ns = Diff(span.finish.cpu, span.begin.cpu);
-  item.tid = tid;
-  Push(item);
+  Push(ItemOf(ItemKind::kRecv, tid, span));
 }
 
 void StepSpans::AddFetch(uint32_t tid, const Span& span) {
-  Item item;
-  item.kind = ItemKind::kFetch;
-  item.time = span.start;
-  item.end = span.end;
-  item.cpu_ns = Diff(span.finish.cpu, span.begin.cpu);
+  Item item = ItemOf(ItemKind::kFetch, tid, span);
   item.sys_ns = Diff(span.finish.sys, span.begin.sys);
   item.faults = Diff(span.finish.faults, span.begin.faults);
-  item.tid = tid;
   Push(item);
 }
 
 void StepSpans::AddPin(uint32_t tid, const Span& span, bool cycle, uint64_t cycle_ns,
                        uint64_t cycle_cpu_ns) {
-  Item item;
-  item.kind = ItemKind::kPin;
-  item.time = span.start;
-  item.end = span.end;
-  item.cpu_ns = Diff(span.finish.cpu, span.begin.cpu);
+  Item item = ItemOf(ItemKind::kPin, tid, span);
   item.faults = Diff(span.finish.faults, span.begin.faults);
   item.cycle = cycle;
   item.cycle_ns = cycle_ns;
   item.cycle_cpu_ns = cycle_cpu_ns;
-  item.tid = tid;
   Push(item);
 }
 

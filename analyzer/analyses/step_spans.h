@@ -223,6 +223,8 @@ class StepSpans {
     int32_t num_workers = 0;
   };
 
+  // The fields every span's item has: its kind, interval, thread, CPU time.
+  static Item ItemOf(ItemKind kind, uint32_t tid, const Span& span);
   void Push(const Item& item);
   static bool Before(const Key& a, const Key& b) {
     return a.time != b.time ? a.time < b.time : a.order < b.order;
