@@ -79,6 +79,14 @@ void StepSpans::AddBoundary(uint64_t start) {
   Push(item);
 }
 
+void StepSpans::AddSpan(Sums& x, const Item& item) {
+  ++x.count;
+  x.wall_ns += Diff(item.end, item.time);
+  x.cpu_ns += item.cpu_ns;
+  x.sys_ns += item.sys_ns;
+  x.faults += item.faults;
+}
+
 StepSpans::Item StepSpans::ItemOf(ItemKind kind, uint32_t tid, const Span& span) {
   Item item;
   item.kind = kind;
@@ -285,10 +293,7 @@ void StepSpans::Fold(const Item& item, bool late) {
       break;
     case ItemKind::kRecv: {
       const uint64_t wall = Diff(item.end, item.time);
-      Sums& r = SumsOf(s, item.tid, Kind::kRecv);
-      ++r.count;
-      r.wall_ns += wall;
-      r.cpu_ns += item.cpu_ns;
+      AddSpan(SumsOf(s, item.tid, Kind::kRecv), item);
       auto open = open_.find(item.tid);
       if (late || open == open_.end() || item.time >= open->second.end) break;
       // Inside the thread's __next__: not an empty queue, and a wait for
@@ -299,21 +304,11 @@ void StepSpans::Fold(const Item& item, bool late) {
         StepsOf(s, item.tid, step.loader_id).busy_handover_ns += Diff(wall, item.cpu_ns);
       break;
     }
-    case ItemKind::kFetch: {
-      Sums& f = SumsOf(s, item.tid, Kind::kFetch);
-      ++f.count;
-      f.wall_ns += Diff(item.end, item.time);
-      f.cpu_ns += item.cpu_ns;
-      f.sys_ns += item.sys_ns;
-      f.faults += item.faults;
+    case ItemKind::kFetch:
+      AddSpan(SumsOf(s, item.tid, Kind::kFetch), item);
       break;
-    }
     case ItemKind::kPin: {
-      Sums& p = SumsOf(s, item.tid, Kind::kPin);
-      ++p.count;
-      p.wall_ns += Diff(item.end, item.time);
-      p.cpu_ns += item.cpu_ns;
-      p.faults += item.faults;
+      AddSpan(SumsOf(s, item.tid, Kind::kPin), item);  // a pin item's sys_ns is 0
       if (item.cycle) {
         Sums& c = SumsOf(s, item.tid, Kind::kCycle);
         ++c.count;

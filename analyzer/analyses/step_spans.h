@@ -236,6 +236,8 @@ class StepSpans {
   size_t IndexAt(uint64_t time) const;
   static Steps& StepsOf(Segment& s, uint32_t tid, uint64_t loader_id);
   static Sums& SumsOf(Segment& s, uint32_t tid, Kind kind);
+  // Adds a span's wall, CPU and system time and faults to x.
+  static void AddSpan(Sums& x, const Item& item);
   void FoldNext(const Item& item, Segment& s, bool late);
   void Close(uint32_t tid, const OpenStep& step);
   bool WorkerBusy(uint64_t loader_id, uint64_t index, uint64_t at) const;
