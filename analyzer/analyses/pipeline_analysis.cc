@@ -187,6 +187,15 @@ void PipelineAnalysis::FoldDeviceTimes(uint64_t now) {
 
 void PipelineAnalysis::OnAlloc(const Event& event, const LiveAlloc& alloc) {}
 
+void PipelineAnalysis::OnShm(const ShmContext& context) {
+  if (context.event.process.index() != root_index_ || context.shm.op() != trace::SHM_UNMAP_DONE ||
+      context.shm.end_ns() < context.event.time_ns)
+    return;
+  unmaps_timed_ = true;
+  spans_.AddUnmap(context.event.packet.tid(), context.event.time_ns,
+                  context.shm.end_ns() - context.event.time_ns);
+}
+
 void PipelineAnalysis::OnPin(const Event& event, const trace::PinEvent& pin) {
   if (event.process.index() != root_index_) return;
   if (pin.op() == trace::UNREGISTER || pin.op() == trace::REGISTER)
@@ -543,7 +552,7 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   uint64_t next_ns = 0, next_cpu_ns = 0, release_ns = 0, busy_handover_ns = 0;
   uint64_t recvs = 0, recv_ns = 0, recv_cpu_ns = 0;
   uint64_t make_ns = 0, make_cpu_ns = 0, make_sys_ns = 0, make_faults = 0;
-  uint64_t register_ns = 0, unregister_ns = 0;
+  uint64_t register_ns = 0, unregister_ns = 0, unmap_ns = 0;
   // The thread's CPU time at the first step inside the window and at the
   // first at or after its end: the steps between are the window's.
   bool first = false, final = false;
@@ -583,6 +592,9 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
           break;
         case StepSpans::Kind::kUnregister:
           unregister_ns += s.wall_ns;
+          break;
+        case StepSpans::Kind::kUnmap:
+          unmap_ns += s.wall_ns;
           break;
         default:
           break;
@@ -709,6 +721,12 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   m.batch_pinned = batch_copies && pinned * 2 > batch_copies;
   m.batch_pinscope = batch_copies && pinscope * 2 > batch_copies;
   m.batch_shm = batch_copies && shm * 2 > batch_copies;
+  // A trace that times the program's munmaps (SHM_UNMAP_DONE) gives the
+  // release of shm batches as it is: the step thread's munmaps, where the
+  // kernel frees a batch's pages. The CPU from __next__'s return to the
+  // next call also holds whatever the loop does there first (a CPU
+  // transform of the batch), which is the loop's own work, not the release.
+  if (unmaps_timed_ && m.batch_shm) m.release_ns = static_cast<double>(unmap_ns);
   m.batch_fresh_alloc = batch_copies && fresh * 2 > batch_copies;
   in.skipped_budget = skipped;
   m.pin_unregister_ns = static_cast<double>(unregister_ns);

@@ -45,6 +45,7 @@ class PipelineAnalysis : public Analysis {
   void OnCopy(const CopyContext& copy) override;
   void OnSync(const Event& event, const trace::SyncEvent& sync) override;
   void OnAlloc(const Event& event, const LiveAlloc& alloc) override;
+  void OnShm(const ShmContext& context) override;
   void OnPin(const Event& event, const trace::PinEvent& pin) override;
   void OnDevice(const Event& event, const trace::DeviceActivity& activity) override;
   void OnCorrelation(const Event& event, const trace::ExternalCorrelation& correlation) override;
@@ -153,6 +154,8 @@ class PipelineAnalysis : public Analysis {
   // Takes the joined copies; folds those older than the join's horizon
   // before `now` (all with UINT64_MAX) into their thread's segments.
   void FoldDeviceTimes(uint64_t now);
+  // The root's trace times its munmaps of shm mappings (SHM_UNMAP_DONE).
+  bool unmaps_timed_ = false;
   std::vector<trace::LoaderEvent> iters_;  // the root's LOADER_ITER events
   std::vector<uint64_t> iter_times_;       // and when each was made
   // When each epoch of `loader` began (its LOADER_ITERs), in order.

@@ -175,6 +175,15 @@ void StepSpans::AddRegistration(uint32_t tid, uint64_t time, uint64_t ns, bool u
   Push(item);
 }
 
+void StepSpans::AddUnmap(uint32_t tid, uint64_t time, uint64_t ns) {
+  Item item;
+  item.kind = ItemKind::kUnmap;
+  item.time = time;
+  item.cpu_ns = ns;
+  item.tid = tid;
+  Push(item);
+}
+
 void StepSpans::AddSample(uint32_t tid, uint64_t time, uint64_t cpu_ns) {
   Item item;
   item.kind = ItemKind::kSample;
@@ -321,9 +330,12 @@ void StepSpans::Fold(const Item& item, bool late) {
       StepsOf(s, item.tid, item.loader_id).release_ns += item.cpu_ns;
       break;
     case ItemKind::kRegister:
-    case ItemKind::kUnregister: {
+    case ItemKind::kUnregister:
+    case ItemKind::kUnmap: {
       Sums& r = SumsOf(s, item.tid,
-                       item.kind == ItemKind::kRegister ? Kind::kRegister : Kind::kUnregister);
+                       item.kind == ItemKind::kRegister     ? Kind::kRegister
+                       : item.kind == ItemKind::kUnregister ? Kind::kUnregister
+                                                            : Kind::kUnmap);
       ++r.count;
       r.wall_ns += item.cpu_ns;
       break;

@@ -89,6 +89,7 @@ class StepSpans {
     kCycle,        // from the thread's previous LOADER_PIN start: wall, CPU
     kRegister,     // pinscope's registrations: wall
     kUnregister,   // and unregistrations: wall
+    kUnmap,        // the program's munmap of a recorded shm mapping (SHM_UNMAP_DONE): wall
     kWorkerFetch,  // LOADER_FETCH in a worker process (tid 0): count
   };
   struct Sums {
@@ -148,6 +149,8 @@ class StepSpans {
   void AddRelease(uint32_t tid, uint64_t loader_id, uint64_t start, uint64_t ns);
   // pinscope's (un)registration on a root thread at `time`, `ns` long.
   void AddRegistration(uint32_t tid, uint64_t time, uint64_t ns, bool unregister);
+  // A munmap of a recorded shm mapping on a root thread that took ns.
+  void AddUnmap(uint32_t tid, uint64_t time, uint64_t ns);
   // A root thread's CPU time at `time` (ThreadSample).
   void AddSample(uint32_t tid, uint64_t time, uint64_t cpu_ns);
   // A LOADER_ITER of the root, in order; its index here is its index in
@@ -189,6 +192,7 @@ class StepSpans {
     kRelease,
     kRegister,
     kUnregister,
+    kUnmap,
     kSample,
   };
   // An event waiting to be folded; the fields each kind uses.

@@ -688,6 +688,8 @@ void ReplayEngine::HandleShm(ProcessState& process, const Event& event) {
       }
       break;
     }
+    case trace::SHM_UNMAP_DONE:
+      break;  // the munmap's duration only (PipelineAnalysis): no segment
     case trace::SHM_SIGBUS: {
       if (const ShmMapping* mapping = process.mappings_.Find(shm.address())) {
         segment = mapping->segment;

@@ -16,6 +16,7 @@
 #include "shim/memory/block_registry.h"
 #include "shim/pin/pool.h"
 #include "shim/record/recorder.h"
+#include "shim/record/trace_fields.h"
 #include "shim/stacks/stacks.h"
 
 #ifndef TMPFS_MAGIC
@@ -73,7 +74,8 @@ void Record(uint32_t op, const Identity& id, int fd, uint64_t size, uint64_t off
   r.inode = id.inode;
   r.driver_internal = (id.flags & kFlagDriverInternal) != 0;
   r.pool = id.pool;
-  r.stack_id = CaptureStack(StackSite::kShm);
+  // The end of an unmap is the SHM_UNMAP's call: no stack of its own.
+  r.stack_id = op == fields::kShmUnmapDone ? 0 : CaptureStack(StackSite::kShm);
   r.t_enter = t0;
   r.t_exit = MonoNs();
   RecordShm(r);

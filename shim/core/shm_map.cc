@@ -38,7 +38,7 @@ namespace f = fields;
 // free (MmapSlow).
 constexpr size_t kServeMargin = 64;
 
-bool ForgetRange(uint64_t addr, uint64_t len, uint64_t t0, bool replace) {
+bool ForgetRange(uint64_t addr, uint64_t len, uint64_t t0, bool replace, Identity* recorded) {
   constexpr size_t kCap = 64;
   ShmMapping over[kCap];
   size_t n = Registry().OverlappingMappings(addr, len, over, kCap);
@@ -70,6 +70,7 @@ bool ForgetRange(uint64_t addr, uint64_t len, uint64_t t0, bool replace) {
     id.pool = kept;
     Record(f::kShmUnmap, id, -1, p.size, p.mapping.offset + (p.address - p.mapping.address),
            p.address, 0, 0, 0, t0);
+    if (recorded && recorded->inode == 0) *recorded = id;
   }
   return kept;
 }
@@ -101,7 +102,7 @@ void* MmapSlow(void* addr, size_t length, int prot, int flags, int fd, off_t off
   uint64_t a = reinterpret_cast<uintptr_t>(addr);
   // MAP_FIXED replaces whatever lay there: those mappings end now.
   if ((flags & MAP_FIXED) && Registry().MayOverlapMappings(a, length))
-    ForgetRange(a, length, t0, true);
+    ForgetRange(a, length, t0, true, nullptr);
   Identity id;
   bool shm = fd >= 0 && !(flags & MAP_ANONYMOUS) && IdentifyShm(fd, &id);
   // A pool slot's fd: its batch is the owner's registered mapping already.
@@ -175,9 +176,15 @@ int MunmapSlow(void* addr, size_t length) {
   uint64_t len = (length + page - 1) & ~(page - 1);
   // A pool slot kept by the pool stays mapped: the program's munmap of it
   // is done as far as the program can tell.
-  if (ForgetRange(a, len, t0, false)) return 0;
+  Identity recorded;  // the first mapping recorded as unmapped here
+  if (ForgetRange(a, len, t0, false, &recorded)) return 0;
+  const uint64_t t1 = MonoNs();
   int rc = g_real.munmap(addr, length);
   if (rc < 0) scope.KeepErrno(errno);
+  // How long the call took: the pages freed, when this was the segment's
+  // last mapping (the pipeline model's release of a batch).
+  if (recorded.inode != 0 && rc == 0)
+    Record(f::kShmUnmapDone, recorded, -1, len, 0, a, 0, 0, 0, t1);
   return rc;
 }
 

@@ -152,7 +152,7 @@ enum AllocApi : uint32_t {
 enum ShmOp : uint32_t {
   kShmUnknown = 0, kShmOpen = 1, kShmCreate = 2, kShmUnlink = 3, kMemfdCreate = 4,
   kShmTruncate = 5, kShmFallocate = 6, kShmMap = 7, kShmUnmap = 8, kShmClose = 9,
-  kShmSigbus = 10
+  kShmSigbus = 10, kShmUnmapDone = 11
 };
 enum ExitHow : uint32_t { kHowUnknown = 0, kExit = 1, kUnderscoreExit = 2, kExec = 3, kSignal = 4 };
 enum Severity : uint32_t { kInfo = 0, kWarning = 1, kError = 2 };

@@ -395,4 +395,125 @@ TEST(StepSpansTest, HookedRunPastTheOldCapChoosesItsWindowFromEveryStep) {
 }
 
 }  // namespace
+
+// The release of a worker's shm batch as the trace times it (SHM_UNMAP_DONE,
+// the real munmap of the previous batch: 0.4 ms a step), not the CPU from
+// __next__'s return to the step's first call (3 ms here: the loop's own
+// work on the batch first, then the unmap, then the copy). Without the
+// munmaps' times (an older shim) the release is that CPU, as before.
+TEST(StepSpansTest, ReleaseOfAnShmBatchIsItsMunmapWhenTheTraceTimesIt) {
+  constexpr uint64_t kSteps = 400, kT0 = 1000 * kMs, kLoader = 7, kStep = 10 * kMs;
+  constexpr uint64_t kBatch = 8 * kMiBytes;
+  for (bool timed : {true, false}) {
+    const std::string dir = testing::MakeTempDir("step_spans_release");
+    {
+      testing::TraceBuilder root(100, "step-spans-release", kT0);
+      testing::SetHostFacts(&root.header(), 0, 0);
+      FileStream out(dir + "/100.pstrace", root);
+      ASSERT_TRUE(out.ok());
+      trace::TracePacket p;
+      p.set_timestamp_ns(kT0 + kMs);
+      p.set_tid(100);
+      trace::LoaderEvent* l = p.mutable_loader();
+      l->set_kind(trace::LOADER_ITER);
+      l->set_loader_id(kLoader);
+      l->set_num_workers(2);
+      l->set_batch_size(32);
+      out.Put(p);
+      const auto address = [](uint64_t k) { return 0x7f0000000000ull + (k % 4) * 0x1000000ull; };
+      for (uint64_t k = 0; k < kSteps; ++k) {
+        const uint64_t s = kT0 + 10 * kMs + k * kStep, cpu = k * 5 * kMs;
+        // Inside __next__: the batch's segment mapped (received from a worker).
+        p.Clear();
+        p.set_timestamp_ns(s + kMs / 2);
+        p.set_tid(100);
+        trace::ShmEvent* m = p.mutable_shm();
+        m->set_op(trace::SHM_MAP);
+        m->set_fd(20);
+        m->set_size(kBatch);
+        m->set_address(address(k));
+        m->set_device(40);
+        m->set_inode(1000 + k);
+        m->set_prot(3);
+        m->set_flags(1);
+        m->set_end_ns(s + kMs / 2 + 10 * kUs);
+        out.Put(p);
+        p.Clear();
+        p.set_timestamp_ns(s);
+        p.set_tid(100);
+        l = p.mutable_loader();
+        l->set_kind(trace::LOADER_NEXT);
+        l->set_loader_id(kLoader);
+        l->set_index(k);
+        l->set_end_ns(s + kMs);
+        SetUsage(l->mutable_usage_begin(), cpu);
+        SetUsage(l->mutable_usage_end(), cpu + kMs);
+        out.Put(p);
+        if (k > 0) {
+          // 2.6 ms of the loop's own work, then the previous batch unmapped.
+          p.Clear();
+          p.set_timestamp_ns(s + 3600 * kUs);
+          p.set_tid(100);
+          m = p.mutable_shm();
+          m->set_op(trace::SHM_UNMAP);
+          m->set_size(kBatch);
+          m->set_address(address(k - 1));
+          m->set_device(40);
+          m->set_inode(1000 + k - 1);
+          m->set_end_ns(s + 3600 * kUs + 2 * kUs);
+          out.Put(p);
+          if (timed) {
+            p.Clear();
+            p.set_timestamp_ns(s + 3602 * kUs);
+            p.set_tid(100);
+            m = p.mutable_shm();
+            m->set_op(trace::SHM_UNMAP_DONE);
+            m->set_size(kBatch);
+            m->set_address(address(k - 1));
+            m->set_end_ns(s + 4002 * kUs);
+            out.Put(p);
+          }
+        }
+        p.Clear();
+        p.set_timestamp_ns(s + 4 * kMs);
+        p.set_tid(100);
+        trace::CopyEvent* c = p.mutable_copy();
+        c->set_api(trace::MEMCPY_ASYNC);
+        c->set_direction(trace::H2D);
+        c->set_bytes(kBatch);
+        c->set_src_kind(trace::PAGEABLE);
+        c->set_dst_kind(trace::DEVICE);
+        c->set_src_address(address(k));
+        c->set_dst_address(0x7e0000000000ull);
+        c->set_src_device(-1);
+        c->set_dst_device(0);
+        c->set_end_ns(s + 5 * kMs);
+        c->set_call_id(k + 1);
+        SetUsage(c->mutable_usage_enter(), cpu + 4 * kMs);
+        SetUsage(c->mutable_usage_exit(), cpu + 4500 * kUs);
+        out.Put(p);
+      }
+      p.Clear();
+      p.set_timestamp_ns(kT0 + 20 * kMs + kSteps * kStep);
+      p.set_tid(100);
+      p.mutable_exit()->set_how(trace::ProcessExit::EXIT);
+      out.Put(p);
+    }
+    RunListing listing;
+    ASSERT_TRUE(ScanRun(dir, &listing).ok());
+    ReplayEngine engine(std::move(listing));
+    PipelineAnalysis pipeline;
+    engine.AddAnalysis(&pipeline);
+    engine.Run();
+    std::filesystem::remove_all(dir);
+    const model::MainStep& m = pipeline.inputs().main;
+    EXPECT_TRUE(m.timed_by_hook);
+    EXPECT_TRUE(m.batch_shm) << "timed " << timed;
+    EXPECT_GT(m.steps, 300u);
+    EXPECT_DOUBLE_EQ(m.step_ns, static_cast<double>(kStep));
+    // The CPU from __next__'s return (cpu + 1 ms) to the copy's entry (cpu + 4 ms).
+    EXPECT_DOUBLE_EQ(m.release_ns, timed ? 400.0 * kUs : 3.0 * kMs) << "timed " << timed;
+  }
+}
+
 }  // namespace pinscope

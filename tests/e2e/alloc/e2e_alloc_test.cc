@@ -267,7 +267,7 @@ TEST_F(E2eAlloc, SharedMemoryEvents) {
     std::vector<std::string> expected = Expected(pid, true);
     EXPECT_EQ(Rendered(t.Shm()), expected);
     if (t.header.origin() == trace::ORIGIN_FORK) {
-      EXPECT_EQ(expected.size(), 2u);  // the map of the received fd and its unmap
+      EXPECT_EQ(expected.size(), 3u);  // the map of the received fd, its unmap and the unmap's end
     } else {
       EXPECT_GT(expected.size(), 30u);
     }

@@ -119,8 +119,10 @@ TEST_P(DataLoaderJob, OneTracePerProcessAndEveryBatchSegment) {
       // (the GPU machine, PINSCOPE_TEST_PYTHON) adds posix_fallocate after
       // ftruncate (facts §2).
       if (ops.size() > 2 && ops[2] == trace::SHM_FALLOCATE) ops.erase(ops.begin() + 2);
-      std::vector<trace::ShmOp> want = {trace::SHM_CREATE, trace::SHM_TRUNCATE, trace::SHM_MAP,
-                                        trace::SHM_UNLINK, trace::SHM_CLOSE,    trace::SHM_UNMAP};
+      // The munmap's end (SHM_UNMAP_DONE, its duration) after the unmap.
+      std::vector<trace::ShmOp> want = {trace::SHM_CREATE,    trace::SHM_TRUNCATE, trace::SHM_MAP,
+                                        trace::SHM_UNLINK,    trace::SHM_CLOSE,    trace::SHM_UNMAP,
+                                        trace::SHM_UNMAP_DONE};
       EXPECT_EQ(ops, want);
       EXPECT_TRUE(created.insert(id).second);
     }

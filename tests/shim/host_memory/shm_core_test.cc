@@ -227,9 +227,18 @@ TEST_F(ShmCoreTest, SegmentLifeIsRecorded) {
   e2e::ProcessTrace own = testing::ReadOwnTrace();
   for (const auto* pk : own.Shm())
     if (pk->shm().name() == me) ops.push_back(pk->shm().op());
-  EXPECT_EQ(ops, (std::vector<trace::ShmOp>{trace::SHM_CREATE, trace::SHM_TRUNCATE,
-                                            trace::SHM_FALLOCATE, trace::SHM_MAP, trace::SHM_UNLINK,
-                                            trace::SHM_UNMAP, trace::SHM_CLOSE}));
+  // The munmap's end after the unmap (SHM_UNMAP_DONE: its duration), of
+  // the same mapping, at the same address and page-rounded size.
+  EXPECT_EQ(ops,
+            (std::vector<trace::ShmOp>{trace::SHM_CREATE, trace::SHM_TRUNCATE, trace::SHM_FALLOCATE,
+                                       trace::SHM_MAP, trace::SHM_UNLINK, trace::SHM_UNMAP,
+                                       trace::SHM_UNMAP_DONE, trace::SHM_CLOSE}));
+  for (const auto* pk : own.Shm()) {
+    if (pk->shm().name() != me || pk->shm().op() != trace::SHM_UNMAP_DONE) continue;
+    EXPECT_EQ(pk->shm().address(), reinterpret_cast<uintptr_t>(p));
+    EXPECT_EQ(pk->shm().size(), 2 * kMiB);
+    EXPECT_GE(pk->shm().end_ns(), pk->timestamp_ns());
+  }
 }
 
 TEST_F(ShmCoreTest, OtherFilesAndAnonymousMemoryPassThrough) {

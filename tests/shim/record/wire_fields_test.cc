@@ -333,6 +333,7 @@ ENUM(f::kShmMap, pt::SHM_MAP);
 ENUM(f::kShmUnmap, pt::SHM_UNMAP);
 ENUM(f::kShmClose, pt::SHM_CLOSE);
 ENUM(f::kShmSigbus, pt::SHM_SIGBUS);
+ENUM(f::kShmUnmapDone, pt::SHM_UNMAP_DONE);
 
 ENUM(f::kHowUnknown, pt::ProcessExit::HOW_UNKNOWN);
 ENUM(f::kExit, pt::ProcessExit::EXIT);
@@ -381,7 +382,7 @@ TEST(WireEnums, EveryProtoEnumValueHasAShimConstant) {
       {pt::PinOutcome_descriptor(), f::kPinSkippedCapture},
       {pt::SyncApi_descriptor(), f::kStreamQuery},
       {pt::AllocApi_descriptor(), f::kCudaHostAlloc},
-      {pt::ShmOp_descriptor(), f::kShmSigbus},
+      {pt::ShmOp_descriptor(), f::kShmUnmapDone},
       {pt::ProcessExit::How_descriptor(), f::kSignal},
       {pt::Notice::Severity_descriptor(), f::kError},
       {pt::PinOp_descriptor(), f::kReuse},

@@ -97,6 +97,8 @@ int main(void) {
   /* A hole in the middle of the big mapping. */
   CHECK(munmap(p + MiB, MiB) == 0);
   ExpectShm("SHM_UNMAP", name, -1, MiB, MiB, p + MiB, 0, 0, 0, &st, 0);
+  /* After the real call, its duration: the range and the first piece's identity. */
+  ExpectShm("SHM_UNMAP_DONE", name, -1, MiB, 0, p + MiB, 0, 0, 0, &st, 0);
 
   /* Opening the same object again, with and without O_CREAT. */
   int fd2 = shm_open(name, O_RDWR, 0);
@@ -137,6 +139,7 @@ int main(void) {
     CHECK(close(got) == 0); /* received, not opened here: no event */
     CHECK(munmap(c, 4 * MiB) == 0);
     ExpectShm("SHM_UNMAP", name, -1, 4 * MiB, 0, c, 0, 0, 0, &st, 0);
+    ExpectShm("SHM_UNMAP_DONE", name, -1, 4 * MiB, 0, c, 0, 0, 0, &st, 0);
     /* The parent's mappings, inherited: unmapping them is not our event. */
     CHECK(munmap(q, MiB) == 0);
     _exit(0);
@@ -158,8 +161,10 @@ int main(void) {
   CHECK(munmap(p, 4 * MiB) == 0);
   ExpectShm("SHM_UNMAP", name, -1, MiB, 0, p, 0, 0, 0, &st, 0);
   ExpectShm("SHM_UNMAP", name, -1, MiB, 2 * MiB, p + 2 * MiB, 0, 0, 0, &st, 0);
+  ExpectShm("SHM_UNMAP_DONE", name, -1, 4 * MiB, 0, p, 0, 0, 0, &st, 0);
   CHECK(munmap(q, MiB) == 0);
   ExpectShm("SHM_UNMAP", name, -1, MiB, MiB, q, 0, 0, 0, &st, 0);
+  ExpectShm("SHM_UNMAP_DONE", name, -1, MiB, 0, q, 0, 0, 0, &st, 0);
 
   /* dup2 puts a regular file under the tracked number: no longer shm. */
   char tmp[] = "/tmp/pinscope-e2e-XXXXXX";
@@ -191,6 +196,7 @@ int main(void) {
   ExpectShm("SHM_MAP", "pinscope-e2e", mfd, 2 * MiB, 0, mm, MAP_SHARED, rw, 0, &mst, 0);
   CHECK(munmap(mm, 2 * MiB) == 0);
   ExpectShm("SHM_UNMAP", "pinscope-e2e", -1, 2 * MiB, 0, mm, 0, 0, 0, &mst, 0);
+  ExpectShm("SHM_UNMAP_DONE", "pinscope-e2e", -1, 2 * MiB, 0, mm, 0, 0, 0, &mst, 0);
   CHECK(close(mfd) == 0);
   ExpectShm("SHM_CLOSE", "pinscope-e2e", mfd, 0, 0, NULL, 0, 0, 0, &mst, 0);
 
@@ -206,6 +212,7 @@ int main(void) {
   ExpectShm("SHM_MAP", cuda, cfd, 64 * 1024, 0, cm, MAP_SHARED, rw, 0, &cst2, 1);
   CHECK(munmap(cm, 64 * 1024) == 0);
   ExpectShm("SHM_UNMAP", cuda, -1, 64 * 1024, 0, cm, 0, 0, 0, &cst2, 1);
+  ExpectShm("SHM_UNMAP_DONE", cuda, -1, 64 * 1024, 0, cm, 0, 0, 0, &cst2, 1);
   CHECK(close(cfd) == 0);
   ExpectShm("SHM_CLOSE", cuda, cfd, 0, 0, NULL, 0, 0, 0, &cst2, 1);
   CHECK(shm_unlink(cuda) == 0);
