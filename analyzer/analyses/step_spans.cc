@@ -166,31 +166,25 @@ void StepSpans::AddRelease(uint32_t tid, uint64_t loader_id, uint64_t start, uin
   Push(item);
 }
 
-void StepSpans::AddRegistration(uint32_t tid, uint64_t time, uint64_t ns, bool unregister) {
+void StepSpans::AddTimed(ItemKind kind, uint32_t tid, uint64_t time, uint64_t ns) {
   Item item;
-  item.kind = unregister ? ItemKind::kUnregister : ItemKind::kRegister;
+  item.kind = kind;
   item.time = time;
   item.cpu_ns = ns;
   item.tid = tid;
   Push(item);
+}
+
+void StepSpans::AddRegistration(uint32_t tid, uint64_t time, uint64_t ns, bool unregister) {
+  AddTimed(unregister ? ItemKind::kUnregister : ItemKind::kRegister, tid, time, ns);
 }
 
 void StepSpans::AddUnmap(uint32_t tid, uint64_t time, uint64_t ns) {
-  Item item;
-  item.kind = ItemKind::kUnmap;
-  item.time = time;
-  item.cpu_ns = ns;
-  item.tid = tid;
-  Push(item);
+  AddTimed(ItemKind::kUnmap, tid, time, ns);
 }
 
 void StepSpans::AddSample(uint32_t tid, uint64_t time, uint64_t cpu_ns) {
-  Item item;
-  item.kind = ItemKind::kSample;
-  item.time = time;
-  item.cpu_ns = cpu_ns;
-  item.tid = tid;
-  Push(item);
+  AddTimed(ItemKind::kSample, tid, time, cpu_ns);
 }
 
 void StepSpans::AddIter(uint64_t loader_id, uint64_t time, int32_t num_workers) {
