@@ -157,20 +157,16 @@ void StepSpans::KeepFetch(const Fetch& fetch) {
 }
 
 void StepSpans::AddRelease(uint32_t tid, uint64_t loader_id, uint64_t start, uint64_t ns) {
-  Item item;
-  item.kind = ItemKind::kRelease;
-  item.time = start;
-  item.cpu_ns = ns;
-  item.loader_id = loader_id;
-  item.tid = tid;
-  Push(item);
+  AddTimed(ItemKind::kRelease, tid, start, ns, loader_id);
 }
 
-void StepSpans::AddTimed(ItemKind kind, uint32_t tid, uint64_t time, uint64_t ns) {
+void StepSpans::AddTimed(ItemKind kind, uint32_t tid, uint64_t time, uint64_t ns,
+                         uint64_t loader_id) {
   Item item;
   item.kind = kind;
   item.time = time;
   item.cpu_ns = ns;
+  item.loader_id = loader_id;
   item.tid = tid;
   Push(item);
 }

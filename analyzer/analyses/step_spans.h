@@ -229,9 +229,9 @@ class StepSpans {
 
   // The fields every span's item has: its kind, interval, thread, CPU time.
   static Item ItemOf(ItemKind kind, uint32_t tid, const Span& span);
-  // An event of the thread at `time` with one figure (a registration's or an
-  // unmap's ns, a sample's CPU time).
-  void AddTimed(ItemKind kind, uint32_t tid, uint64_t time, uint64_t ns);
+  // An event of the thread at `time` with one figure (a release's,
+  // registration's or unmap's ns, a sample's CPU time).
+  void AddTimed(ItemKind kind, uint32_t tid, uint64_t time, uint64_t ns, uint64_t loader_id = 0);
   void Push(const Item& item);
   static bool Before(const Key& a, const Key& b) {
     return a.time != b.time ? a.time < b.time : a.order < b.order;
