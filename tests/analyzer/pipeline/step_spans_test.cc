@@ -154,6 +154,25 @@ void SetUsage(trace::ThreadUsage* u, uint64_t cpu, uint64_t faults = 0) {
   u->set_minor_faults(faults);
 }
 
+// The process's exit at t: the end of its trace.
+void PutExit(FileStream& out, uint32_t tid, uint64_t t) {
+  trace::TracePacket p;
+  p.set_timestamp_ns(t);
+  p.set_tid(tid);
+  p.mutable_exit()->set_how(trace::ProcessExit::EXIT);
+  out.Put(p);
+}
+
+// Replays the run in dir through `pipeline`, then removes dir.
+void Analyze(const std::string& dir, PipelineAnalysis* pipeline) {
+  RunListing listing;
+  ASSERT_TRUE(ScanRun(dir, &listing).ok());
+  ReplayEngine engine(std::move(listing));
+  engine.AddAnalysis(pipeline);
+  engine.Run();
+  std::filesystem::remove_all(dir);
+}
+
 // A hooked run of 1.3 M steps in two epochs (a new worker process each,
 // num_workers=1): 600,000 steps of 20 ms, then 700,000 of 10 ms. The
 // steady window lies in the epoch with the most steps, the second, which
@@ -255,11 +274,7 @@ TEST(StepSpansTest, HookedRunPastTheOldCapChoosesItsWindowFromEveryStep) {
         out.Put(p);
       }
     }
-    p.Clear();
-    p.set_timestamp_ns(start_of(kSteps) + kMs);
-    p.set_tid(100);
-    p.mutable_exit()->set_how(trace::ProcessExit::EXIT);
-    out.Put(p);
+    PutExit(out, 100, start_of(kSteps) + kMs);
   }
   for (uint32_t pid : {101u, 102u}) {
     const uint64_t from = pid == 101 ? 0 : kEpoch1, to = pid == 101 ? kEpoch1 : kSteps;
@@ -281,19 +296,10 @@ TEST(StepSpansTest, HookedRunPastTheOldCapChoosesItsWindowFromEveryStep) {
       SetUsage(l->mutable_usage_end(), fetch_cpu(k) + fetch_wall(k) / 2, 10 * k + 3);
       out.Put(p);
     }
-    p.Clear();
-    p.set_timestamp_ns(fetch_start(to - 1) + 20 * kMs);
-    p.set_tid(pid);
-    p.mutable_exit()->set_how(trace::ProcessExit::EXIT);
-    out.Put(p);
+    PutExit(out, pid, fetch_start(to - 1) + 20 * kMs);
   }
-  RunListing listing;
-  ASSERT_TRUE(ScanRun(dir, &listing).ok());
-  ReplayEngine engine(std::move(listing));
   PipelineAnalysis pipeline;
-  engine.AddAnalysis(&pipeline);
-  engine.Run();
-  std::filesystem::remove_all(dir);
+  Analyze(dir, &pipeline);
 
   // Two possible boundaries a step (the __next__ and the batch copy): 2.6 M
   // boundaries in at most 8,192 segments of 512, 256 steps each. The second
@@ -493,19 +499,10 @@ TEST(StepSpansTest, ReleaseOfAnShmBatchIsItsMunmapWhenTheTraceTimesIt) {
         SetUsage(c->mutable_usage_exit(), cpu + 4500 * kUs);
         out.Put(p);
       }
-      p.Clear();
-      p.set_timestamp_ns(kT0 + 20 * kMs + kSteps * kStep);
-      p.set_tid(100);
-      p.mutable_exit()->set_how(trace::ProcessExit::EXIT);
-      out.Put(p);
+      PutExit(out, 100, kT0 + 20 * kMs + kSteps * kStep);
     }
-    RunListing listing;
-    ASSERT_TRUE(ScanRun(dir, &listing).ok());
-    ReplayEngine engine(std::move(listing));
     PipelineAnalysis pipeline;
-    engine.AddAnalysis(&pipeline);
-    engine.Run();
-    std::filesystem::remove_all(dir);
+    Analyze(dir, &pipeline);
     const model::MainStep& m = pipeline.inputs().main;
     EXPECT_TRUE(m.timed_by_hook);
     EXPECT_TRUE(m.batch_shm) << "timed " << timed;
