@@ -32,6 +32,9 @@
 # runtime double loaded and copied through in every mode (--cudart):
 #   ... TORCH_TEST_MODES=plain,pool TORCH_TEST_CUDART=build/fake_cudart13/libcudart.so.13
 #
+# TORCH_TEST_ARGS: more of tools/torch_tests.py's options (--shards 8
+# --reserve 60, say).
+#
 # DEADLINE: seconds since the start by which everything, the pack included,
 # is done (default 540, inside one device call). $OUT gets one file,
 # torch-tests.tgz: the log, summary.txt, outcomes.tsv, every test process's
@@ -79,7 +82,8 @@ $PY tools/torch_tests.py run --tests "$TESTS" --shim "$PREFIX/lib/libpinscope.so
   --pinscope "$PREFIX/bin/pinscope" --work "$W" --python "$(command -v "$PY")" \
   --time "$left" --test-timeout "${TEST_TIMEOUT:-30}" \
   --files "${TORCH_TEST_FILES:-test_dataloader.py,test_cuda.py,test_torch.py}" \
-  --modes "${TORCH_TEST_MODES:-plain,preload,pin}" ${TORCH_TEST_CUDART:+--cudart "$TORCH_TEST_CUDART"}
+  --modes "${TORCH_TEST_MODES:-plain,preload,pin}" ${TORCH_TEST_CUDART:+--cudart "$TORCH_TEST_CUDART"} \
+  ${TORCH_TEST_ARGS:-}
 rc=$?
 echo "torch_tests.py exit $rc"
 pack

@@ -35,9 +35,10 @@ so that pinning and the pool are live in the preloaded modes (they act only
 in a process that has used CUDA).
 
 Printed: each test's outcome per mode, the tests whose outcomes differ
-between modes, and counts. A test that differs is run again alone in each
-mode, one after the other (no other test process on the GPU), when time is
-left: a difference that the rerun repeats is `confirmed`. Names the
+between modes, and counts. The tests that differ are run again when time
+is left, one process per file and mode, the modes at once and no other
+test process: a difference that the rerun repeats is `confirmed`. A test
+process gets --collect-timeout to import and collect before its first test. Names the
 installed torch.testing._internal lacks are supplied as PyTorch 2.6's
 source defines them (--compat-src, default DIR/torch26/testing/_internal:
 tools/torch_tests_compat.py as sitecustomize, every mode alike; listed). What counts is a
@@ -252,7 +253,7 @@ def run_once(args, mode, file, ids, log, tag, stop_at):
     else:
         cmd = [args.python, os.path.abspath(__file__), "_drive", "--tests", args.tests,
                "--file", file, "--ids", ids_file, "--results", results]
-    died, last_n, last_t = "", -1, time.monotonic()
+    died, last_n, last_t, begun = "", 0, time.monotonic(), False
     with open(log_path, "w") as out:
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=args.tests, env=env,
                              start_new_session=True)
@@ -260,12 +261,19 @@ def run_once(args, mode, file, ids, log, tag, stop_at):
             time.sleep(0.5)
             got, started = progress(args, log_path, results)
             now = time.monotonic()
+            if not begun and (got or started):
+                begun, last_t = True, now
             if len(got) != last_n:
                 last_n, last_t = len(got), now
+            # Until the first test starts the process imports torch and
+            # collects the file: with 16+ processes starting at once that
+            # took over 30 s on the H200 (test_cuda.py), which is no test's
+            # timeout; it gets --collect-timeout.
+            limit = args.test_timeout if begun else args.collect_timeout
             stop = ""
             if now > stop_at:
                 stop = "deadline"
-            elif now - last_t > args.test_timeout:
+            elif now - last_t > limit:
                 stop = "timeout"
             if stop:
                 try:
@@ -287,23 +295,26 @@ def run_once(args, mode, file, ids, log, tag, stop_at):
     return got, died
 
 
-def run_shard(args, mode, file, shard, ids, stop_at):
+def run_shard(args, mode, file, shard, ids, stop_at, name=""):
     """Runs one shard's ids in one mode, restarting after a crash or a
     timeout on the tests not reached; {id: outcome}."""
     log = os.path.join(args.work, "logs", "%s-%s" % (mode, file[:-3]))
-    outcomes, todo, n = {}, list(ids), 0
-    where = "%s %s shard %d" % (mode, file, shard)
+    outcomes, todo, n, idle = {}, list(ids), 0, 0
+    where = "%s%s %s shard %d" % (name, mode, file, shard)
     while todo:
         if time.monotonic() > stop_at - 5:
             break
         n += 1
-        got, died = run_once(args, mode, file, todo, log, "s%d.r%d" % (shard, n), stop_at)
+        # The tag names the process's log and run folder: a rerun's differs
+        # from its shard's (one run folder holds one run).
+        got, died = run_once(args, mode, file, todo, log, "%ss%d.r%d" % (name, shard, n), stop_at)
         outcomes.update(got)
         todo = [i for i in todo if i not in outcomes]
         if not died or not todo:
             break
         print("  [%s] process %d ended (%s) with %d tests left" % (where, n, died, len(todo)), flush=True)
-        if died == "deadline" or not got:
+        idle = 0 if got else idle + 1
+        if died == "deadline" or idle >= 2:  # twice in a row no test ended: give up
             break
     for i in todo:
         outcomes.setdefault(i, "notrun")
@@ -418,17 +429,24 @@ def cmd_run(args):
     print("shards done at %.0f s" % (time.monotonic() - t0), flush=True)
 
     differ = [i for i in sorted(table) if len({table[i].get(m, "notrun") for m in modes}) > 1]
-    rerun = {}
+    # The reruns: a file's differing tests again, in one process per mode
+    # (restarted past a crash or a timeout, as a shard), the modes at once
+    # and nothing else running. One process per test was tried first: each
+    # imports torch and collects its file again (10-20 s on the H200), and
+    # 28 tests in 3 modes took 224 s of a 560 s call.
+    rerun, again = {}, {}
+    by_file = {}
     for i in differ:
-        f = i.split("::")[0]
-        again = {}
-        for m in modes:  # alone: no other test process runs
-            if time.monotonic() > args.deadline - 10:
-                break
-            again[m] = run_once(args, m, f, [i], os.path.join(args.work, "logs", "rerun-" + m),
-                                re.sub(r"\W", "_", i), args.deadline)[0].get(i, "notrun")
-        if len(again) == len(modes) and "notrun" not in again.values():
-            rerun[i] = again
+        by_file.setdefault(i.split("::")[0], []).append(i)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futs = {pool.submit(run_shard, args, m, f, 0, ids, args.deadline - 10, "rerun-"): m
+                for f, ids in by_file.items() for m in modes}
+        for fut in concurrent.futures.as_completed(futs):
+            for i, o in fut.result().items():
+                again.setdefault(i, {})[futs[fut]] = o
+    for i, a in again.items():
+        if len(a) == len(modes) and "notrun" not in a.values():
+            rerun[i] = a
     if differ:
         print("reruns done at %.0f s" % (time.monotonic() - t0), flush=True)
 
@@ -450,8 +468,8 @@ def cmd_run(args):
                 differs = len(set(rerun[i].values())) > 1
                 if differs:
                     confirmed.append(i)
-                lines.append("  %s: %s; alone: %s -> %s" % (i, first, again,
-                             "confirmed" if differs else "not repeated alone"))
+                lines.append("  %s: %s; again: %s -> %s" % (i, first, again,
+                             "confirmed" if differs else "not repeated"))
             else:
                 confirmed.append(i)
                 lines.append("  %s: %s; not rerun (no time left)" % (i, first))
@@ -617,6 +635,8 @@ def main():
     r.add_argument("--time", type=float, default=360, help="seconds for everything")
     r.add_argument("--test-timeout", type=float, default=30,
                    help="seconds one test may run with no other ending (then: timeout, process restarted)")
+    r.add_argument("--collect-timeout", type=float, default=150,
+                   help="seconds a test process may take to import and collect before its first test")
     r.add_argument("--jobs", type=int, default=0, help="test processes at once (default: the cores)")
     r.add_argument("--shards", type=int, default=0,
                    help="processes per mode for the largest file (default: jobs / modes); the others in proportion")

@@ -111,6 +111,16 @@ for runner in RUNNERS:
         check("test_skew: " not in out, runner + ": a test failing in every mode is not a difference")
         check("result: 3 tests differ between modes" in out, runner + ": the result line counts 3 differences")
         check("Differences between modes (3)" in out, runner + ": three differences listed")
+        # One run folder per preloaded process, the reruns' too: a folder
+        # that two processes shared held two runs, and `pinscope report` of
+        # it failed ("belongs to run"), as on the H200 on 2026-12-05.
+        logs = os.listdir(os.path.join(work, "logs"))
+        for m in ("preload", "pin"):
+            procs = {n[:-len(".ids")] for n in logs if n.startswith(m + "-") and n.endswith(".ids")}
+            runs = set(os.listdir(os.path.join(work, "runs")))
+            check(procs and procs == {n for n in runs if n.startswith(m + "-")},
+                  "%s: one run folder per process: processes %s, folders %s" % (m, sorted(procs), sorted(runs)))
+            check(any(".rerun-" in n for n in procs), m + ": the reruns ran, in processes of their own")
 
         # Bad input: a clear message and exit 2.
         for extra, msg in ((["--modes", "plain,bogus"], "unknown mode 'bogus'"),
@@ -173,6 +183,26 @@ with tempfile.TemporaryDirectory() as tmp:
     check(len(starts) == 3, "the hanging test started once per mode, not %d times" % len(starts))
     check(starts and max(starts) - min(starts) < timeout,
           "the three modes' timeouts overlap (started %.1f s apart)" % (max(starts) - min(starts) if starts else -1))
+
+# A test file that takes longer to import and collect than --test-timeout
+# (test_cuda.py, 16 processes starting at once on the H200): its tests run;
+# before --collect-timeout every one was `notrun`.
+with tempfile.TemporaryDirectory() as tmp:
+    tests = os.path.join(tmp, "tests")
+    os.mkdir(tests)
+    with open(os.path.join(tests, "test_cuda.py"), "w") as f:
+        f.write("import os, time, unittest\n"
+                "if os.environ.get('SLOW_IMPORT'):\n    time.sleep(4)\n"
+                "class TestCuda(unittest.TestCase):\n" +
+                "".join("    def test_copy_%d(self):\n        pass\n" % k for k in range(3)))
+    work = os.path.join(tmp, "work")
+    p = subprocess.run([sys.executable, harness, "run", "--tests", tests, "--shim", shim, "--work", work,
+                        "--python", sys.executable, "--time", "90", "--test-timeout", "2",
+                        "--collect-timeout", "30", "--files", "test_cuda.py"],
+                       capture_output=True, text=True, env=dict(os.environ, SLOW_IMPORT="1"))
+    print(p.stdout[-1500:], p.stderr[-1000:])
+    check(p.returncode == 0 and "complete: 3 of 3 tests ran in every mode" in p.stdout,
+          "slow collection: every test ran in every mode (exit %d)" % p.returncode)
 
 # The compat shim: a name (and a module) the installed package lacks, taken
 # from the 2.6 source; the installed definition wins where there is one; a
