@@ -286,14 +286,29 @@ void PipelineAnalysis::OnThreadSample(const Event& event, const trace::ThreadSam
   for (const auto& t : sample.threads()) spans_.AddSample(t.tid(), event.time_ns, t.cpu_ns());
 }
 
+uint64_t PipelineAnalysis::LoaderIdOf(uint64_t raw) const {
+  auto it = loader_alias_.find(raw);
+  return it == loader_alias_.end() ? raw : it->second;
+}
+
 void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l) {
   Process& p = Of(event.process);
   if (l.kind() == trace::LOADER_ITER) {
     if (p.root && iters_.size() < 4096) {
       iters_.push_back(l);
+      const uint64_t raw = l.loader_id();
+      auto seen = loader_alias_.find(raw);
+      if (seen == loader_alias_.end()) {
+        loader_alias_.emplace(raw, raw);
+      } else if (l.index() == 0) {  // a new DataLoader at a freed one's id
+        // Addresses use the low 48 bits; a generation in the top 16 keeps
+        // the new id apart from every address.
+        seen->second = (raw & ((uint64_t{1} << 48) - 1)) | (++loader_generations_ << 48);
+      }
+      iters_.back().set_loader_id(LoaderIdOf(raw));
       iter_times_.push_back(event.packet.timestamp_ns() > 0 ? event.packet.timestamp_ns()
                                                             : event.time_ns);
-      spans_.AddIter(l.loader_id(), iter_times_.back(), l.num_workers());
+      spans_.AddIter(iters_.back().loader_id(), iter_times_.back(), l.num_workers());
     }
     return;
   }
@@ -324,7 +339,7 @@ void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l)
   s.end = std::max(s.start, l.end_ns());
   s.begin = UsageOf(l.usage_begin());
   s.finish = UsageOf(l.usage_end());
-  s.loader_id = l.loader_id();
+  s.loader_id = LoaderIdOf(l.loader_id());
   s.index = l.index();
   s.worker_id = l.worker_id();
   {

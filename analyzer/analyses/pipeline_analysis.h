@@ -158,6 +158,17 @@ class PipelineAnalysis : public Analysis {
   bool unmaps_timed_ = false;
   std::vector<trace::LoaderEvent> iters_;  // the root's LOADER_ITER events
   std::vector<uint64_t> iter_times_;       // and when each was made
+  // The hook names a DataLoader by Python's id(), which a new DataLoader
+  // takes over once the old one is freed: one id, two loaders. The hook
+  // counts epochs per object, so an epoch 0 on an id already seen is a new
+  // loader; from there the id's events go to a loader id of its own (the
+  // id with a generation in its top bits). Without it a job that makes
+  // loaders one after the other (a benchmark over worker counts) read as
+  // one loader restarted every epoch, and persistent_workers=True was
+  // advised where it can change nothing (seedbench on the H200, 2026-12-05).
+  std::unordered_map<uint64_t, uint64_t> loader_alias_;
+  uint64_t loader_generations_ = 0;
+  uint64_t LoaderIdOf(uint64_t raw) const;
   // When each epoch of `loader` began (its LOADER_ITERs), in order.
   std::vector<uint64_t> IterTimes(uint64_t loader) const;
   device::JoinMode join_;

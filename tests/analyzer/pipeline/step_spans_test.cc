@@ -513,4 +513,83 @@ TEST(StepSpansTest, ReleaseOfAnShmBatchIsItsMunmapWhenTheTraceTimesIt) {
   }
 }
 
+// Python's id() of a freed DataLoader goes to the next one made: the hook's
+// loader id repeats, its epoch count (per object) starts again at 0. A job
+// that makes one loader per setting (seedbench: 4 workers, then 8, then 12)
+// is several loaders of one epoch each, not one loader restarted every
+// epoch; persistent_workers=True is advised only for a loader iterated
+// more than once. Here: loader A (2 workers, 30 steps), then loader B at
+// A's id (4 workers), iterated twice (epochs 0 and 1, 200 steps each); in
+// the second case B's second pass is another new loader (epoch 0 again).
+TEST(StepSpansTest, ALoaderAtAFreedLoadersIdIsANewLoader) {
+  constexpr uint64_t kT0 = 1000 * kMs, kLoader = 0x7f1234560000ull, kStep = 10 * kMs;
+  for (bool b_twice : {true, false}) {
+    const std::string dir = testing::MakeTempDir("step_spans_loader_ids");
+    {
+      testing::TraceBuilder root(100, "step-spans-ids", kT0);
+      testing::SetHostFacts(&root.header(), 0, 0);
+      FileStream out(dir + "/100.pstrace", root);
+      ASSERT_TRUE(out.ok());
+      trace::TracePacket p;
+      uint64_t t = kT0 + kMs, call_id = 0, cpu = 0;
+      const auto epoch = [&](uint64_t index, int32_t workers, uint64_t steps) {
+        p.Clear();
+        p.set_timestamp_ns(t);
+        p.set_tid(100);
+        trace::LoaderEvent* l = p.mutable_loader();
+        l->set_kind(trace::LOADER_ITER);
+        l->set_loader_id(kLoader);
+        l->set_index(index);
+        l->set_num_workers(workers);
+        l->set_batch_size(32);
+        out.Put(p);
+        t += 50 * kMs;  // the workers' start
+        for (uint64_t k = 0; k < steps; ++k, t += kStep, cpu += 2 * kMs) {
+          p.Clear();
+          p.set_timestamp_ns(t);
+          p.set_tid(100);
+          l = p.mutable_loader();
+          l->set_kind(trace::LOADER_NEXT);
+          l->set_loader_id(kLoader);
+          l->set_index(k);
+          l->set_end_ns(t + kMs);
+          SetUsage(l->mutable_usage_begin(), cpu);
+          SetUsage(l->mutable_usage_end(), cpu + kMs / 2);
+          out.Put(p);
+          p.Clear();
+          p.set_timestamp_ns(t + 2 * kMs);
+          p.set_tid(100);
+          trace::CopyEvent* c = p.mutable_copy();
+          c->set_api(trace::MEMCPY_ASYNC);
+          c->set_direction(trace::H2D);
+          c->set_bytes(8 * kMiBytes);
+          c->set_src_kind(trace::PAGEABLE);
+          c->set_dst_kind(trace::DEVICE);
+          c->set_src_address(0x600000000ull);
+          c->set_dst_address(0x7e0000000000ull);
+          c->set_src_device(-1);
+          c->set_dst_device(0);
+          c->set_end_ns(t + 3 * kMs);
+          c->set_call_id(++call_id);
+          SetUsage(c->mutable_usage_enter(), cpu + kMs);
+          SetUsage(c->mutable_usage_exit(), cpu + 1500 * kUs);
+          out.Put(p);
+        }
+      };
+      epoch(0, 2, 30);                // loader A
+      epoch(0, 4, 200);               // loader B, at A's freed id
+      epoch(b_twice ? 1 : 0, 4, 200);  // B again, or loader C at the same id
+      PutExit(out, 100, t + kMs);
+    }
+    PipelineAnalysis pipeline;
+    Analyze(dir, &pipeline);
+    const model::LoaderFacts& l = pipeline.inputs().loader;
+    EXPECT_TRUE(l.hooked);
+    EXPECT_EQ(l.num_workers, 4) << "twice " << b_twice;
+    // Before: one loader of 3 epochs either way.
+    EXPECT_EQ(l.epochs, b_twice ? 2u : 1u) << "twice " << b_twice;
+    EXPECT_EQ(l.steps_per_epoch, 200u) << "twice " << b_twice;
+  }
+}
+
 }  // namespace pinscope
