@@ -154,6 +154,30 @@ void SetUsage(trace::ThreadUsage* u, uint64_t cpu, uint64_t faults = 0) {
   u->set_minor_faults(faults);
 }
 
+// A pageable H2D copy of `bytes` from src on thread tid, from t to end; the
+// thread's CPU at the call's entry and exit.
+void PutCopy(FileStream& out, uint32_t tid, uint64_t t, uint64_t end, uint64_t bytes, uint64_t src,
+             uint64_t call_id, uint64_t cpu_enter, uint64_t cpu_exit) {
+  trace::TracePacket p;
+  p.set_timestamp_ns(t);
+  p.set_tid(tid);
+  trace::CopyEvent* c = p.mutable_copy();
+  c->set_api(trace::MEMCPY_ASYNC);
+  c->set_direction(trace::H2D);
+  c->set_bytes(bytes);
+  c->set_src_kind(trace::PAGEABLE);
+  c->set_dst_kind(trace::DEVICE);
+  c->set_src_address(src);
+  c->set_dst_address(0x7e0000000000ull);
+  c->set_src_device(-1);
+  c->set_dst_device(0);
+  c->set_end_ns(end);
+  c->set_call_id(call_id);
+  SetUsage(c->mutable_usage_enter(), cpu_enter);
+  SetUsage(c->mutable_usage_exit(), cpu_exit);
+  out.Put(p);
+}
+
 // The process's exit at t: the end of its trace.
 void PutExit(FileStream& out, uint32_t tid, uint64_t t) {
   trace::TracePacket p;
@@ -246,24 +270,8 @@ TEST(StepSpansTest, HookedRunPastTheOldCapChoosesItsWindowFromEveryStep) {
       SetUsage(l->mutable_usage_begin(), cpu);
       SetUsage(l->mutable_usage_end(), cpu + kMs);
       out.Put(p);
-      p.Clear();
-      p.set_timestamp_ns(s + 4 * kMs);
-      p.set_tid(100);
-      trace::CopyEvent* c = p.mutable_copy();
-      c->set_api(trace::MEMCPY_ASYNC);
-      c->set_direction(trace::H2D);
-      c->set_bytes(8 * kMiBytes);
-      c->set_src_kind(trace::PAGEABLE);
-      c->set_dst_kind(trace::DEVICE);
-      c->set_src_address(0x600000000ull);
-      c->set_dst_address(0x7e0000000000ull);
-      c->set_src_device(-1);
-      c->set_dst_device(0);
-      c->set_end_ns(s + 5 * kMs);
-      c->set_call_id(++call_id);
-      SetUsage(c->mutable_usage_enter(), cpu + 1200 * kUs);
-      SetUsage(c->mutable_usage_exit(), cpu + 1700 * kUs);
-      out.Put(p);
+      PutCopy(out, 100, s + 4 * kMs, s + 5 * kMs, 8 * kMiBytes, 0x600000000ull, ++call_id,
+              cpu + 1200 * kUs, cpu + 1700 * kUs);
       if (k % 1000 == 0) {
         p.Clear();
         p.set_timestamp_ns(s + 6 * kMs);
@@ -480,24 +488,8 @@ TEST(StepSpansTest, ReleaseOfAnShmBatchIsItsMunmapWhenTheTraceTimesIt) {
             out.Put(p);
           }
         }
-        p.Clear();
-        p.set_timestamp_ns(s + 4 * kMs);
-        p.set_tid(100);
-        trace::CopyEvent* c = p.mutable_copy();
-        c->set_api(trace::MEMCPY_ASYNC);
-        c->set_direction(trace::H2D);
-        c->set_bytes(kBatch);
-        c->set_src_kind(trace::PAGEABLE);
-        c->set_dst_kind(trace::DEVICE);
-        c->set_src_address(address(k));
-        c->set_dst_address(0x7e0000000000ull);
-        c->set_src_device(-1);
-        c->set_dst_device(0);
-        c->set_end_ns(s + 5 * kMs);
-        c->set_call_id(k + 1);
-        SetUsage(c->mutable_usage_enter(), cpu + 4 * kMs);
-        SetUsage(c->mutable_usage_exit(), cpu + 4500 * kUs);
-        out.Put(p);
+        PutCopy(out, 100, s + 4 * kMs, s + 5 * kMs, kBatch, address(k), k + 1, cpu + 4 * kMs,
+                cpu + 4500 * kUs);
       }
       PutExit(out, 100, kT0 + 20 * kMs + kSteps * kStep);
     }
@@ -556,28 +548,12 @@ TEST(StepSpansTest, ALoaderAtAFreedLoadersIdIsANewLoader) {
           SetUsage(l->mutable_usage_begin(), cpu);
           SetUsage(l->mutable_usage_end(), cpu + kMs / 2);
           out.Put(p);
-          p.Clear();
-          p.set_timestamp_ns(t + 2 * kMs);
-          p.set_tid(100);
-          trace::CopyEvent* c = p.mutable_copy();
-          c->set_api(trace::MEMCPY_ASYNC);
-          c->set_direction(trace::H2D);
-          c->set_bytes(8 * kMiBytes);
-          c->set_src_kind(trace::PAGEABLE);
-          c->set_dst_kind(trace::DEVICE);
-          c->set_src_address(0x600000000ull);
-          c->set_dst_address(0x7e0000000000ull);
-          c->set_src_device(-1);
-          c->set_dst_device(0);
-          c->set_end_ns(t + 3 * kMs);
-          c->set_call_id(++call_id);
-          SetUsage(c->mutable_usage_enter(), cpu + kMs);
-          SetUsage(c->mutable_usage_exit(), cpu + 1500 * kUs);
-          out.Put(p);
+          PutCopy(out, 100, t + 2 * kMs, t + 3 * kMs, 8 * kMiBytes, 0x600000000ull, ++call_id,
+                  cpu + kMs, cpu + 1500 * kUs);
         }
       };
-      epoch(0, 2, 30);                // loader A
-      epoch(0, 4, 200);               // loader B, at A's freed id
+      epoch(0, 2, 30);                 // loader A
+      epoch(0, 4, 200);                // loader B, at A's freed id
       epoch(b_twice ? 1 : 0, 4, 200);  // B again, or loader C at the same id
       PutExit(out, 100, t + kMs);
     }
