@@ -131,6 +131,9 @@ class FileStream {
       : file_(std::fopen(path.c_str(), "wb")) {
     buffer_ = header.Bytes();
   }
+  // The root's file in dir: pid 100, run `run` from t0, with host facts.
+  FileStream(const std::string& dir, const std::string& run, uint64_t t0)
+      : FileStream(dir + "/100.pstrace", RootHeader(run, t0)) {}
   ~FileStream() {
     std::fwrite(buffer_.data(), 1, buffer_.size(), file_);
     std::fclose(file_);
@@ -145,6 +148,11 @@ class FileStream {
   }
 
  private:
+  static testing::TraceBuilder RootHeader(const std::string& run, uint64_t t0) {
+    testing::TraceBuilder root(100, run, t0);
+    testing::SetHostFacts(&root.header(), 0, 0);
+    return root;
+  }
   std::FILE* file_;
   std::string buffer_;
 };
@@ -152,6 +160,21 @@ class FileStream {
 void SetUsage(trace::ThreadUsage* u, uint64_t cpu, uint64_t faults = 0) {
   u->set_cpu_ns(cpu);
   u->set_minor_faults(faults);
+}
+
+// The hook's LOADER_ITER on thread 100: epoch `epoch` of loader `id`
+// begins at t, with `workers` workers and batches of 32.
+void PutIter(FileStream& out, uint64_t t, uint64_t id, uint64_t epoch, int32_t workers) {
+  trace::TracePacket p;
+  p.set_timestamp_ns(t);
+  p.set_tid(100);
+  trace::LoaderEvent* l = p.mutable_loader();
+  l->set_kind(trace::LOADER_ITER);
+  l->set_loader_id(id);
+  l->set_index(epoch);
+  l->set_num_workers(workers);
+  l->set_batch_size(32);
+  out.Put(p);
 }
 
 // A pageable H2D copy of `bytes` from src on thread tid, from t to end; the
@@ -226,27 +249,13 @@ TEST(StepSpansTest, HookedRunPastTheOldCapChoosesItsWindowFromEveryStep) {
   const auto sample_cpu = [](uint64_t k) { return k * 3 * kUs + (k / 7000) * 11 * kUs; };
   const std::string dir = testing::MakeTempDir("step_spans_long");
   {
-    testing::TraceBuilder root(100, "step-spans-long", kT0);
-    testing::SetHostFacts(&root.header(), 0, 0);
-    FileStream out(dir + "/100.pstrace", root);
+    FileStream out(dir, "step-spans-long", kT0);
     ASSERT_TRUE(out.ok());
     trace::TracePacket p;
-    const auto iter = [&](uint64_t t, uint64_t epoch) {
-      p.Clear();
-      p.set_timestamp_ns(t);
-      p.set_tid(100);
-      trace::LoaderEvent* l = p.mutable_loader();
-      l->set_kind(trace::LOADER_ITER);
-      l->set_loader_id(kLoader);
-      l->set_index(epoch);
-      l->set_num_workers(1);
-      l->set_batch_size(32);
-      out.Put(p);
-    };
     uint64_t call_id = 0;
-    iter(iter1, 0);
+    PutIter(out, iter1, kLoader, 0, 1);
     for (uint64_t k = 0; k < kSteps; ++k) {
-      if (k == kEpoch1) iter(iter2, 1);
+      if (k == kEpoch1) PutIter(out, iter2, kLoader, 1, 1);
       const uint64_t s = start_of(k), cpu = k * 2 * kMs;
       // Written as they end: the receive, the __next__ around it, the copy.
       p.Clear();
@@ -421,19 +430,11 @@ TEST(StepSpansTest, ReleaseOfAnShmBatchIsItsMunmapWhenTheTraceTimesIt) {
   for (bool timed : {true, false}) {
     const std::string dir = testing::MakeTempDir("step_spans_release");
     {
-      testing::TraceBuilder root(100, "step-spans-release", kT0);
-      testing::SetHostFacts(&root.header(), 0, 0);
-      FileStream out(dir + "/100.pstrace", root);
+      FileStream out(dir, "step-spans-release", kT0);
       ASSERT_TRUE(out.ok());
+      PutIter(out, kT0 + kMs, kLoader, 0, 2);
       trace::TracePacket p;
-      p.set_timestamp_ns(kT0 + kMs);
-      p.set_tid(100);
-      trace::LoaderEvent* l = p.mutable_loader();
-      l->set_kind(trace::LOADER_ITER);
-      l->set_loader_id(kLoader);
-      l->set_num_workers(2);
-      l->set_batch_size(32);
-      out.Put(p);
+      trace::LoaderEvent* l = nullptr;
       const auto address = [](uint64_t k) { return 0x7f0000000000ull + (k % 4) * 0x1000000ull; };
       for (uint64_t k = 0; k < kSteps; ++k) {
         const uint64_t s = kT0 + 10 * kMs + k * kStep, cpu = k * 5 * kMs;
@@ -518,29 +519,18 @@ TEST(StepSpansTest, ALoaderAtAFreedLoadersIdIsANewLoader) {
   for (bool b_twice : {true, false}) {
     const std::string dir = testing::MakeTempDir("step_spans_loader_ids");
     {
-      testing::TraceBuilder root(100, "step-spans-ids", kT0);
-      testing::SetHostFacts(&root.header(), 0, 0);
-      FileStream out(dir + "/100.pstrace", root);
+      FileStream out(dir, "step-spans-ids", kT0);
       ASSERT_TRUE(out.ok());
       trace::TracePacket p;
       uint64_t t = kT0 + kMs, call_id = 0, cpu = 0;
       const auto epoch = [&](uint64_t index, int32_t workers, uint64_t steps) {
-        p.Clear();
-        p.set_timestamp_ns(t);
-        p.set_tid(100);
-        trace::LoaderEvent* l = p.mutable_loader();
-        l->set_kind(trace::LOADER_ITER);
-        l->set_loader_id(kLoader);
-        l->set_index(index);
-        l->set_num_workers(workers);
-        l->set_batch_size(32);
-        out.Put(p);
+        PutIter(out, t, kLoader, index, workers);
         t += 50 * kMs;  // the workers' start
         for (uint64_t k = 0; k < steps; ++k, t += kStep, cpu += 2 * kMs) {
           p.Clear();
           p.set_timestamp_ns(t);
           p.set_tid(100);
-          l = p.mutable_loader();
+          trace::LoaderEvent* l = p.mutable_loader();
           l->set_kind(trace::LOADER_NEXT);
           l->set_loader_id(kLoader);
           l->set_index(k);
