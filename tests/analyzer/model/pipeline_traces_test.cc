@@ -64,7 +64,18 @@ INSTANTIATE_TEST_SUITE_P(H200, PipelineTraces,
                                            "fresh_faults", "sync_copies", "pinned_overuse",
                                            "shm_small", "imagenet", "hf", "heldout_pin_thread_b128",
                                            "heldout_imagenet_r50", "heldout_hf_w0",
-                                           "worker_restart", "copy_bound"));
+                                           "worker_restart", "copy_bound", "seedbench_pool"));
+
+// Loaders made one after another, a new one at a freed one's Python id
+// (seedbench on the H200): no loader was iterated twice, so no start-up
+// verdict and no persistent_workers=True (advised at 1.74x before).
+TEST(PipelineTracesGuards, LoadersOneAfterAnotherGetNoPersistentWorkers) {
+  const nlohmann::json j = Report(kData + "/h200/pipeline/seedbench_pool");
+  EXPECT_NE(j["verdict"]["id"], "worker_startup") << j["verdict"]["text"];
+  ASSERT_FALSE(j["pipeline"]["all_predictions"].empty());
+  for (const auto& pred : j["pipeline"]["all_predictions"])
+    EXPECT_NE(pred["change"], "persistent_workers=True") << pred["speedup"];
+}
 
 // The guard rails on real data: a GPU-bound job gets no input advice, and
 // the stages the step does not wait on claim no saving.
