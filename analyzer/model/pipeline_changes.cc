@@ -255,8 +255,9 @@ Prediction PersistentWorkers(const Inputs& in, const Change& change) {
   p.speedup = epoch / after;
   p.step_ns = d.s / p.speedup;
   p.limit_next = "";
-  p.basis = "each epoch starts its " + std::to_string(d.workers) +
-            " workers anew: " + Ms(l.epoch_start_ns) +
+  p.basis = std::string(l.remade ? "each epoch makes a new DataLoader, which starts its "
+                                 : "each epoch starts its ") +
+            std::to_string(d.workers) + " workers anew: " + Ms(l.epoch_start_ns) +
             " from the epoch's iterator to its first batch, of which " + Ms(saved) +
             " beyond a worker's fetch (" + Ms(d.worker_each) +
             "); started once, over an epoch of " + std::to_string(l.steps_per_epoch) +
@@ -312,7 +313,8 @@ Prediction Predict(const Inputs& in, const Calibration& cal, const Change& chang
   if (id == "pin_memory=False+PINSCOPE_PIN=1") return PinMemoryOff(in, cal, true, change);
   if (id == "pin_memory=True") return PinMemoryOn(in, cal, change);
   if (id == "no_per_step_sync") return NoSync(in, cal, change);
-  if (id == "persistent_workers=True") return PersistentWorkers(in, change);
+  if (id == "persistent_workers=True" || id == "made_once+persistent_workers=True")
+    return PersistentWorkers(in, change);
   if (id == "batch_bytes_half") return HalfBytes(in, change);
   if (id.rfind("batch_size_x", 0) == 0) {
     return Batch(in, cal, std::max(1, std::atoi(id.c_str() + 12)), change);

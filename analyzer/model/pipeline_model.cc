@@ -227,9 +227,15 @@ Result Build(const Inputs& in, const Calibration& cal) {
                                   {{"PINSCOPE_SET_NUM_WORKERS", std::to_string(k)}}));
     }
     if (d.workers > 0 && !l.persistent_workers && l.epochs >= 2 && l.epoch_start_ns > 0) {
-      changes.push_back(SetChange("persistent_workers=True",
-                                  "persistent_workers=True in the DataLoader",
-                                  {{"PINSCOPE_SET_PERSISTENT_WORKERS", "1"}}));
+      // A DataLoader made anew every epoch keeps no workers whatever it is
+      // told: it has to be made once (a code change; pinscope cannot set it).
+      changes.push_back(
+          l.remade
+              ? CodeChange("made_once+persistent_workers=True",
+                           "the DataLoader made once, before the epochs (each epoch makes a "
+                           "new one today), with persistent_workers=True")
+              : SetChange("persistent_workers=True", "persistent_workers=True in the DataLoader",
+                          {{"PINSCOPE_SET_PERSISTENT_WORKERS", "1"}}));
     }
     if (d.pin_thread) {
       changes.push_back(SetChange("pin_memory=False+PINSCOPE_PIN=1",
@@ -410,9 +416,11 @@ Result Build(const Inputs& in, const Calibration& cal) {
               Gbps(static_cast<double>(in.main.batch_bytes) / d.copy_device) + ")";
       break;
     case Class::kWorkerStartup:
-      text += "each epoch forks its " + std::to_string(d.workers) + " workers anew and waits " +
-              Ms(lf.epoch_start_ns) + " for its first batch: " + Ms(startup) +
-              " a step over an epoch of " + std::to_string(lf.steps_per_epoch) +
+      text += std::string(lf.remade ? "each epoch makes a new DataLoader, which forks its "
+                                    : "each epoch forks its ") +
+              std::to_string(d.workers) + " workers anew and waits " + Ms(lf.epoch_start_ns) +
+              " for its first batch: " + Ms(startup) + " a step over an epoch of " +
+              std::to_string(lf.steps_per_epoch) +
               " steps, more than the steady step itself takes at its limit (" + Ms(d.s) + ")";
       break;
     case Class::kHandover:

@@ -29,7 +29,12 @@ struct LoaderFacts {
   bool persistent_workers = false;
   int batch_size = 0;   // 0 unknown
   uint64_t epochs = 0;  // LOADER_ITER events of the loader
-  std::string site;     // "train.py:42"
+  // Its epochs were new DataLoader objects, made at one site with the same
+  // settings (a loop that builds its DataLoader every epoch):
+  // persistent_workers=True alone keeps nothing; the DataLoader has to be
+  // made once.
+  bool remade = false;
+  std::string site;  // "train.py:42"
   // An epoch's start: from its iterator (LOADER_ITER) to its first batch on
   // the step thread, a mean over the epochs (after the first, when there
   // are three or more: the first also starts the job). With workers that are

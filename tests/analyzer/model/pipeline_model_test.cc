@@ -242,6 +242,22 @@ TEST(PipelineModel, WorkersStartedEveryEpochAreTimedAsPersistentWorkers) {
   in.loader.persistent_workers = false;
   in.loader.epochs = 1;
   EXPECT_EQ(Find(Build(in, Flat()), "persistent_workers=True"), nullptr);
+
+  // Each epoch a new DataLoader (remade at one site, the same settings):
+  // the same saving, but only by making it once, a code change that
+  // pinscope cannot set; persistent_workers=True alone is not offered.
+  in.loader.epochs = 5;
+  in.loader.remade = true;
+  const Result remade = Build(in, Flat());
+  EXPECT_EQ(remade.verdict, Class::kWorkerStartup);
+  EXPECT_NE(remade.verdict_text.find("each epoch makes a new DataLoader"), std::string::npos)
+      << remade.verdict_text;
+  EXPECT_EQ(Find(remade, "persistent_workers=True"), nullptr);
+  const Prediction* once = Find(remade, "made_once+persistent_workers=True");
+  ASSERT_NE(once, nullptr);
+  EXPECT_NEAR(once->speedup, (80.0 + 246) / 88, 1e-9);
+  EXPECT_TRUE(once->change.code_change);
+  EXPECT_TRUE(once->change.env.empty());
 }
 
 // A pinned 147 MiB batch whose DMA (2.8 ms, 55 GB/s) fills the 3 ms step;

@@ -510,21 +510,26 @@ TEST(StepSpansTest, ReleaseOfAnShmBatchIsItsMunmapWhenTheTraceTimesIt) {
 // loader id repeats, its epoch count (per object) starts again at 0. A job
 // that makes one loader per setting (seedbench: 4 workers, then 8, then 12)
 // is several loaders of one epoch each, not one loader restarted every
-// epoch; persistent_workers=True is advised only for a loader iterated
-// more than once. Here: loader A (2 workers, 30 steps), then loader B at
-// A's id (4 workers), iterated twice (epochs 0 and 1, 200 steps each); in
-// the second case B's second pass is another new loader (epoch 0 again).
+// epoch: no persistent_workers=True for it. A loop that makes its
+// DataLoader anew every epoch, at one site with the same settings, is one
+// loader of many epochs, remade each time: persistent_workers=True alone
+// keeps nothing there. Here: loader A (2 workers, 30 steps), then loader B
+// at A's id (4 workers, 200 steps), then B's second epoch (the same
+// object), or a new object with B's settings (at another id: the new one
+// made before the old is freed), or a new loader of 8 workers at B's id
+// (300 steps: the steady window's loader).
 TEST(StepSpansTest, ALoaderAtAFreedLoadersIdIsANewLoader) {
   constexpr uint64_t kT0 = 1000 * kMs, kLoader = 0x7f1234560000ull, kStep = 10 * kMs;
-  for (bool b_twice : {true, false}) {
+  enum Third { kSameObject, kRemade, kOther };
+  for (Third third : {kSameObject, kRemade, kOther}) {
     const std::string dir = testing::MakeTempDir("step_spans_loader_ids");
     {
       FileStream out(dir, "step-spans-ids", kT0);
       ASSERT_TRUE(out.ok());
       trace::TracePacket p;
       uint64_t t = kT0 + kMs, call_id = 0, cpu = 0;
-      const auto epoch = [&](uint64_t index, int32_t workers, uint64_t steps) {
-        PutIter(out, t, kLoader, index, workers);
+      const auto epoch = [&](uint64_t id, uint64_t index, int32_t workers, uint64_t steps) {
+        PutIter(out, t, id, index, workers);
         t += 50 * kMs;  // the workers' start
         for (uint64_t k = 0; k < steps; ++k, t += kStep, cpu += 2 * kMs) {
           p.Clear();
@@ -532,7 +537,7 @@ TEST(StepSpansTest, ALoaderAtAFreedLoadersIdIsANewLoader) {
           p.set_tid(100);
           trace::LoaderEvent* l = p.mutable_loader();
           l->set_kind(trace::LOADER_NEXT);
-          l->set_loader_id(kLoader);
+          l->set_loader_id(id);
           l->set_index(k);
           l->set_end_ns(t + kMs);
           SetUsage(l->mutable_usage_begin(), cpu);
@@ -542,19 +547,22 @@ TEST(StepSpansTest, ALoaderAtAFreedLoadersIdIsANewLoader) {
                   cpu + kMs, cpu + 1500 * kUs);
         }
       };
-      epoch(0, 2, 30);                 // loader A
-      epoch(0, 4, 200);                // loader B, at A's freed id
-      epoch(b_twice ? 1 : 0, 4, 200);  // B again, or loader C at the same id
+      epoch(kLoader, 0, 2, 30);   // loader A
+      epoch(kLoader, 0, 4, 200);  // loader B, at A's freed id
+      if (third == kSameObject) epoch(kLoader, 1, 4, 200);
+      if (third == kRemade) epoch(kLoader + 0x1000, 0, 4, 200);
+      if (third == kOther) epoch(kLoader, 0, 8, 300);
       PutExit(out, 100, t + kMs);
     }
     PipelineAnalysis pipeline;
     Analyze(dir, &pipeline);
     const model::LoaderFacts& l = pipeline.inputs().loader;
     EXPECT_TRUE(l.hooked);
-    EXPECT_EQ(l.num_workers, 4) << "twice " << b_twice;
-    // Before: one loader of 3 epochs either way.
-    EXPECT_EQ(l.epochs, b_twice ? 2u : 1u) << "twice " << b_twice;
-    EXPECT_EQ(l.steps_per_epoch, 200u) << "twice " << b_twice;
+    // Before: one loader of 3 epochs (2 with the third at another id).
+    EXPECT_EQ(l.num_workers, third == kOther ? 8 : 4) << third;
+    EXPECT_EQ(l.epochs, third == kOther ? 1u : 2u) << third;
+    EXPECT_EQ(l.steps_per_epoch, third == kOther ? 300u : 200u) << third;
+    EXPECT_EQ(l.remade, third == kRemade) << third;
   }
 }
 
