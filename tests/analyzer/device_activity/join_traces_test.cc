@@ -170,19 +170,30 @@ nlohmann::json ReportJson(const std::string& dir, bool by_order, int* rc) {
   return nlohmann::json::parse(out.str());
 }
 
+// Both joins over the run in dir (its listing must scan: *ok).
+void Probe(const std::string& dir, JoinProbe* probe, bool* ok) {
+  RunListing listing;
+  *ok = ScanRun(dir, &listing).ok();
+  if (!*ok) return;
+  ReplayEngine engine(std::move(listing));
+  engine.AddAnalysis(probe);
+  engine.Run();
+}
+
+// Recorded without correlation records, as the shim says: no ground truth.
+bool NoGroundTruth(const JoinProbe& probe) {
+  return probe.no_correlations && probe.result[0].stats.correlations == 0;
+}
+
 class RecordedRun : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RecordedRun, TheOrderJoinAgreesWithTheCorrelations) {
-  const std::string dir = kData + "/h200/" + GetParam();
-  RunListing listing;
-  ASSERT_TRUE(ScanRun(dir, &listing).ok());
   JoinProbe probe;
-  ReplayEngine engine(std::move(listing));
-  engine.AddAnalysis(&probe);
-  engine.Run();
+  bool ok = false;
+  Probe(kData + "/h200/" + GetParam(), &probe, &ok);
+  ASSERT_TRUE(ok);
   if (probe.device_records == 0) GTEST_SKIP() << "no device memcpy or sync records";
-  if (probe.no_correlations && probe.result[0].stats.correlations == 0)
-    GTEST_SKIP() << "recorded without correlation records (the shim says so): no ground truth";
+  if (NoGroundTruth(probe)) GTEST_SKIP() << "recorded without correlation records";
   const JoinProbe::Side& corr = probe.result[0];
   const JoinProbe::Side& order = probe.result[1];
   // These traces have correlations: auto mode uses them.
@@ -229,15 +240,11 @@ TEST_P(RecordedRun, TheOrderJoinAgreesWithTheCorrelations) {
 TEST_P(RecordedRun, TheReportIsTheSameJoinedEitherWay) {
   const std::string dir = kData + "/h200/" + GetParam();
   {
-    RunListing listing;
-    ASSERT_TRUE(ScanRun(dir, &listing).ok());
     JoinProbe probe;
-    ReplayEngine engine(std::move(listing));
-    engine.AddAnalysis(&probe);
-    engine.Run();
-    if (probe.no_correlations && probe.result[0].stats.correlations == 0)
-      GTEST_SKIP() << "recorded without correlation records (the shim says so): joined by order "
-                      "either way";
+    bool ok = false;
+    Probe(dir, &probe, &ok);
+    ASSERT_TRUE(ok);
+    if (NoGroundTruth(probe)) GTEST_SKIP() << "recorded without correlation records";
   }
   int rc_corr = 0, rc_order = 0;
   const nlohmann::json a = ReportJson(dir, false, &rc_corr);
