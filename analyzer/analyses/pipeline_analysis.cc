@@ -286,59 +286,12 @@ void PipelineAnalysis::OnThreadSample(const Event& event, const trace::ThreadSam
   for (const auto& t : sample.threads()) spans_.AddSample(t.tid(), event.time_ns, t.cpu_ns());
 }
 
-uint64_t PipelineAnalysis::LoaderIdOf(uint64_t raw) const {
-  auto it = loader_alias_.find(raw);
-  return it == loader_alias_.end() ? raw : it->second;
-}
-
-bool PipelineAnalysis::LoaderRemade(uint64_t id) const {
-  auto it = logical_index_.find(id);
-  return it != logical_index_.end() && logical_loaders_[it->second].remade;
-}
-
-// The loader an epoch (LOADER_ITER) belongs to; see logical_loaders_.
-uint64_t PipelineAnalysis::LoaderOfIter(const trace::LoaderEvent& l) {
-  const uint64_t raw = l.loader_id();
-  auto seen = loader_alias_.find(raw);
-  if (seen != loader_alias_.end() && l.index() > 0) {  // the object's next epoch
-    auto it = logical_index_.find(seen->second);
-    if (it != logical_index_.end()) logical_loaders_[it->second].served = false;
-    return seen->second;
-  }
-  const std::string key = l.site() + "|" + std::to_string(l.num_workers()) + "|" +
-                          std::to_string(l.batch_size()) + "|" +
-                          std::to_string(l.dataset_length()) + "|" +
-                          std::to_string(l.pin_memory()) + std::to_string(l.persistent_workers()) +
-                          std::to_string(l.iterable()) + "|" + std::to_string(l.prefetch_factor());
-  uint64_t id = 0;
-  for (LogicalLoader& g : logical_loaders_) {
-    if (g.key != key || !g.served) continue;
-    g.served = false;
-    g.remade = true;
-    id = g.id;
-    break;
-  }
-  if (id == 0) {
-    // Addresses use the low 48 bits; a generation in the top 16 keeps a
-    // new loader at a known id apart from every address.
-    id = seen == loader_alias_.end() && raw != 0
-             ? raw
-             : (raw & ((uint64_t{1} << 48) - 1)) | (++loader_generations_ << 48);
-    if (logical_loaders_.size() < 4096) {
-      logical_index_[id] = logical_loaders_.size();
-      logical_loaders_.push_back({id, key, false, false});
-    }
-  }
-  loader_alias_[raw] = id;
-  return id;
-}
-
 void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l) {
   Process& p = Of(event.process);
   if (l.kind() == trace::LOADER_ITER) {
     if (p.root && iters_.size() < 4096) {
       iters_.push_back(l);
-      iters_.back().set_loader_id(LoaderOfIter(l));
+      iters_.back().set_loader_id(loaders_.OfIter(l));
       iter_times_.push_back(event.packet.timestamp_ns() > 0 ? event.packet.timestamp_ns()
                                                             : event.time_ns);
       spans_.AddIter(iters_.back().loader_id(), iter_times_.back(), l.num_workers());
@@ -372,7 +325,7 @@ void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l)
   s.end = std::max(s.start, l.end_ns());
   s.begin = UsageOf(l.usage_begin());
   s.finish = UsageOf(l.usage_end());
-  s.loader_id = LoaderIdOf(l.loader_id());
+  s.loader_id = loaders_.Of(l.loader_id());
   s.index = l.index();
   s.worker_id = l.worker_id();
   {
@@ -404,8 +357,7 @@ void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l)
   switch (l.kind()) {
     case trace::LOADER_NEXT: {
       ++next_counts_[{tid, s.loader_id}];
-      if (auto g = logical_index_.find(s.loader_id); g != logical_index_.end())
-        logical_loaders_[g->second].served = true;
+      loaders_.Served(s.loader_id);
       // Its number on the thread: StepCalls gives its release by it.
       if (t.recent_nexts.empty()) t.recent_nexts.resize(2 * StepCalls::kPendingKept);
       const uint64_t key = t.nexts++;
@@ -581,7 +533,7 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     l.persistent_workers = it.persistent_workers();
     l.batch_size = it.batch_size();
     l.site = it.site();
-    l.remade = LoaderRemade(loader);
+    l.remade = loaders_.Remade(loader);
     ++l.epochs;
   }
   const std::vector<uint64_t> epoch_starts = IterTimes(loader);

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "analyzer/analyses/device_activity.h"
+#include "analyzer/analyses/loader_identity.h"
 #include "analyzer/analyses/step_calls.h"
 #include "analyzer/analyses/step_spans.h"
 #include "analyzer/model/pipeline_model.h"
@@ -159,31 +160,7 @@ class PipelineAnalysis : public Analysis {
   bool unmaps_timed_ = false;
   std::vector<trace::LoaderEvent> iters_;  // the root's LOADER_ITER events
   std::vector<uint64_t> iter_times_;       // and when each was made
-  // Loaders as the job uses them. The hook names a DataLoader object by
-  // Python's id(), which a new DataLoader takes over once the old one is
-  // freed, and counts epochs per object: an epoch 0 is a new object. A new
-  // object made at the same site with the same settings, once the last one
-  // of those has handed out a batch, is the same loader made anew for the
-  // epoch (a loop that builds its DataLoader every epoch): its events go to
-  // that loader's id, marked remade. Any other new object at a known id
-  // gets an id of its own (the id with a generation in its top bits).
-  // Before, ids were taken as they came: loaders made one after another (a
-  // benchmark over worker counts) read as one loader restarted every epoch,
-  // and persistent_workers=True was advised where it can change nothing
-  // (seedbench on the H200, 2026-12-05).
-  struct LogicalLoader {
-    uint64_t id = 0;
-    std::string key;      // site and settings
-    bool served = false;  // a __next__ since its last epoch began
-    bool remade = false;  // an epoch of it was a new DataLoader object
-  };
-  std::unordered_map<uint64_t, uint64_t> loader_alias_;  // raw id -> loader id
-  std::vector<LogicalLoader> logical_loaders_;
-  std::unordered_map<uint64_t, size_t> logical_index_;  // loader id -> its entry
-  uint64_t loader_generations_ = 0;
-  uint64_t LoaderIdOf(uint64_t raw) const;
-  uint64_t LoaderOfIter(const trace::LoaderEvent& l);
-  bool LoaderRemade(uint64_t id) const;
+  LoaderIdentity loaders_;                 // DataLoader objects -> the loaders the job uses
   // When each epoch of `loader` began (its LOADER_ITERs), in order.
   std::vector<uint64_t> IterTimes(uint64_t loader) const;
   device::JoinMode join_;
