@@ -125,6 +125,7 @@ json PipelineJson(const Report& report) {
                  {"persistent_workers", l.persistent_workers},
                  {"batch_size", l.batch_size},
                  {"epochs", l.epochs},
+                 {"remade", l.remade},
                  {"site", l.site},
                  {"epoch_start_ns", l.epoch_start_ns},
                  {"steps_per_epoch", l.steps_per_epoch},
@@ -630,8 +631,7 @@ nlohmann::ordered_json JsonReport(const Report& report) {
              {"kernels", !busy.kernels_sampled() ? "all"
                          : busy.measured()       ? "sampled"
                                                  : "none"},
-             {"busy_source",
-              busy.source == device::BusySource::kUtilization ? "nvml" : "records"},
+             {"busy_source", busy.source == device::BusySource::kUtilization ? "nvml" : "records"},
              {"nvml_samples", busy.utilization_samples},
              {"nvml_period_ns", busy.utilization_period_ns},
              {"nvml_busy_fraction", busy.utilization_samples

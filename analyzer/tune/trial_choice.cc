@@ -134,7 +134,10 @@ class Chooser {
         }
       }
     }
-    if (base.epochs > 1 && base.settings.num_workers > 0 && !base.settings.persistent_workers) {
+    // A DataLoader made anew every epoch keeps no workers whatever it is
+    // told: persistent_workers=True is no trial there (a code change).
+    if (base.epochs > 1 && base.settings.num_workers > 0 && !base.settings.persistent_workers &&
+        !base.remade) {
       Settings s = base.settings;
       s.persistent_workers = true;
       Add(s, "workers restarted " + std::to_string(base.epochs) + " times in the trial window");

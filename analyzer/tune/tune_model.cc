@@ -156,6 +156,7 @@ RunModel ParseRunModel(const json& report, bool pinscope_pin) {
   if (m.settings.num_workers > 0 && m.settings.prefetch_factor == 0) m.settings.prefetch_factor = 2;
   m.batch_size = Get<int>(loader, "batch_size", 0);
   m.epochs = Get<uint64_t>(loader, "epochs", 0);
+  m.remade = Get<bool>(loader, "remade", false);
   m.site = Get<std::string>(loader, "site", "");
 
   m.ranks = Get<int>(Sub(report, "ranks"), "count", 0);

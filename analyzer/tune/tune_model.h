@@ -81,7 +81,8 @@ struct RunModel {
   Settings settings;            // what the loader ran with (pinscope_pin: see ParseRunModel)
   int batch_size = 0;
   uint64_t epochs = 0;
-  std::string site;  // "train.py:42", where the DataLoader was built
+  bool remade = false;  // each epoch a new DataLoader object (report's loader.remade)
+  std::string site;     // "train.py:42", where the DataLoader was built
 
   bool model_valid = false;
   std::string why_not;  // when the model found no step loop

@@ -89,6 +89,10 @@ TEST(FirstRound, WorkersRestartedEveryEpochTryPersistentWorkers) {
   EXPECT_EQ(
       Labels(base, FirstRound(base)),
       (std::vector<std::string>{"num_workers=15", "num_workers=12", "persistent_workers=True"}));
+  // Each epoch a new DataLoader: the flag would keep nothing; no trial.
+  base.remade = true;
+  EXPECT_EQ(Labels(base, FirstRound(base)),
+            (std::vector<std::string>{"num_workers=15", "num_workers=12"}));
 }
 
 TEST(FirstRound, WithoutARecommendationTheTwoMostPredicted) {
