@@ -12,6 +12,10 @@
 #          also run torch.profiler; ROUNDS=5 rounds of MLP_STEPS=150 steps)
 #   input  tests/gpu/pipeline_job.py input_starvation (DataLoader-bound):
 #          no tool, pinscope's default
+#   hf     tests/gpu/hf_trainer_job.py (issue 16's second row: the Hugging
+#          Face Trainer, small BERT, batch 64, 4 workers, HF_STEPS=200
+#          steps): no tool, pinscope's default; ms a step from the
+#          Trainer's train_samples_per_second
 #   busy   tests/gpu/pipeline_job.py gpu_bound under PINSCOPE_CUPTI_KERNELS=all:
 #          the kernel records' busy share and NVML's, from one run (the
 #          report's --json: busy_fraction and nvml_busy_fraction); and the
@@ -81,6 +85,10 @@ for rep in $(seq "$REPS"); do
     one input "$rep" plain input_starvation $PY $JOB --scenario input_starvation --steps 60
     one input "$rep" pinscope input_starvation $PY $JOB --scenario input_starvation --steps 60
   fi
+  if has hf; then
+    one hf "$rep" plain hf_trainer $PY tests/gpu/hf_trainer_job.py --batch 64 --workers 4 --steps "${HF_STEPS:-200}"
+    one hf "$rep" pinscope hf_trainer $PY tests/gpu/hf_trainer_job.py --batch 64 --workers 4 --steps "${HF_STEPS:-200}"
+  fi
 done
 if has busy; then
   step "busy shares"
@@ -118,11 +126,16 @@ step "summary"
 $PY - "$W/results.jsonl" <<'PYEOF' | tee "$W/summary.txt"
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
+def StepMs(j):
+    # The loops print their step; the HF Trainer its samples/s over train().
+    if "train_samples_per_second" in j:
+        return 1000.0 * j["batch"] / j["train_samples_per_second"]
+    return j.get("step_ms_median", j.get("step_ms"))
 by = {}
 for r in runs:
     j = r["job"]
     if r["rc"] != 0 or not j: continue
-    v = j.get("step_ms_median", j.get("step_ms"))
+    v = StepMs(j)
     by.setdefault((r["name"], r["mode"]), []).append(v)
 for name in sorted({k[0] for k in by}):
     base = by.get((name, "plain"))
@@ -137,7 +150,7 @@ for name in sorted({k[0] for k in by}):
         pairs = {}
         for r in runs:
             if r["name"] == name and r["rc"] == 0 and r["job"] and r["mode"] in ("plain", "pinscope"):
-                pairs.setdefault(r["rep"], {})[r["mode"]] = r["job"].get("step_ms_median", r["job"].get("step_ms"))
+                pairs.setdefault(r["rep"], {})[r["mode"]] = StepMs(r["job"])
         ratios = [p["pinscope"] / p["plain"] for p in pairs.values() if len(p) == 2]
         if ratios:
             print(f"  paired pinscope/plain: median {100 * (statistics.median(ratios) - 1):+.2f}% of {len(ratios)} pairs {[round(x, 4) for x in sorted(ratios)]}")
