@@ -177,6 +177,23 @@ void PutIter(FileStream& out, uint64_t t, uint64_t id, uint64_t epoch, int32_t w
   out.Put(p);
 }
 
+// A __next__ on thread 100 of loader `id`, batch `index` of its epoch, from
+// t to end; the thread's CPU at its start and end.
+void PutNext(FileStream& out, uint64_t t, uint64_t end, uint64_t id, uint64_t index,
+             uint64_t cpu_begin, uint64_t cpu_end) {
+  trace::TracePacket p;
+  p.set_timestamp_ns(t);
+  p.set_tid(100);
+  trace::LoaderEvent* l = p.mutable_loader();
+  l->set_kind(trace::LOADER_NEXT);
+  l->set_loader_id(id);
+  l->set_index(index);
+  l->set_end_ns(end);
+  SetUsage(l->mutable_usage_begin(), cpu_begin);
+  SetUsage(l->mutable_usage_end(), cpu_end);
+  out.Put(p);
+}
+
 // A pageable H2D copy of `bytes` from src on thread tid, from t to end; the
 // thread's CPU at the call's entry and exit.
 void PutCopy(FileStream& out, uint32_t tid, uint64_t t, uint64_t end, uint64_t bytes, uint64_t src,
@@ -268,17 +285,7 @@ TEST(StepSpansTest, HookedRunPastTheOldCapChoosesItsWindowFromEveryStep) {
       SetUsage(l->mutable_usage_begin(), cpu + 200 * kUs);
       SetUsage(l->mutable_usage_end(), cpu + 700 * kUs);
       out.Put(p);
-      p.Clear();
-      p.set_timestamp_ns(s);
-      p.set_tid(100);
-      l = p.mutable_loader();
-      l->set_kind(trace::LOADER_NEXT);
-      l->set_loader_id(kLoader);
-      l->set_index(k < kEpoch1 ? k : k - kEpoch1);
-      l->set_end_ns(s + next_wall(k));
-      SetUsage(l->mutable_usage_begin(), cpu);
-      SetUsage(l->mutable_usage_end(), cpu + kMs);
-      out.Put(p);
+      PutNext(out, s, s + next_wall(k), kLoader, k < kEpoch1 ? k : k - kEpoch1, cpu, cpu + kMs);
       PutCopy(out, 100, s + 4 * kMs, s + 5 * kMs, 8 * kMiBytes, 0x600000000ull, ++call_id,
               cpu + 1200 * kUs, cpu + 1700 * kUs);
       if (k % 1000 == 0) {
@@ -434,7 +441,6 @@ TEST(StepSpansTest, ReleaseOfAnShmBatchIsItsMunmapWhenTheTraceTimesIt) {
       ASSERT_TRUE(out.ok());
       PutIter(out, kT0 + kMs, kLoader, 0, 2);
       trace::TracePacket p;
-      trace::LoaderEvent* l = nullptr;
       const auto address = [](uint64_t k) { return 0x7f0000000000ull + (k % 4) * 0x1000000ull; };
       for (uint64_t k = 0; k < kSteps; ++k) {
         const uint64_t s = kT0 + 10 * kMs + k * kStep, cpu = k * 5 * kMs;
@@ -453,17 +459,7 @@ TEST(StepSpansTest, ReleaseOfAnShmBatchIsItsMunmapWhenTheTraceTimesIt) {
         m->set_flags(1);
         m->set_end_ns(s + kMs / 2 + 10 * kUs);
         out.Put(p);
-        p.Clear();
-        p.set_timestamp_ns(s);
-        p.set_tid(100);
-        l = p.mutable_loader();
-        l->set_kind(trace::LOADER_NEXT);
-        l->set_loader_id(kLoader);
-        l->set_index(k);
-        l->set_end_ns(s + kMs);
-        SetUsage(l->mutable_usage_begin(), cpu);
-        SetUsage(l->mutable_usage_end(), cpu + kMs);
-        out.Put(p);
+        PutNext(out, s, s + kMs, kLoader, k, cpu, cpu + kMs);
         if (k > 0) {
           // 2.6 ms of the loop's own work, then the previous batch unmapped.
           p.Clear();
@@ -532,17 +528,7 @@ TEST(StepSpansTest, ALoaderAtAFreedLoadersIdIsANewLoader) {
         PutIter(out, t, id, index, workers);
         t += 50 * kMs;  // the workers' start
         for (uint64_t k = 0; k < steps; ++k, t += kStep, cpu += 2 * kMs) {
-          p.Clear();
-          p.set_timestamp_ns(t);
-          p.set_tid(100);
-          trace::LoaderEvent* l = p.mutable_loader();
-          l->set_kind(trace::LOADER_NEXT);
-          l->set_loader_id(id);
-          l->set_index(k);
-          l->set_end_ns(t + kMs);
-          SetUsage(l->mutable_usage_begin(), cpu);
-          SetUsage(l->mutable_usage_end(), cpu + kMs / 2);
-          out.Put(p);
+          PutNext(out, t, t + kMs, id, k, cpu, cpu + kMs / 2);
           PutCopy(out, 100, t + 2 * kMs, t + 3 * kMs, 8 * kMiBytes, 0x600000000ull, ++call_id,
                   cpu + kMs, cpu + 1500 * kUs);
         }
