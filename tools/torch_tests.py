@@ -38,8 +38,8 @@ Printed: each test's outcome per mode, the tests whose outcomes differ
 between modes, and counts. The tests that differ are run again when time
 is left, one process per file and mode, the modes at once and no other
 test process: a difference that the rerun repeats is `confirmed`. A test
-process gets --collect-timeout to import and collect before its first test. Names the
-installed torch.testing._internal lacks are supplied as PyTorch 2.6's
+process gets --collect-timeout to import and collect before its first
+test. Names the installed torch.testing._internal lacks are supplied as PyTorch 2.6's
 source defines them (--compat-src, default DIR/torch26/testing/_internal:
 tools/torch_tests_compat.py as sitecustomize, every mode alike; listed). What counts is a
 difference: version skew between the test files and the installed torch
@@ -434,7 +434,7 @@ def cmd_run(args):
     # and nothing else running. One process per test was tried first: each
     # imports torch and collects its file again (10-20 s on the H200), and
     # 28 tests in 3 modes took 224 s of a 560 s call.
-    rerun, again = {}, {}
+    rerun, redone = {}, {}
     by_file = {}
     for i in differ:
         by_file.setdefault(i.split("::")[0], []).append(i)
@@ -443,8 +443,8 @@ def cmd_run(args):
                 for f, ids in by_file.items() for m in modes}
         for fut in concurrent.futures.as_completed(futs):
             for i, o in fut.result().items():
-                again.setdefault(i, {})[futs[fut]] = o
-    for i, a in again.items():
+                redone.setdefault(i, {})[futs[fut]] = o
+    for i, a in redone.items():
         if len(a) == len(modes) and "notrun" not in a.values():
             rerun[i] = a
     if differ:
