@@ -141,15 +141,18 @@ TEST_F(PinPoolTest, WorkerBatchesComeFromRegisteredSlotsOverEpochs) {
 // first miss asks for as many slots as the epoch keeps batches in flight,
 // prefetch_factor x workers + 2, at once; without it the pool grows miss by
 // miss (to 4 here, typically: the 2 workers' first 4 batches miss before
-// any slot exists). Nothing asks for more later: exactly 6.
+// any slot exists). Nothing asks for more later: exactly 6. How many
+// batches miss before the slots are made depends on the machine's load
+// (CI saw 7 of 12, `.......PPPPP`): what is asserted is the steady state,
+// the last half with at most one miss and the last 4 from slots.
 TEST_F(PinPoolTest, PythonHookSizesThePoolAtTheEpochsFirstMiss) {
   extra_env_.push_back(std::string("PYTHONPATH=") + PINSCOPE_HOOK_DIR);
-  const long registered = RunBoth({"--workers", "2", "--batches", "12"}, 12);
+  const long registered = RunBoth({"--workers", "2", "--batches", "16"}, 16);
   const PoolStats s = Stats();
   EXPECT_EQ(s.slots, 2 * 2 + 2) << Describe(s);
-  EXPECT_GE(s.served, 6) << Describe(s);
+  EXPECT_EQ(s.served + s.per_batch, 16) << Describe(s);
   EXPECT_EQ(registered, s.slots + s.per_batch) << Describe(s);
-  EXPECT_TRUE(Steady(s, 1, 3)) << Describe(s);
+  EXPECT_TRUE(Steady(s, 1, 4)) << Describe(s);
 }
 
 // An epoch of a new DataLoader with more workers than the last (a sweep of
