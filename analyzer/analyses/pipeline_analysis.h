@@ -26,6 +26,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "analyzer/analyses/device_activity.h"
@@ -47,6 +48,7 @@ class PipelineAnalysis : public Analysis {
   void OnCopy(const CopyContext& copy) override;
   void OnSync(const Event& event, const trace::SyncEvent& sync) override;
   void OnAlloc(const Event& event, const LiveAlloc& alloc) override;
+  void OnFree(const Event& event, const LiveAlloc& freed, bool by_realloc) override;
   void OnShm(const ShmContext& context) override;
   void OnPin(const Event& event, const trace::PinEvent& pin) override;
   void OnDevice(const Event& event, const trace::DeviceActivity& activity) override;
@@ -114,6 +116,10 @@ class PipelineAnalysis : public Analysis {
     // and fetch (a worker's busy time includes handing its batch over).
     bool pinned_before = false, fetched_before = false;
     uint64_t pin_start = 0, pin_cpu = 0, fetch_finish_cpu = 0;
+    // Pinned host blocks (cudaHostAlloc, timed) allocated since the last
+    // pin span, (start, ns); the previous pin span's share of them.
+    std::vector<std::pair<uint64_t, uint64_t>> host_allocs;
+    uint64_t pin_one_time_ns = 0;
     // The last __next__ spans (start, loader) by their number on the
     // thread (StepCalls' key for their release, which comes at most
     // kPendingKept spans later), a ring.
@@ -156,6 +162,13 @@ class PipelineAnalysis : public Analysis {
   // Takes the joined copies; folds those older than the join's horizon
   // before `now` (all with UINT64_MAX) into their thread's segments.
   void FoldDeviceTimes(uint64_t now);
+  // The root's pinned host blocks allocated inside pin spans, by address,
+  // until freed; a free of one says the program allocates them again and
+  // again (not start-up, as torch's caching host allocator's are).
+  std::unordered_set<uint64_t> pin_blocks_;
+  bool pin_blocks_freed_ = false;
+  // Their time taken out of the pin spans as start-up, and how many.
+  uint64_t pin_one_time_ns_ = 0, pin_one_time_blocks_ = 0;
   // The root's trace times its munmaps of shm mappings (SHM_UNMAP_DONE).
   bool unmaps_timed_ = false;
   std::vector<trace::LoaderEvent> iters_;  // the root's LOADER_ITER events

@@ -118,8 +118,11 @@ void StepSpans::AddFetch(uint32_t tid, const Span& span) {
 }
 
 void StepSpans::AddPin(uint32_t tid, const Span& span, bool cycle, uint64_t cycle_ns,
-                       uint64_t cycle_cpu_ns) {
+                       uint64_t cycle_cpu_ns, uint64_t one_time_ns) {
   Item item = ItemOf(ItemKind::kPin, tid, span);
+  // The driver pins a new block's pages on the calling thread, on its CPU.
+  item.end = item.time + Diff(Diff(item.end, item.time), one_time_ns);
+  item.cpu_ns = Diff(item.cpu_ns, one_time_ns);
   item.faults = Diff(span.finish.faults, span.begin.faults);
   item.cycle = cycle;
   item.cycle_ns = cycle_ns;

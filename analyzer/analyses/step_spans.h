@@ -142,7 +142,11 @@ class StepSpans {
   void AddFetch(uint32_t tid, const Span& span);
   // A pin span; `cycle`: the thread had one before, which started
   // `cycle_ns` and `cycle_cpu_ns` of the thread's CPU time earlier.
-  void AddPin(uint32_t tid, const Span& span, bool cycle, uint64_t cycle_ns, uint64_t cycle_cpu_ns);
+  // one_time_ns: pinned host blocks the thread allocated inside the span
+  // and keeps (cudaHostAlloc's wall time): start-up, taken out of the
+  // span's wall and CPU time.
+  void AddPin(uint32_t tid, const Span& span, bool cycle, uint64_t cycle_ns, uint64_t cycle_cpu_ns,
+              uint64_t one_time_ns = 0);
   // A worker process's fetch (`process`: its replay index), `busy` as in Fetch.
   void AddWorkerFetch(int process, const Span& span, bool busy, uint64_t busy_ns);
   // The release after the __next__ of (tid, loader) that started at `start`.

@@ -115,6 +115,10 @@ struct PinThread {
   double cycle_cpu_ns = 0;                            // the thread's CPU per batch, all of its work
   double recv_wait_ns = 0;  // per batch, off-CPU receiving it from a worker (LOADER_RECV)
   double cycle_ns = 0;      // median interval between its batches
+  // Pinned blocks it allocated (cudaHostAlloc) and kept, over the run:
+  // start-up, not in pin_ns or the cycle.
+  double one_time_alloc_ns = 0;
+  uint64_t one_time_allocs = 0;
 };
 
 struct Gpu {

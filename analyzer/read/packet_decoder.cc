@@ -232,7 +232,7 @@ bool DecodeAlloc(Cursor c, trace::HostAlloc* alloc) {
     uint32_t tag = 0;
     uint64_t v = 0;
     if (!c.Tag(&tag)) return false;
-    if ((tag & 7) != 0 || tag > VarintTag(6) || !c.Varint(&v)) return false;
+    if ((tag & 7) != 0 || tag > VarintTag(7) || !c.Varint(&v)) return false;
     switch (tag >> 3) {
       case 1:
         alloc->set_api(static_cast<trace::AllocApi>(v));
@@ -251,6 +251,9 @@ bool DecodeAlloc(Cursor c, trace::HostAlloc* alloc) {
         break;
       case 6:
         alloc->set_stack_id(v);
+        break;
+      case 7:
+        alloc->set_duration_ns(v);
         break;
       default:
         return false;

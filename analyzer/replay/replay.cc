@@ -495,6 +495,7 @@ void ReplayEngine::HandleAlloc(ProcessState& process, const Event& event) {
   alloc.time_ns = event.time_ns;
   alloc.tid = event.packet.tid();
   alloc.stack_id = message.stack_id();
+  alloc.duration_ns = message.duration_ns();
   const uint64_t end = message.address() + std::max<uint64_t>(message.size(), 1);
   // Blocks it overlaps were freed without a record: drop them as freed.
   for (auto& stale : process.allocations_.Insert(message.address(), end, alloc)) {

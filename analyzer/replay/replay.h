@@ -35,6 +35,7 @@ struct LiveAlloc {
   uint64_t time_ns = 0;
   uint32_t tid = 0;
   uint64_t stack_id = 0;
+  uint64_t duration_ns = 0;  // cudaHostAlloc's wall time (HostAlloc.duration_ns)
 };
 
 // A shared-memory object, identified across processes by (device, inode).

@@ -162,7 +162,9 @@ json PipelineJson(const Report& report) {
   j["pin_thread"] = {{"present", in.pin_thread.present},
                      {"pin_ns", in.pin_thread.pin_ns},
                      {"cycle_cpu_ns", in.pin_thread.cycle_cpu_ns},
-                     {"recv_wait_ns", in.pin_thread.recv_wait_ns}};
+                     {"recv_wait_ns", in.pin_thread.recv_wait_ns},
+                     {"one_time_alloc_ns", in.pin_thread.one_time_alloc_ns},
+                     {"one_time_allocs", in.pin_thread.one_time_allocs}};
   j["gpu"] = {
       {"measured", in.gpu.measured}, {"busy_ns", in.gpu.busy_ns}, {"covered", in.gpu.covered}};
   j["stages"] = json::array();

@@ -381,10 +381,11 @@ cudaError_t TracedHostAlloc(void** pp, size_t n, unsigned int flags, bool with_f
   HookScope scope;
   uint64_t t = MonoNs();
   cudaError_t rc = call();
+  const uint64_t took = MonoNs() - t;
   BumpPointerGeneration();
   if (rc == cudaSuccess && pp && *pp && n >= GetConfig().trace_min)
     RecordAlloc(f::kCudaHostAlloc, reinterpret_cast<uintptr_t>(*pp), n, 0, 0,
-                CaptureStack(StackSite::kAlloc), t);
+                CaptureStack(StackSite::kAlloc), t, took);
   return rc;
 }
 }  // namespace

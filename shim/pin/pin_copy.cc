@@ -14,6 +14,7 @@
 #include "shim/pin/pin_keep.h"
 #include "shim/pin/pin_state.h"
 #include "shim/pin/pinning.h"
+#include "shim/pin/pool.h"
 #include "shim/record/recorder.h"
 #include "shim/record/trace_fields.h"
 
@@ -264,7 +265,10 @@ PinTicket PinBeforeCopy(CopyCall* r) {
   }
   BumpPointerGeneration();
   Emit(f::kRegister, buf.base, buf.size, t1 - t0, rc, buf.shm ? "shm" : "malloc", after, t0);
-  if (buf.shm) AheadLearn(buf.size);
+  if (buf.shm) {
+    AheadLearn(buf.size);
+    PoolNoteCopied(buf.size);
+  }
   r->pin = f::kPinRegistered;
   t.block = static_cast<uint64_t>(slot) + 1;
   // Capture was checked above: the stream is not capturing.

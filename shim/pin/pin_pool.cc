@@ -116,6 +116,14 @@ int SlotBlockLocked(const Table& t, int i) {
   return b >= 0 && Pins().blocks[b].pool && Pins().blocks[b].base == t.slots[i].owner_addr ? b : -1;
 }
 
+// Has a copy read batches of len bytes by DMA (PoolNoteCopied)? Lock held.
+bool CopiedLocked(uint64_t len) {
+  const PinState& s = Pins();
+  for (int k = 0; k < std::min(s.pool_copied_n, kAheadSizes); ++k)
+    if (s.pool_copied[k] == len) return true;
+  return false;
+}
+
 // Sets slot i's word to kEmpty, keeping its generation.
 void ClearSlot(Table& t, int i) {
   Word w = Load(t, i);
@@ -282,6 +290,7 @@ void MakeSlotLocked(Table& t, int i) {
 }  // namespace
 }  // namespace pinning
 
+using pinning::CopiedLocked;
 using pinning::DetachLocked;
 using pinning::OwnTable;
 using pinning::Pins;
@@ -339,6 +348,21 @@ void* PoolServeMap(uint64_t device, uint64_t inode, size_t len, int prot, int fl
 
 void PoolNoteMiss(size_t len, int live_batches) { pool::Grow(len, live_batches); }
 
+void PoolNoteCopied(size_t len) {
+  if (!OwnTable()) return;
+  PinState& s = Pins();
+  pthread_mutex_lock(&s.mu);
+  bool known = pinning::CopiedLocked(len);
+  if (!known) {
+    s.pool_copied[s.pool_copied_n % pinning::kAheadSizes] = len;
+    ++s.pool_copied_n;
+  }
+  int waited = !known && s.pool_wait_len == len ? s.pool_wait_live : -1;
+  if (waited >= 0) s.pool_wait_len = 0;
+  pthread_mutex_unlock(&s.mu);
+  if (waited >= 0) pool::Grow(len, waited);
+}
+
 namespace pool {
 
 void Grow(size_t len, int live_batches) {
@@ -364,6 +388,15 @@ void Grow(size_t len, int live_batches) {
   // A slot whose worker died before the program mapped it never comes back
   // (it escaped; the flusher retires it): not supply (a break out of an
   // epoch leaves the prefetched batches' slots so).
+  // No slot for batches no copy has read by DMA (PoolNoteCopied): the miss
+  // waits for that evidence, the epoch's hint (pool_armed) with it.
+  if (!CopiedLocked(len)) {
+    if (s.pool_wait_len != len) s.pool_wait_live = 0;
+    s.pool_wait_len = len;
+    s.pool_wait_live = std::max(s.pool_wait_live, live_batches);
+    pthread_mutex_unlock(&s.mu);
+    return;
+  }
   int supply = 0, demand = live_batches;
   for (int i = 0; i < pool::kSlots; ++i) {
     Word w = Load(*t, i);

@@ -153,6 +153,15 @@ struct PinState {
   // DataLoader epochs begun (PoolNoteLoader) whose first batch has not
   // missed yet, and the batches in flight the latest of them will keep.
   int pool_armed = 0, pool_hint = 0;
+  // The batch sizes a copy of this process read by DMA from a registered
+  // shm segment (PoolNoteCopied): the pool makes slots of those sizes only.
+  // A miss of another size waits here (its size, the batches alive then)
+  // until a copy reads one such batch, or forever (pin_memory=True: the
+  // program copies from torch's own pinned blocks, never from the batch).
+  uint64_t pool_copied[kAheadSizes]{};
+  int pool_copied_n = 0;
+  uint64_t pool_wait_len = 0;
+  int pool_wait_live = 0;
   std::atomic<bool> pool_failed{false};  // a slot could not be made: no more (said once)
   std::atomic<bool> said_pool{false};
 };

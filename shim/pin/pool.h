@@ -65,6 +65,16 @@ void* PoolServeMap(uint64_t device, uint64_t inode, size_t len, int prot, int fl
 // the budget and the table.
 void PoolNoteMiss(size_t len, int live_batches);
 
+// A copy read `len` bytes by DMA from a received batch segment it
+// registered (pinning's copy path, the first batch of a size): slots of
+// that size are worth their registration now, and a miss that waited for
+// this grows the pool. Until then the pool makes no slot of a size: with
+// pin_memory=True the batches are read by torch's pin thread with a host
+// copy, the program's DMA reads torch's own pinned blocks, and a slot's
+// registration would buy nothing while it competes with torch's
+// cudaHostAlloc for the driver (issue 15: 0.75x at 4 workers).
+void PoolNoteCopied(size_t len);
+
 // pinscope's Python hook saw the owner's DataLoader begin an epoch with
 // num_workers workers and prefetch_factor: its batches will be in flight
 // num_workers x prefetch_factor + 2 at a time (those prefetched, the one the

@@ -227,8 +227,7 @@ void WriteFullTraceBuffer() {
 uint64_t TraceInlineWrites() { return g_writer.inline_writes(); }
 
 bool AppendFromSignal(const uint8_t* framed, size_t n) {
-  if (g_state.load(std::memory_order_relaxed) != kActive ||
-      !g_open.load(std::memory_order_acquire))
+  if (g_state.load(std::memory_order_relaxed) != kActive || !g_open.load(std::memory_order_acquire))
     return false;
   return g_writer.TryAppendAndFlush(framed, n);
 }
@@ -307,7 +306,7 @@ void RecordSync(const SyncCall& r) {
 }
 
 void RecordAlloc(uint32_t api, uint64_t address, uint64_t size, uint64_t alignment,
-                 uint64_t old_address, uint64_t stack_id, uint64_t t) {
+                 uint64_t old_address, uint64_t stack_id, uint64_t t, uint64_t duration_ns) {
   if (!Recording()) return;
   g_allocs.fetch_add(1, std::memory_order_relaxed);
   namespace a = fields::alloc;
@@ -318,6 +317,7 @@ void RecordAlloc(uint32_t api, uint64_t address, uint64_t size, uint64_t alignme
   p.e().Varint(a::kAlignment, alignment);
   p.e().Varint(a::kOldAddress, old_address);
   p.e().Varint(a::kStackId, stack_id);
+  if (duration_ns) p.e().Varint(a::kDurationNs, duration_ns);
   p.Commit();
 }
 

@@ -149,8 +149,9 @@ struct SyncCall {
 };
 void RecordSync(const SyncCall& r);
 
+// duration_ns: cudaHostAlloc's wall time (0: not timed, the malloc family).
 void RecordAlloc(uint32_t api, uint64_t address, uint64_t size, uint64_t alignment,
-                 uint64_t old_address, uint64_t stack_id, uint64_t t);
+                 uint64_t old_address, uint64_t stack_id, uint64_t t, uint64_t duration_ns = 0);
 void RecordFree(uint64_t address, bool by_realloc, uint64_t t);
 
 struct ShmRecord {

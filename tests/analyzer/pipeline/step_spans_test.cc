@@ -502,6 +502,86 @@ TEST(StepSpansTest, ReleaseOfAnShmBatchIsItsMunmapWhenTheTraceTimesIt) {
   }
 }
 
+// torch's pin thread allocates a pinned block (cudaHostAlloc) inside
+// pin_memory() when its caching host allocator has none free, and keeps it:
+// start-up, not the pin thread's time per batch. Here the pin thread takes
+// 2 ms (1.5 ms of CPU) a batch, and three of its spans, in the middle of the
+// run, each allocate a 128 MiB block for 40 ms: its time per batch and its
+// cycle's CPU stay 2 ms and 1.5 ms, the 120 ms are start-up. Before, the
+// three blocks were in the pin spans' mean. A program that frees such
+// blocks again (cudaFreeHost, one per span here) allocates them per batch:
+// only the first, before any free, is start-up.
+TEST(StepSpansTest, PinnedBlocksThePinThreadKeepsAreStartUp) {
+  constexpr uint64_t kSteps = 400, kT0 = 1000 * kMs, kLoader = 7, kStep = 50 * kMs;
+  constexpr uint32_t kPinTid = 150;
+  for (bool freed : {false, true}) {
+    const std::string dir = testing::MakeTempDir("step_spans_host_alloc");
+    {
+      FileStream out(dir, "step-spans-host-alloc", kT0);
+      ASSERT_TRUE(out.ok());
+      PutIter(out, kT0 + kMs, kLoader, 0, 4);
+      trace::TracePacket p;
+      uint64_t pin_cpu = 0;
+      for (uint64_t k = 0; k < kSteps; ++k) {
+        const uint64_t s = kT0 + 100 * kMs + k * kStep, cpu = k * 5 * kMs;
+        const bool grows = k >= 200 && k < 203;
+        const uint64_t alloc = grows ? 40 * kMs : 0;
+        const uint64_t block = 0x7f0000000000ull + (k - 200) * 0x10000000ull;
+        if (grows) {
+          p.Clear();
+          p.set_timestamp_ns(s - 44 * kMs);
+          p.set_tid(kPinTid);
+          trace::HostAlloc* a = p.mutable_alloc();
+          a->set_api(trace::CUDA_HOST_ALLOC);
+          a->set_address(block);
+          a->set_size(128 * kMiBytes);
+          a->set_duration_ns(alloc);
+          out.Put(p);
+        }
+        // The pin span, written at its end, before the batch's __next__.
+        p.Clear();
+        p.set_timestamp_ns(s - 45 * kMs);
+        p.set_tid(kPinTid);
+        trace::LoaderEvent* l = p.mutable_loader();
+        l->set_kind(trace::LOADER_PIN);
+        l->set_loader_id(kLoader);
+        l->set_index(k);
+        l->set_end_ns(s - 43 * kMs + alloc);
+        SetUsage(l->mutable_usage_begin(), pin_cpu);
+        pin_cpu += 1500 * kUs + alloc;
+        SetUsage(l->mutable_usage_end(), pin_cpu);
+        out.Put(p);
+        if (grows && freed) {
+          p.Clear();
+          p.set_timestamp_ns(s - 42 * kMs + alloc);
+          p.set_tid(kPinTid);
+          p.mutable_free()->set_address(block);
+          out.Put(p);
+        }
+        PutNext(out, s, s + kMs, kLoader, k, cpu, cpu + kMs);
+        PutCopy(out, 100, s + 2 * kMs, s + 3 * kMs, 8 * kMiBytes, 0x600000000ull, k + 1,
+                cpu + 2 * kMs, cpu + 2500 * kUs);
+      }
+      PutExit(out, 100, kT0 + 200 * kMs + kSteps * kStep);
+    }
+    PipelineAnalysis pipeline;
+    Analyze(dir, &pipeline);
+    ASSERT_LT(pipeline.window_start_ns(), kT0 + 100 * kMs + 200 * kStep);
+    ASSERT_GT(pipeline.window_end_ns(), kT0 + 100 * kMs + 203 * kStep);
+    const model::PinThread& pt = pipeline.inputs().pin_thread;
+    ASSERT_TRUE(pt.present);
+    const double n = static_cast<double>(pt.batches);
+    // Freed: the two later blocks stay in their spans (40 ms each).
+    const double per_batch = freed ? 80.0 * kMs / n : 0.0;
+    EXPECT_NEAR(pt.pin_ns, 2.0 * kMs + per_batch, 1.0) << "freed " << freed;
+    EXPECT_NEAR(pt.pin_cpu_ns, 1.5 * kMs + per_batch, 1.0) << "freed " << freed;
+    EXPECT_NEAR(pt.cycle_cpu_ns, 1.5 * kMs + per_batch * n / (n - 1), 50.0 * kUs)
+        << "freed " << freed;
+    EXPECT_EQ(pt.one_time_allocs, freed ? 1u : 3u);
+    EXPECT_DOUBLE_EQ(pt.one_time_alloc_ns, freed ? 40.0 * kMs : 120.0 * kMs);
+  }
+}
+
 // Python's id() of a freed DataLoader goes to the next one made: the hook's
 // loader id repeats, its epoch count (per object) starts again at 0. A job
 // that makes one loader per setting (seedbench: 4 workers, then 8, then 12)

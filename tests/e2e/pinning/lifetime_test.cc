@@ -177,8 +177,8 @@ TEST_F(E2EPinning, ForkedChildOfACudaParentNeverPins) {
   EXPECT_EQ(M("child_b_registered"), 0u);
   EXPECT_EQ(M("child_register_calls"), 0u);
   EXPECT_EQ(M("child_unregister_calls"), 0u);
-  ExpectPins(tr.parent, {{pt::REGISTER, a, 16 * kMiB, "malloc"},
-                         {pt::UNREGISTER, a, 16 * kMiB, "fork"}});
+  ExpectPins(tr.parent,
+             {{pt::REGISTER, a, 16 * kMiB, "malloc"}, {pt::UNREGISTER, a, 16 * kMiB, "fork"}});
 }
 
 // --- 6. the program's own register / unregister calls ----------------------------------
@@ -211,8 +211,21 @@ TEST_F(E2EPinning, ProgramRegisterAndUnregisterKeepWorking) {
   EXPECT_EQ(M("b_registered"), 1u);
   EXPECT_EQ(M("b_piece_register_rc"), 0u);
   EXPECT_EQ(M("b_piece_unregister_rc"), 0u);
-  // (c) cudaHostAlloc + cudaFreeHost untouched.
+  // (c) cudaHostAlloc + cudaFreeHost untouched, the allocation recorded
+  // with its wall time (HostAlloc.duration_ns: the pipeline model's
+  // start-up); the malloc family's are not timed.
   EXPECT_EQ(M("h_free_rc"), 0u);
+  int host_allocs = 0;
+  for (const auto* p : e2e::Packets(t, pt::TracePacket::kAlloc)) {
+    if (p->alloc().address() == M("h")) {
+      ++host_allocs;
+      EXPECT_EQ(p->alloc().api(), pt::CUDA_HOST_ALLOC);
+      EXPECT_GT(p->alloc().duration_ns(), 0u);
+    } else {
+      EXPECT_EQ(p->alloc().duration_ns(), 0u) << p->alloc().address();
+    }
+  }
+  EXPECT_EQ(host_allocs, 1);
   // Registers: pinscope a, program a, pinscope b, program b's piece, program
   // t. Unregisters: pinscope a, program a, the 713 answer, pinscope b,
   // program b's piece, program t. Nothing is left registered.

@@ -33,7 +33,8 @@ the soft RLIMIT_NOFILE to N and keeps every batch (and its fd) alive until
 the loader fails as PyTorch's test_fd_limit_exceeded expects ("fd limit
 error": the RuntimeError that names `ulimit -n`); any other error fails the
 job. --workers-later N: the epochs after the first run new DataLoaders with
-N workers."""
+N workers. --staged: every batch is copied on the host into one cudaHostAlloc
+block and the device copy reads that block, as with pin_memory=True."""
 import argparse
 import ctypes
 import mmap
@@ -84,10 +85,23 @@ class Device:
         self.back = mmap.mmap(-1, nbytes)
         self.back_addr = ctypes.addressof(ctypes.c_char.from_buffer(self.back))
 
+    def stage(self):
+        """--staged: batches reach the device as with pin_memory=True, through
+        a cudaHostAlloc block the batch is copied into on the host (torch's
+        pin thread does that), never by DMA from the batch itself."""
+        p = ctypes.c_void_p()
+        if self.g.cudaHostAlloc(ctypes.byref(p), ctypes.c_size_t(self.nbytes), 0) != 0:
+            sys.exit("cudaHostAlloc failed")
+        self.staging = (ctypes.c_char * self.nbytes).from_address(p.value)
+
     def roundtrip(self, t):
         """Copies t to the device (async + sync) and returns what arrived."""
         n = t.numel() * t.element_size()
         assert n <= self.nbytes
+        if getattr(self, "staging", None) is not None:
+            pinned = torch.frombuffer(self.staging, dtype=t.dtype, count=t.numel()).reshape(t.shape)
+            pinned.copy_(t)
+            t = pinned
         if self.g.cudaMemcpyAsync(self.dev, ctypes.c_void_p(t.data_ptr()), ctypes.c_size_t(n), H2D,
                                   ctypes.c_void_p(0)) != 0:
             sys.exit("cudaMemcpyAsync failed")
@@ -152,6 +166,8 @@ def main():
     ap.add_argument("--exec-child", action="store_true")
     ap.add_argument("--idle-at-end", type=float, default=0, help="seconds to sleep, loaders gone")
     ap.add_argument("--fd-limit", type=int, default=0, help="soft RLIMIT_NOFILE; every batch kept")
+    ap.add_argument("--staged", action="store_true",
+                    help="copy every batch into a cudaHostAlloc block first (pin_memory=True)")
     ap.add_argument("--workers-later", type=int, default=0,
                     help="epochs after the first: new DataLoaders with this many workers")
     a = ap.parse_args()
@@ -168,6 +184,8 @@ def main():
     loaders = [DataLoader(ds, batch_size=a.batch, num_workers=a.workers,
                           persistent_workers=a.persistent and a.workers > 0) for ds in sets]
     dev = Device(a.cudart, a.batch * sets[0].numel * 4)
+    if a.staged:
+        dev.stage()
     held = []
     kept = []
     bad = 0

@@ -190,6 +190,7 @@ FIELD(f::alloc::kSize, HostAlloc, Size);
 FIELD(f::alloc::kAlignment, HostAlloc, Alignment);
 FIELD(f::alloc::kOldAddress, HostAlloc, OldAddress);
 FIELD(f::alloc::kStackId, HostAlloc, StackId);
+FIELD(f::alloc::kDurationNs, HostAlloc, DurationNs);
 
 FIELD(f::free_::kAddress, HostFree, Address);
 FIELD(f::free_::kByRealloc, HostFree, ByRealloc);
