@@ -372,6 +372,18 @@ void Grow(size_t len, int live_batches) {
   if (s.forked_from_cuda || !Recording() || s.unpin_failed.load(std::memory_order_relaxed) ||
       s.pool_failed.load(std::memory_order_relaxed))
     return;
+  // No slot for batches no copy has read by DMA (PoolNoteCopied): the miss
+  // waits for that evidence, the epoch's hint (pool_armed) with it. First,
+  // before the fd count: with pin_memory=True every batch comes here.
+  pthread_mutex_lock(&s.mu);
+  const bool copied = CopiedLocked(len);
+  if (!copied) {
+    if (s.pool_wait_len != len) s.pool_wait_live = 0;
+    s.pool_wait_len = len;
+    s.pool_wait_live = std::max(s.pool_wait_live, live_batches);
+  }
+  pthread_mutex_unlock(&s.mu);
+  if (!copied) return;
   // Slots to spare the program's fd limit (pool_internal.h).
   const uint64_t free_fds = pool::FreeFds(), margin = pool::FdMargin();
   if (free_fds <= margin) return;
@@ -388,15 +400,6 @@ void Grow(size_t len, int live_batches) {
   // A slot whose worker died before the program mapped it never comes back
   // (it escaped; the flusher retires it): not supply (a break out of an
   // epoch leaves the prefetched batches' slots so).
-  // No slot for batches no copy has read by DMA (PoolNoteCopied): the miss
-  // waits for that evidence, the epoch's hint (pool_armed) with it.
-  if (!CopiedLocked(len)) {
-    if (s.pool_wait_len != len) s.pool_wait_live = 0;
-    s.pool_wait_len = len;
-    s.pool_wait_live = std::max(s.pool_wait_live, live_batches);
-    pthread_mutex_unlock(&s.mu);
-    return;
-  }
   int supply = 0, demand = live_batches;
   for (int i = 0; i < pool::kSlots; ++i) {
     Word w = Load(*t, i);
