@@ -69,6 +69,11 @@ struct BatchLoop {
   uint64_t pinscope_batches = 0;
   uint64_t registered_at_copy = 0, registered_ahead = 0, reused = 0, pool = 0, cached = 0;
   uint64_t dma_bytes = 0;
+  // Batch segments the root process mapped that a pool slot served
+  // (ShmEvent.pool on its SHM_MAP, any thread), registered or plain: with
+  // pin_memory=True the pin thread's batches, whose copies read torch's own
+  // pinned blocks, so none of them is in the counts above.
+  uint64_t pool_maps = 0;
   // Batch copies from a malloc-family block of at least kGlibcMmapMax bytes
   // allocated since the previous batch copy and not a reused kept block:
   // glibc serves such a block by a fresh mmap and unmaps it at free, so the

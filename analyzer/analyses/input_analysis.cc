@@ -316,6 +316,9 @@ void InputAnalysis::OnSync(const Event& event, const trace::SyncEvent& sync) {
 void InputAnalysis::OnShm(const ShmContext& ctx) {
   const ProcessState& process = ctx.event.process;
   const uint32_t tid = ctx.event.packet.tid();
+  if (ctx.shm.op() == trace::SHM_MAP && ctx.shm.pool() &&
+      static_cast<int>(process.pid()) == root_pid_)
+    ++loop_.pool_maps;
   if (ctx.shm.op() == trace::SHM_MAP && !ctx.implicit &&
       static_cast<int>(process.pid()) == root_pid_ && tid != 0 && tid != process.pid()) {
     ++root_shm_maps_[tid];

@@ -533,7 +533,8 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                        {"pool", loop.pool},
                        {"cached", loop.cached},
                        {"host_copies_avoided", loop.pinscope_batches},
-                       {"dma_bytes", loop.dma_bytes}}},
+                       {"dma_bytes", loop.dma_bytes},
+                       {"pool_maps", loop.pool_maps}}},
                      {"fresh_mmap_batches", loop.fresh_mmap_batches},
                      {"first_touch_gbps", loop.first_touch_gbps},
                      {"fresh_fault_ns", loop.fresh_fault_ns}};

@@ -597,6 +597,21 @@ void TextWriter::ShmSection() {
 void TextWriter::PinningSection() {
   const PinStats& pins = report_.input().pins();
   const BatchLoop& loop = report_.input().loop();
+  // Batches the pool served while no batch copy ran pinned by pinscope:
+  // pin_memory=True's pin thread reading plain slots (zero-copy-pool.md,
+  // "Plain slots").
+  const bool plain_pool = loop.pool_maps > 0 && loop.pinscope_batches == 0;
+  const std::string plain_line =
+      FormatCount(loop.pool_maps) + " batch segments the program received came from " +
+      "pinscope's pool (PINSCOPE_PIN_POOL), and no batch copy read them by DMA (with " +
+      "pin_memory=True torch's pin thread copies each batch on the host first): plain slots, " +
+      "never registered. The workers wrote into pages made once and recycled, and the " +
+      "program's munmap kept them: no fresh pages and no unmap per batch.";
+  if (!report_.input().has_pins() && plain_pool) {
+    Title("Pinning (PINSCOPE_PIN)");
+    Para(plain_line);
+    return;
+  }
   if (!report_.input().has_pins()) {
     // Pinning off: what fresh batch buffers cost, which the recycle list saves.
     if (!loop.found || loop.fresh_mmap_batches == 0) return;
@@ -640,6 +655,7 @@ void TextWriter::PinningSection() {
                         : std::string()) +
          " and " + FormatCount(loop.cached) + " already registered.");
   }
+  if (plain_pool) Para(plain_line);
   // The first batch's buffer is always fresh (the one the recycle list then keeps).
   if (loop.found && loop.fresh_mmap_batches > 1) {
     Para(FormatCount(loop.fresh_mmap_batches) + " batch copies read a fresh buffer above glibc's " +
@@ -763,13 +779,14 @@ void TextWriter::DeviceSection() {
              FormatPercent(busy.active_busy_fraction) +
              " from the first to the last busy sample; per chunk [" + chunks +
              "] (_ idle .. # busy" + (unknown ? ", ? not sampled)" : ")"));
-        Para("From NVML utilization samples (" + FormatCount(busy.utilization_samples) +
-             ", one every " + FormatDuration(busy.utilization_period_ns) + ", " +
-             FormatPercent(busy.covered_fraction()) +
-             " of the process's life): the share of time a kernel ran. Kernels were not recorded (" +
-             KernelRecordingText(p.result.recording) +
-             "), so idle gaps are not known; PINSCOPE_CUPTI_KERNELS=all records them, at a cost "
-             "(docs/environment.md).");
+        Para(
+            "From NVML utilization samples (" + FormatCount(busy.utilization_samples) +
+            ", one every " + FormatDuration(busy.utilization_period_ns) + ", " +
+            FormatPercent(busy.covered_fraction()) +
+            " of the process's life): the share of time a kernel ran. Kernels were not recorded (" +
+            KernelRecordingText(p.result.recording) +
+            "), so idle gaps are not known; PINSCOPE_CUPTI_KERNELS=all records them, at a cost "
+            "(docs/environment.md).");
         continue;
       }
       Para(gpu + ": busy " + FormatPercent(busy.busy_fraction) +

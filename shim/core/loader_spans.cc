@@ -32,7 +32,7 @@ void LoaderIter(const LoaderSettings& s) {
                                  ? (s.dataset_length + static_cast<uint64_t>(s.batch_size) - 1) /
                                        static_cast<uint64_t>(s.batch_size)
                                  : 0;
-    PoolNoteLoader(s.num_workers, s.prefetch_factor, batches);
+    PoolNoteLoader(s.num_workers, s.prefetch_factor, batches, s.pin_memory);
   }
   LoaderRecord r;
   r.kind = fields::kLoaderIter;

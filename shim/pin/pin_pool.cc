@@ -116,6 +116,23 @@ int SlotBlockLocked(const Table& t, int i) {
   return b >= 0 && Pins().blocks[b].pool && Pins().blocks[b].base == t.slots[i].owner_addr ? b : -1;
 }
 
+// Slot i's owner mapping may be handed to the program, or kept at its
+// munmap: a registered slot's pin block is there (*block, its index); a
+// plain slot has none (*block -1) and no registration overlaps it (a copy
+// that read it by DMA registered it as the program's: it leaves the pool
+// at the munmap, whose usual path unpins it). Lock held.
+bool SlotReadyLocked(const Table& t, int i, int* block) {
+  *block = SlotBlockLocked(t, i);
+  if (!t.slots[i].plain) return *block >= 0;
+  const uint64_t a = t.slots[i].owner_addr, n = t.slots[i].size;
+  const PinState& s = Pins();
+  for (int k = 0; k < s.high; ++k) {
+    const Block& b = s.blocks[k];
+    if (b.state != kEmpty && b.base < a + n && a < b.base + b.size) return false;
+  }
+  return true;
+}
+
 // Has a copy read batches of len bytes by DMA (PoolNoteCopied)? Lock held.
 bool CopiedLocked(uint64_t len) {
   const PinState& s = Pins();
@@ -171,7 +188,7 @@ void RetireSlot(Table& t, int i, const char* reason, bool replace) {
   if (b >= 0) s.blocks[b].pool = false;
   int device = s.pool_device;
   pthread_mutex_unlock(&s.mu);
-  UseDeviceOnOwnThread(device);  // the flusher thread
+  if (b >= 0) UseDeviceOnOwnThread(device);  // the flusher thread
   bool released = b < 0 || UnpinWhere(addr, 0, false, reason);
   pthread_mutex_lock(&s.mu);
   if (released) {
@@ -201,14 +218,18 @@ void RetireWhere(Table& t, const char* reason, bool replace, F want) {
 }
 
 // Makes slot i (kMaking, its size set): memfd, mapping (populated), the
-// registration. Lock held on entry and on return; dropped around the work.
+// registration; or, for batches no copy has read by DMA, a plain slot:
+// memfd and mapping only, its pages made by the first worker that writes
+// a batch there, as a new segment's would be. Lock held on entry and on
+// return; dropped around the work.
 void MakeSlotLocked(Table& t, int i) {
   PinState& s = Pins();
   const uint64_t size = t.slots[i].size;
+  const bool plain = !CopiedLocked(size);
   if (s.forking.load(std::memory_order_acquire) > 0 || s.forked_from_cuda ||
       s.unpin_failed.load(std::memory_order_relaxed) ||
       s.ahead_stop.load(std::memory_order_relaxed) ||
-      s.pinned_bytes.load(std::memory_order_relaxed) + size > PinBudget()) {
+      (!plain && s.pinned_bytes.load(std::memory_order_relaxed) + size > PinBudget())) {
     ClearSlot(t, i);
     return;
   }
@@ -218,7 +239,8 @@ void MakeSlotLocked(Table& t, int i) {
   void* p = MAP_FAILED;
   struct stat st;
   if (fd >= 0 && syscall(SYS_ftruncate, fd, static_cast<off_t>(size)) == 0 && fstat(fd, &st) == 0)
-    p = pool::RawMmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    p = pool::RawMmap(nullptr, size, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | (plain ? 0 : MAP_POPULATE), fd, 0);
   if (reinterpret_cast<intptr_t>(p) < 0) p = MAP_FAILED;  // a raw syscall's -errno
   if (p == MAP_FAILED) {
     // No memfd (an old kernel, a seccomp filter) or no memory for one: the
@@ -230,8 +252,25 @@ void MakeSlotLocked(Table& t, int i) {
             static_cast<unsigned long long>(size));
   }
   pthread_mutex_lock(&s.mu);
+  const auto ready = [&] {
+    t.slots[i].device = static_cast<uint64_t>(st.st_dev);
+    t.slots[i].inode = static_cast<uint64_t>(st.st_ino);
+    t.slots[i].fd = fd;
+    t.slots[i].owner_addr = reinterpret_cast<uintptr_t>(p);
+    t.slots[i].plain = plain;
+    t.slots[i].freed_ns.store(MonoNs(), std::memory_order_relaxed);
+    Word w = Load(t, i);
+    w.state = pool::kFree;
+    w.flags = 0;
+    w.pid = 0;
+    t.slots[i].word.store(pool::Pack(w), std::memory_order_release);
+  };
+  if (plain && p != MAP_FAILED && s.forking.load(std::memory_order_acquire) == 0) {
+    ready();
+    return;
+  }
   int b = -1;
-  if (p != MAP_FAILED && s.forking.load(std::memory_order_acquire) == 0 &&
+  if (!plain && p != MAP_FAILED && s.forking.load(std::memory_order_acquire) == 0 &&
       s.pinned_bytes.load(std::memory_order_relaxed) + size <= PinBudget()) {
     b = ReserveLocked(reinterpret_cast<uintptr_t>(p), size, true);
     if (b >= 0) s.blocks[b].pool = true;
@@ -260,16 +299,7 @@ void MakeSlotLocked(Table& t, int i) {
          s.pinned_bytes.load(std::memory_order_relaxed), t0);
     pthread_mutex_lock(&s.mu);
     s.blocks[b].state = kPinned;
-    t.slots[i].device = static_cast<uint64_t>(st.st_dev);
-    t.slots[i].inode = static_cast<uint64_t>(st.st_ino);
-    t.slots[i].fd = fd;
-    t.slots[i].owner_addr = reinterpret_cast<uintptr_t>(p);
-    t.slots[i].freed_ns.store(MonoNs(), std::memory_order_relaxed);
-    Word w = Load(t, i);
-    w.state = pool::kFree;
-    w.flags = 0;
-    w.pid = 0;
-    t.slots[i].word.store(pool::Pack(w), std::memory_order_release);
+    ready();
     return;
   }
   pthread_mutex_lock(&s.mu);
@@ -297,6 +327,7 @@ using pinning::Pins;
 using pinning::PinState;
 using pinning::RetireWhere;
 using pinning::SlotBlockLocked;
+using pinning::SlotReadyLocked;
 using pool::Load;
 using pool::Table;
 using pool::Word;
@@ -333,8 +364,9 @@ void* PoolServeMap(uint64_t device, uint64_t inode, size_t len, int prot, int fl
   }
   PinState& s = Pins();
   void* out = nullptr;
+  int block = -1;
   pthread_mutex_lock(&s.mu);
-  if (!s.pool_busy[i] && SlotBlockLocked(*t, i) >= 0 && pool::Serve(*t, i))
+  if (!s.pool_busy[i] && SlotReadyLocked(*t, i, &block) && pool::Serve(*t, i))
     out = reinterpret_cast<void*>(t->slots[i].owner_addr);
   const bool armed = out && s.pool_armed > 0;
   pthread_mutex_unlock(&s.mu);
@@ -372,18 +404,19 @@ void Grow(size_t len, int live_batches) {
   if (s.forked_from_cuda || !Recording() || s.unpin_failed.load(std::memory_order_relaxed) ||
       s.pool_failed.load(std::memory_order_relaxed))
     return;
-  // No slot for batches no copy has read by DMA (PoolNoteCopied): the miss
-  // waits for that evidence, the epoch's hint (pool_armed) with it. First,
-  // before the fd count: with pin_memory=True every batch comes here.
+  // No registered slot for batches no copy has read by DMA
+  // (PoolNoteCopied): plain slots where the epoch runs with pin_memory=True
+  // (PoolNoteLoader), else the miss waits for that evidence, the epoch's
+  // hint (pool_armed) with it. First, before the fd count.
   pthread_mutex_lock(&s.mu);
-  const bool copied = CopiedLocked(len);
-  if (!copied) {
+  const bool copied = CopiedLocked(len), plain = !copied && s.pool_staged;
+  if (!copied && !plain) {
     if (s.pool_wait_len != len) s.pool_wait_live = 0;
     s.pool_wait_len = len;
     s.pool_wait_live = std::max(s.pool_wait_live, live_batches);
   }
   pthread_mutex_unlock(&s.mu);
-  if (!copied) return;
+  if (!copied && !plain) return;
   // Slots to spare the program's fd limit (pool_internal.h).
   const uint64_t free_fds = pool::FreeFds(), margin = pool::FdMargin();
   if (free_fds <= margin) return;
@@ -424,8 +457,11 @@ void Grow(size_t len, int live_batches) {
     --s.pool_armed;
     demand = std::max(demand, s.pool_hint);
   }
+  // Plain slots pin nothing: the budget does not bound them (the batches in
+  // flight and the table do).
   uint64_t room =
-      PinBudget() - std::min(PinBudget(), s.pinned_bytes.load(std::memory_order_relaxed));
+      plain ? UINT64_MAX
+            : PinBudget() - std::min(PinBudget(), s.pinned_bytes.load(std::memory_order_relaxed));
   for (int i = 0; i < pool::kSlots && supply < demand && room >= len && fd_room > 0; ++i) {
     Word w = Load(*t, i);
     if (w.state != pool::kEmpty || s.pool_busy[i]) continue;
@@ -448,7 +484,7 @@ void Grow(size_t len, int live_batches) {
 
 }  // namespace pool
 
-void PoolNoteLoader(int num_workers, int prefetch_factor, uint64_t epoch_batches) {
+void PoolNoteLoader(int num_workers, int prefetch_factor, uint64_t epoch_batches, bool pin_memory) {
   Table* t = OwnTable();
   if (!t || num_workers <= 0) return;
   const int per_worker = prefetch_factor > 0 ? prefetch_factor : 2;  // DataLoader's default
@@ -458,6 +494,7 @@ void PoolNoteLoader(int num_workers, int prefetch_factor, uint64_t epoch_batches
   PinState& s = Pins();
   pthread_mutex_lock(&s.mu);
   s.pool_hint = hint;
+  s.pool_staged = pin_memory;
   // One per epoch begun, as many as loaders can run side by side (a zip of
   // a few), used by the epoch's first batch mapped (served or missed).
   s.pool_armed = std::min(s.pool_armed + 1, 4);
@@ -510,7 +547,7 @@ bool PoolOnUnmap(uintptr_t p, size_t len) {
         w.state == pool::kTaken && (w.flags & pool::kMainMapped) && !(w.flags & pool::kMainDone);
     if (!handed_out || s.pool_busy[i] || a >= end || p >= slot_end) continue;
     if (p == a && end == slot_end && !(w.flags & pool::kEscaped) &&
-        (block = SlotBlockLocked(*t, i)) >= 0) {
+        SlotReadyLocked(*t, i, &block)) {
       kept = i;
       worker = w.pid;
       s.pool_busy[i] = true;
@@ -521,7 +558,7 @@ bool PoolOnUnmap(uintptr_t p, size_t len) {
   pthread_mutex_unlock(&s.mu);
   if (kept < 0) return false;
   // Copies still using the slot (async mode) finish before it can be reused.
-  pinning::WaitBlockQuiet(block);
+  if (block >= 0) pinning::WaitBlockQuiet(block);
   pthread_mutex_lock(&s.mu);
   s.pool_busy[kept] = false;
   pthread_mutex_unlock(&s.mu);
@@ -587,6 +624,13 @@ void PoolPeriodic() {
     RetireWhere(*t, "pool_fds", false, [&](int i) {
       return Load(*t, i).state == pool::kFree && pool::BeginRetire(*t, i, true);
     });
+  // Plain slots of a size copies now read by DMA: replaced by registered
+  // ones (a plain slot a copy read while the program held it left the pool
+  // at its munmap already).
+  RetireWhere(*t, "pool_plain", true, [&](int i) {
+    return Load(*t, i).state == pool::kFree && t->slots[i].plain &&
+           pinning::CopiedLocked(t->slots[i].size) && pool::BeginRetire(*t, i, true);
+  });
   RetireWhere(*t, "pool_idle", false, [&](int i) {
     Word w = Load(*t, i);
     return w.state == pool::kFree &&

@@ -162,6 +162,10 @@ struct PinState {
   int pool_copied_n = 0;
   uint64_t pool_wait_len = 0;
   int pool_wait_live = 0;
+  // The latest epoch begun (the Python hook) runs with pin_memory=True: its
+  // batches are read by torch's pin thread with a host copy, so a miss of a
+  // size no copy reads gets plain slots (not registered) at once.
+  bool pool_staged = false;
   std::atomic<bool> pool_failed{false};  // a slot could not be made: no more (said once)
   std::atomic<bool> said_pool{false};
 };

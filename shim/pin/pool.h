@@ -68,11 +68,13 @@ void PoolNoteMiss(size_t len, int live_batches);
 // A copy read `len` bytes by DMA from a received batch segment it
 // registered (pinning's copy path, the first batch of a size): slots of
 // that size are worth their registration now, and a miss that waited for
-// this grows the pool. Until then the pool makes no slot of a size: with
-// pin_memory=True the batches are read by torch's pin thread with a host
-// copy, the program's DMA reads torch's own pinned blocks, and a slot's
-// registration would buy nothing while it competes with torch's
-// cudaHostAlloc for the driver (issue 15: 0.75x at 4 workers).
+// this grows the pool. Until then the pool makes no registered slot of a
+// size: with pin_memory=True the batches are read by torch's pin thread
+// with a host copy, the program's DMA reads torch's own pinned blocks, and
+// a slot's registration would buy nothing while it competes with torch's
+// cudaHostAlloc for the driver (issue 15: 0.75x at 4 workers). Such
+// batches get plain slots when the hook says the epoch pins its batches
+// (PoolNoteLoader), else none.
 void PoolNoteCopied(size_t len);
 
 // pinscope's Python hook saw the owner's DataLoader begin an epoch with
@@ -86,7 +88,11 @@ void PoolNoteCopied(size_t len);
 // whole second round of a short job to miss as well. No more slots than
 // the epoch has batches (epoch_batches, 0: not known; a short validation
 // loader). Without the hook the pool grows by misses alone.
-void PoolNoteLoader(int num_workers, int prefetch_factor, uint64_t epoch_batches);
+// pin_memory: the epoch's batches go through torch's pin thread (a host
+// copy into its own pinned blocks): slots for them are plain (made, mapped
+// and recycled, never registered), which spares that thread the batch's
+// fresh pages and its munmap.
+void PoolNoteLoader(int num_workers, int prefetch_factor, uint64_t epoch_batches, bool pin_memory);
 
 // munmap of [p, p+len) (or a MAP_FIXED mapping over it), before anything
 // else. Returns true when the range is exactly a slot mapping the owner

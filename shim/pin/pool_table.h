@@ -64,8 +64,11 @@ struct Slot {
   std::atomic<uint64_t> word;
   // Written by the owner while kMaking, read by anyone once kFree.
   uint64_t device, inode, size;
-  int32_t fd;                      // the owner's fd of the memfd
-  uint64_t owner_addr;             // the owner's registered mapping (owner's address space)
+  int32_t fd;           // the owner's fd of the memfd
+  uint64_t owner_addr;  // the owner's registered mapping (owner's address space)
+  // Not registered: made for batches no copy reads by DMA (pin_memory=True,
+  // docs/zero-copy-pool.md, "Plain slots"); its mapping is not populated.
+  bool plain;
   std::atomic<uint64_t> freed_ns;  // MonoNs when it last became kFree (idle release)
 };
 

@@ -34,7 +34,14 @@ the loader fails as PyTorch's test_fd_limit_exceeded expects ("fd limit
 error": the RuntimeError that names `ulimit -n`); any other error fails the
 job. --workers-later N: the epochs after the first run new DataLoaders with
 N workers. --staged: every batch is copied on the host into one cudaHostAlloc
-block and the device copy reads that block, as with pin_memory=True."""
+block and the device copy reads that block, as with pin_memory=True.
+--pin-thread: the DataLoaders run with pin_memory=True, their pin thread
+emulated on this CPU-only torch as torch 2.x runs it on a GPU: it receives
+(maps) each batch from the workers and copies it into a cudaHostAlloc block
+of the double (a free list, as torch's caching host allocator keeps), and
+the device copy reads that block; --direct-later: the epochs after the
+first run new DataLoaders with pin_memory=False (the device copy reads the
+batch itself)."""
 import argparse
 import ctypes
 import mmap
@@ -43,7 +50,9 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
+import weakref
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -121,6 +130,48 @@ class Device:
         return s.host_register_calls
 
 
+class PinThread:
+    """--pin-thread: torch's pin thread on this CPU-only torch. pin() is
+    DataLoader's pin_memory(batch): the batch copied on the host into a
+    cudaHostAlloc block, which goes back to a free list when the copy dies
+    (torch's CachingHostAllocator keeps its blocks the same way)."""
+
+    def __init__(self, g):
+        self.g = g
+        self.free = {}
+        self.lock = threading.Lock()
+        self.allocs = 0
+
+    def block(self, nbytes):
+        with self.lock:
+            if self.free.get(nbytes):
+                return self.free[nbytes].pop()
+            self.allocs += 1
+        p = ctypes.c_void_p()
+        if self.g.cudaHostAlloc(ctypes.byref(p), ctypes.c_size_t(nbytes), 0) != 0:
+            raise RuntimeError("cudaHostAlloc failed")
+        return (ctypes.c_char * nbytes).from_address(p.value)
+
+    def give_back(self, nbytes, buf):
+        with self.lock:
+            self.free.setdefault(nbytes, []).append(buf)
+
+    def pin(self, data, device=None):
+        nbytes = data.numel() * data.element_size()
+        buf = self.block(nbytes)
+        out = torch.frombuffer(buf, dtype=data.dtype, count=data.numel()).reshape(data.shape)
+        out.copy_(data)
+        weakref.finalize(out, self.give_back, nbytes, buf)
+        return out
+
+    def install(self):
+        import torch.utils.data._utils.pin_memory as pm
+        torch.cuda.is_available = lambda: True
+        torch.cuda.current_device = lambda: 0
+        torch.cuda.set_device = lambda device: None
+        pm.pin_memory = self.pin
+
+
 def checksum(t):
     return int(t.view(torch.int32).to(torch.int64).sum())
 
@@ -168,6 +219,10 @@ def main():
     ap.add_argument("--fd-limit", type=int, default=0, help="soft RLIMIT_NOFILE; every batch kept")
     ap.add_argument("--staged", action="store_true",
                     help="copy every batch into a cudaHostAlloc block first (pin_memory=True)")
+    ap.add_argument("--pin-thread", action="store_true",
+                    help="pin_memory=True, the pin thread emulated (cudaHostAlloc blocks)")
+    ap.add_argument("--direct-later", action="store_true",
+                    help="epochs after the first: new DataLoaders with pin_memory=False")
     ap.add_argument("--workers-later", type=int, default=0,
                     help="epochs after the first: new DataLoaders with this many workers")
     a = ap.parse_args()
@@ -181,9 +236,11 @@ def main():
     fork_pipe = fork_child = None
     shape = tuple(int(x) for x in a.shape.split(","))
     sets = [Indexed(a.batch * a.batches, shape, seed) for seed in range(a.loaders)]
-    loaders = [DataLoader(ds, batch_size=a.batch, num_workers=a.workers,
-                          persistent_workers=a.persistent and a.workers > 0) for ds in sets]
     dev = Device(a.cudart, a.batch * sets[0].numel * 4)
+    if a.pin_thread:
+        PinThread(dev.g).install()
+    loaders = [DataLoader(ds, batch_size=a.batch, num_workers=a.workers, pin_memory=a.pin_thread,
+                          persistent_workers=a.persistent and a.workers > 0) for ds in sets]
     if a.staged:
         dev.stage()
     held = []
@@ -194,8 +251,9 @@ def main():
                            (a.fd_limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     try:
         for epoch in range(a.epochs):
-            if epoch == 1 and a.workers_later:
-                loaders = [DataLoader(ds, batch_size=a.batch, num_workers=a.workers_later)
+            if epoch == 1 and (a.workers_later or a.direct_later):
+                loaders = [DataLoader(ds, batch_size=a.batch,
+                                      num_workers=a.workers_later or a.workers)
                            for ds in sets]
             its = [iter(loader) for loader in loaders]
             for b, batches in enumerate(zip(*its)):

@@ -175,6 +175,65 @@ TEST_F(PinPoolTest, BatchesCopiedOnTheHostGetNoSlots) {
   EXPECT_EQ(s.worker_swaps, 0) << Describe(s);
 }
 
+// pin_memory=True (the pin thread emulated as torch 2.x runs it: it maps
+// each batch it receives and copies it on the host into a cudaHostAlloc
+// block, which the device copy reads): the hook says the epoch pins its
+// batches, so the pool makes plain slots, never registered (no copy reads
+// a batch by DMA), and serves the batches from them: the pin thread's
+// batches come from pages already made and mapped, and its munmap keeps
+// them. Nothing is registered, by the pool or one by one.
+TEST_F(PinPoolTest, PinThreadBatchesComeFromPlainSlots) {
+  extra_env_.push_back(std::string("PYTHONPATH=") + PINSCOPE_HOOK_DIR);
+  const long registered =
+      RunBoth({"--workers", "2", "--batches", "12", "--epochs", "2", "--pin-thread"}, 24);
+  const PoolStats s = Stats();
+  EXPECT_EQ(s.batch_maps, 24) << Describe(s);
+  EXPECT_EQ(s.slots, 0) << Describe(s);
+  EXPECT_EQ(s.per_batch, 0) << Describe(s);
+  EXPECT_EQ(registered, 0) << Describe(s);
+  EXPECT_EQ(s.max_pinned, 0u) << Describe(s);
+  EXPECT_GE(s.served, 12) << Describe(s);
+  EXPECT_TRUE(Steady(s, 1, 4)) << Describe(s);
+  EXPECT_EQ(s.worker_swaps, s.served) << Describe(s);
+  // The report counts them (batch_loop.batch_pinning.pool_maps) and says so
+  // in its pinning section, though no copy ran pinned by pinscope.
+  RunResult json =
+      RunCommand({PINSCOPE_BIN, "report", "--json", dir_.path() + "/run"}, {}, dir_.path());
+  ASSERT_TRUE(json.Exited(0)) << json.err;
+  const auto j = nlohmann::json::parse(json.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << json.out;
+  const auto& bp = j["batch_loop"]["batch_pinning"];
+  EXPECT_EQ(bp["pool_maps"].get<int>(), s.served) << bp.dump();
+  EXPECT_EQ(bp["pinscope_batches"].get<int>(), 0) << bp.dump();
+  RunResult text = RunCommand({PINSCOPE_BIN, "report", dir_.path() + "/run"}, {}, dir_.path());
+  ASSERT_TRUE(text.Exited(0)) << text.err;
+  EXPECT_NE(text.out.find(std::to_string(s.served) +
+                          " batch segments the program received came from pinscope's pool"),
+            std::string::npos)
+      << text.out;
+}
+
+// The first epoch with pin_memory=True (plain slots), then new DataLoaders
+// with pin_memory=False whose copies read the batches by DMA: a plain slot
+// a copy read leaves the pool at its munmap (the copy registered it as any
+// shm batch; the usual path unpins it) and is replaced by a registered
+// one, and free plain slots are retired for registered ones: the second
+// epoch ends on registered slots, every registration accounted for.
+TEST_F(PinPoolTest, PlainSlotsGiveWayToRegisteredOnesWhenCopiesReadTheBatches) {
+  extra_env_.push_back(std::string("PYTHONPATH=") + PINSCOPE_HOOK_DIR);
+  const long registered = RunBoth(
+      {"--workers", "2", "--batches", "16", "--epochs", "2", "--pin-thread", "--direct-later"}, 32);
+  const PoolStats s = Stats();
+  EXPECT_EQ(s.batch_maps, 32) << Describe(s);
+  EXPECT_GE(s.slots, 1) << Describe(s);
+  EXPECT_EQ(registered, s.slots + s.per_batch) << Describe(s);
+  EXPECT_GE(s.detached, 1) << Describe(s);
+  ASSERT_EQ(s.order.size(), 32u) << Describe(s);
+  EXPECT_TRUE(s.order[30] && s.order[31]) << Describe(s);
+  // One registered slot for each plain one, at most 2 more for misses.
+  EXPECT_LE(s.slots, 2 * 2 + 2 + 2) << Describe(s);
+}
+
 // An epoch of a new DataLoader with more workers than the last (a sweep of
 // worker counts): the pool, of one size, grows to the new epoch's batches
 // in flight (3 workers: 8 slots) when the epoch begins, while its workers
