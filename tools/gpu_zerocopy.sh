@@ -203,7 +203,7 @@ PYEOF
   for dir in "$W"/*.pool-r1 "$W"/*.poolpm-r1; do
     [ -d "$dir" ] || continue
     echo "--- $(basename "$dir")" | tee -a "$SUMMARY"
-    "$PS" report "$dir" 2>/dev/null | grep -A4 "Per batch" | tee -a "$SUMMARY"
+    "$PS" report "$dir" 2>/dev/null | grep -A4 -e "Per batch" -e "batch segments the program received" | tee -a "$SUMMARY"
   done
 fi
 
