@@ -3,11 +3,12 @@
 // proto/trace.proto: every packet type, every field non-zero (negative
 // int32/sint32, packed repeated, nested messages, strings). Field numbers and
 // enum values are checked at compile time in wire_fields_test.cc.
+#include <unistd.h>
+
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -365,27 +366,26 @@ std::vector<Case> AllCases() {
                      e->Varint(f::interned_string::kId, p.interned_string().id());
                      e->String(f::interned_string::kStr, p.interned_string().str().c_str());
                    }});
-  cases.push_back(
-      {f::packet::kStack,
-       [](pt::TracePacket* p) {
-         pt::Stack* s = p->mutable_stack();
-         s->set_id(3);
-         for (uint64_t pc : {uint64_t{0x401000}, uint64_t{0x7fffffffe000}, kMax64, uint64_t{1}})
-           s->add_native_pcs(pc);
-         for (uint64_t fr : {uint64_t{1}, uint64_t{128}, uint64_t{16384}}) s->add_python_frames(fr);
-         s->set_truncated(true);
-         s->set_python_truncated(true);
-       },
-       [](const pt::TracePacket& p, Encoder* e) {
-         const pt::Stack& s = p.stack();
-         e->Varint(f::stack::kId, s.id());
-         std::vector<uint64_t> pcs(s.native_pcs().begin(), s.native_pcs().end());
-         std::vector<uint64_t> py(s.python_frames().begin(), s.python_frames().end());
-         e->PackedVarints(f::stack::kNativePcs, pcs.data(), pcs.size());
-         e->PackedVarints(f::stack::kPythonFrames, py.data(), py.size());
-         e->Bool(f::stack::kTruncated, s.truncated());
-         e->Bool(f::stack::kPythonTruncated, s.python_truncated());
-       }});
+  cases.push_back({f::packet::kStack,
+                   [](pt::TracePacket* p) {
+                     pt::Stack* s = p->mutable_stack();
+                     s->set_id(3);
+                     for (uint64_t pc : {uint64_t{0x401000}, uint64_t{0x7fffffffe000}, kMax64, uint64_t{1}})
+                       s->add_native_pcs(pc);
+                     for (uint64_t fr : {uint64_t{1}, uint64_t{128}, uint64_t{16384}}) s->add_python_frames(fr);
+                     s->set_truncated(true);
+                     s->set_python_truncated(true);
+                   },
+                   [](const pt::TracePacket& p, Encoder* e) {
+                     const pt::Stack& s = p.stack();
+                     e->Varint(f::stack::kId, s.id());
+                     std::vector<uint64_t> pcs(s.native_pcs().begin(), s.native_pcs().end());
+                     std::vector<uint64_t> py(s.python_frames().begin(), s.python_frames().end());
+                     e->PackedVarints(f::stack::kNativePcs, pcs.data(), pcs.size());
+                     e->PackedVarints(f::stack::kPythonFrames, py.data(), py.size());
+                     e->Bool(f::stack::kTruncated, s.truncated());
+                     e->Bool(f::stack::kPythonTruncated, s.python_truncated());
+                   }});
   cases.push_back({f::packet::kPythonFrame,
                    [](pt::TracePacket* p) {
                      pt::PythonFrame* fr = p->mutable_python_frame();
@@ -713,13 +713,9 @@ TEST(WireRoundTrip, EveryFieldOfEveryPacketType) {
     google::protobuf::util::MessageDifferencer d;
     d.ReportDifferencesToString(&diff);
     EXPECT_TRUE(d.Compare(want.packet(i), got.packet(i)))
-        << "packet " << i << " ("
-        << want.packet(i)
-               .GetDescriptor()
-               ->FindFieldByNumber(static_cast<int>(cases[i].data_field))
-               ->name()
-        << "):\n"
-        << diff;
+        << "packet " << i << " (" << want.packet(i).GetDescriptor()->FindFieldByNumber(
+                                          static_cast<int>(cases[i].data_field))->name()
+        << "):\n" << diff;
   }
 }
 
@@ -832,8 +828,8 @@ TEST(WireFraming, NestedMessageOf2To28BytesIsRefused) {
   void* src = mmap(nullptr, big, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   ASSERT_NE(src, MAP_FAILED);
   size_t cap = big + 64;
-  void* dst = mmap(nullptr, cap, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* dst = mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
   ASSERT_NE(dst, MAP_FAILED);
   Encoder e(static_cast<uint8_t*>(dst), cap);
   size_t outer = e.BeginNested(f::kTracePacket);
@@ -896,10 +892,7 @@ std::string EncodedName(const std::string& name, size_t cap) {
 // packet parses as proto3 and the report shows what the bytes were; valid
 // multi-byte text is kept as is.
 TEST(WireStrings, InvalidUtf8IsWrittenAsHexEscapes) {
-  EXPECT_EQ(EncodedName("a\xff\xfe"
-                        "b",
-                        4096),
-            "a\\xff\\xfeb");
+  EXPECT_EQ(EncodedName("a\xff\xfe" "b", 4096), "a\\xff\\xfeb");
   EXPECT_EQ(EncodedName("cut\xe2\x82", 4096), "cut\\xe2\\x82");
   EXPECT_EQ(EncodedName("\xc0\xaf\xed\xa0\x80", 4096), "\\xc0\\xaf\\xed\\xa0\\x80");
   EXPECT_EQ(EncodedName("\xe2\x82\xac\xf0\x9f\x98\x80", 4096), "\xe2\x82\xac\xf0\x9f\x98\x80");
