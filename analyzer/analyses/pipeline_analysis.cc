@@ -175,7 +175,11 @@ void PipelineAnalysis::OnAlloc(const Event& event, const LiveAlloc& alloc) {
       alloc.duration_ns == 0)
     return;
   Thread& t = RootThread(event.process, alloc.tid);
-  if (t.host_allocs.size() < 64) t.host_allocs.emplace_back(alloc.time_ns, alloc.duration_ns);
+  // A thread with no pin spans (the main thread's own pinned buffers) keeps
+  // only its latest: a pin span takes those that started inside it.
+  if (t.host_allocs.size() >= 64)
+    t.host_allocs.erase(t.host_allocs.begin(), t.host_allocs.begin() + 32);
+  t.host_allocs.emplace_back(alloc.time_ns, alloc.duration_ns);
   if (pin_blocks_.size() < (1u << 16)) pin_blocks_.insert(alloc.address);
 }
 
