@@ -104,6 +104,13 @@ class PinPoolTest : public PinLoaderTest {
     extra_env_ = {"PINSCOPE_PIN_POOL=1"};
   }
   PoolStats Stats() { return ReadPoolStats(dir_.path() + "/run"); }
+  // `pinscope report --json` of the pinscope run (discarded: it failed).
+  nlohmann::json ReportJson() {
+    RunResult r =
+        RunCommand({PINSCOPE_BIN, "report", "--json", dir_.path() + "/run"}, {}, dir_.path());
+    EXPECT_TRUE(r.Exited(0)) << r.err;
+    return nlohmann::json::parse(r.out, nullptr, false);
+  }
 };
 
 // 2 workers (prefetch_factor 2), 20 batches over 2 epochs with workers
@@ -127,11 +134,8 @@ TEST_F(PinPoolTest, WorkerBatchesComeFromRegisteredSlotsOverEpochs) {
   EXPECT_EQ(s.worker_swaps, s.served) << Describe(s);
   // The report's per-batch pinning: the batches whose registration the pool
   // saved (docs/report.md, batch_loop.batch_pinning.pool).
-  RunResult report =
-      RunCommand({PINSCOPE_BIN, "report", "--json", dir_.path() + "/run"}, {}, dir_.path());
-  ASSERT_TRUE(report.Exited(0)) << report.err;
-  const auto j = nlohmann::json::parse(report.out, nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << report.out;
+  const auto j = ReportJson();
+  ASSERT_FALSE(j.is_discarded());
   const auto& bp = j["batch_loop"]["batch_pinning"];
   EXPECT_EQ(bp["pool"].get<int>(), s.served) << bp.dump();
   EXPECT_EQ(bp["pinscope_batches"].get<int>(), 20) << bp.dump();
@@ -197,11 +201,8 @@ TEST_F(PinPoolTest, PinThreadBatchesComeFromPlainSlots) {
   EXPECT_EQ(s.worker_swaps, s.served) << Describe(s);
   // The report counts them (batch_loop.batch_pinning.pool_maps) and says so
   // in its pinning section, though no copy ran pinned by pinscope.
-  RunResult json =
-      RunCommand({PINSCOPE_BIN, "report", "--json", dir_.path() + "/run"}, {}, dir_.path());
-  ASSERT_TRUE(json.Exited(0)) << json.err;
-  const auto j = nlohmann::json::parse(json.out, nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << json.out;
+  const auto j = ReportJson();
+  ASSERT_FALSE(j.is_discarded());
   const auto& bp = j["batch_loop"]["batch_pinning"];
   EXPECT_EQ(bp["pool_maps"].get<int>(), s.served) << bp.dump();
   EXPECT_EQ(bp["pinscope_batches"].get<int>(), 0) << bp.dump();
