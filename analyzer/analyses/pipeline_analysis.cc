@@ -179,8 +179,7 @@ void PipelineAnalysis::OnAlloc(const Event& event, const LiveAlloc& alloc) {
   // only its latest: a pin span takes those that started inside it.
   if (t.host_allocs.size() >= 64)
     t.host_allocs.erase(t.host_allocs.begin(), t.host_allocs.begin() + 32);
-  t.host_allocs.emplace_back(alloc.time_ns, alloc.duration_ns);
-  if (pin_blocks_.size() < (1u << 16)) pin_blocks_.insert(alloc.address);
+  t.host_allocs.push_back({alloc.time_ns, alloc.duration_ns, alloc.address});
 }
 
 void PipelineAnalysis::OnFree(const Event& event, const LiveAlloc& freed, bool by_realloc) {
@@ -378,8 +377,12 @@ void PipelineAnalysis::OnLoader(const Event& event, const trace::LoaderEvent& l)
       // Blocks allocated inside the span and kept: start-up, unless the
       // program has freed such a block before (it allocates per batch).
       uint64_t one_time = 0, blocks = 0;
-      for (auto [at, ns] : t.host_allocs)
-        if (at >= s.start && at < s.end) one_time += ns, ++blocks;
+      for (const Thread::HostAllocTime& a : t.host_allocs) {
+        if (a.start < s.start || a.start >= s.end) continue;
+        one_time += a.ns;
+        ++blocks;
+        if (pin_blocks_.size() < (1u << 16)) pin_blocks_.insert(a.address);
+      }
       t.host_allocs.clear();
       if (pin_blocks_freed_) one_time = blocks = 0;
       pin_one_time_ns_ += one_time;

@@ -117,8 +117,11 @@ class PipelineAnalysis : public Analysis {
     bool pinned_before = false, fetched_before = false;
     uint64_t pin_start = 0, pin_cpu = 0, fetch_finish_cpu = 0;
     // Pinned host blocks (cudaHostAlloc, timed) allocated since the last
-    // pin span, (start, ns); the previous pin span's share of them.
-    std::vector<std::pair<uint64_t, uint64_t>> host_allocs;
+    // pin span; the previous pin span's share of them.
+    struct HostAllocTime {
+      uint64_t start = 0, ns = 0, address = 0;
+    };
+    std::vector<HostAllocTime> host_allocs;
     uint64_t pin_one_time_ns = 0;
     // The last __next__ spans (start, loader) by their number on the
     // thread (StepCalls' key for their release, which comes at most
@@ -164,7 +167,8 @@ class PipelineAnalysis : public Analysis {
   void FoldDeviceTimes(uint64_t now);
   // The root's pinned host blocks allocated inside pin spans, by address,
   // until freed; a free of one says the program allocates them again and
-  // again (not start-up, as torch's caching host allocator's are).
+  // again (not start-up, as torch's caching host allocator's are). Other
+  // threads' pinned buffers are not in it.
   std::unordered_set<uint64_t> pin_blocks_;
   bool pin_blocks_freed_ = false;
   // Their time taken out of the pin spans as start-up, and how many.

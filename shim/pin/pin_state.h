@@ -154,9 +154,10 @@ struct PinState {
   // missed yet, and the batches in flight the latest of them will keep.
   int pool_armed = 0, pool_hint = 0;
   // The batch sizes a copy of this process read by DMA from a registered
-  // shm segment (PoolNoteCopied): the pool makes slots of those sizes only.
-  // A miss of another size waits here (its size, the batches alive then)
-  // until a copy reads one such batch, or forever (pin_memory=True: the
+  // shm segment (PoolNoteCopied): the pool registers slots of those sizes
+  // only. A miss of another size waits here (its size, the batches alive
+  // then) until a copy reads one such batch, or gets plain slots
+  // (pool_staged), or waits forever (pin_memory=True without the hook: the
   // program copies from torch's own pinned blocks, never from the batch).
   uint64_t pool_copied[kAheadSizes]{};
   int pool_copied_n = 0;

@@ -227,7 +227,8 @@ void WriteFullTraceBuffer() {
 uint64_t TraceInlineWrites() { return g_writer.inline_writes(); }
 
 bool AppendFromSignal(const uint8_t* framed, size_t n) {
-  if (g_state.load(std::memory_order_relaxed) != kActive || !g_open.load(std::memory_order_acquire))
+  if (g_state.load(std::memory_order_relaxed) != kActive ||
+      !g_open.load(std::memory_order_acquire))
     return false;
   return g_writer.TryAppendAndFlush(framed, n);
 }

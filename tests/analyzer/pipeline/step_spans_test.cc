@@ -507,10 +507,11 @@ TEST(StepSpansTest, ReleaseOfAnShmBatchIsItsMunmapWhenTheTraceTimesIt) {
 // start-up, not the pin thread's time per batch. Here the pin thread takes
 // 2 ms (1.5 ms of CPU) a batch, and three of its spans, in the middle of the
 // run, each allocate a 128 MiB block for 40 ms: its time per batch and its
-// cycle's CPU stay 2 ms and 1.5 ms, the 120 ms are start-up. Before, the
-// three blocks were in the pin spans' mean. A program that frees such
-// blocks again (cudaFreeHost, one per span here) allocates them per batch:
-// only the first, before any free, is start-up.
+// cycle's CPU stay 2 ms and 1.5 ms, the 120 ms are start-up (the main
+// thread's own pinned buffer, made and freed at step 10, changes nothing).
+// Before, the three blocks were in the pin spans' mean. A program that
+// frees such blocks again (cudaFreeHost, one per span here) allocates them
+// per batch: only the first, before any free, is start-up.
 TEST(StepSpansTest, PinnedBlocksThePinThreadKeepsAreStartUp) {
   constexpr uint64_t kSteps = 400, kT0 = 1000 * kMs, kLoader = 7, kStep = 50 * kMs;
   constexpr uint32_t kPinTid = 150;
@@ -561,6 +562,24 @@ TEST(StepSpansTest, PinnedBlocksThePinThreadKeepsAreStartUp) {
         PutNext(out, s, s + kMs, kLoader, k, cpu, cpu + kMs);
         PutCopy(out, 100, s + 2 * kMs, s + 3 * kMs, 8 * kMiBytes, 0x600000000ull, k + 1,
                 cpu + 2 * kMs, cpu + 2500 * kUs);
+        if (k == 10) {
+          // The main thread's own pinned buffer, made and freed: not the pin
+          // thread's, so no sign that the pin thread allocates per batch.
+          p.Clear();
+          p.set_timestamp_ns(s + 4 * kMs);
+          p.set_tid(100);
+          trace::HostAlloc* a = p.mutable_alloc();
+          a->set_api(trace::CUDA_HOST_ALLOC);
+          a->set_address(0x7e8000000000ull);
+          a->set_size(64 * kMiBytes);
+          a->set_duration_ns(kMs);
+          out.Put(p);
+          p.Clear();
+          p.set_timestamp_ns(s + 6 * kMs);
+          p.set_tid(100);
+          p.mutable_free()->set_address(0x7e8000000000ull);
+          out.Put(p);
+        }
       }
       PutExit(out, 100, kT0 + 200 * kMs + kSteps * kStep);
     }
