@@ -779,14 +779,13 @@ void TextWriter::DeviceSection() {
              FormatPercent(busy.active_busy_fraction) +
              " from the first to the last busy sample; per chunk [" + chunks +
              "] (_ idle .. # busy" + (unknown ? ", ? not sampled)" : ")"));
-        Para(
-            "From NVML utilization samples (" + FormatCount(busy.utilization_samples) +
-            ", one every " + FormatDuration(busy.utilization_period_ns) + ", " +
-            FormatPercent(busy.covered_fraction()) +
-            " of the process's life): the share of time a kernel ran. Kernels were not recorded (" +
-            KernelRecordingText(p.result.recording) +
-            "), so idle gaps are not known; PINSCOPE_CUPTI_KERNELS=all records them, at a cost "
-            "(docs/environment.md).");
+        Para("From NVML utilization samples (" + FormatCount(busy.utilization_samples) +
+             ", one every " + FormatDuration(busy.utilization_period_ns) + ", " +
+             FormatPercent(busy.covered_fraction()) +
+             " of the process's life): the share of time a kernel ran. Kernels were not recorded (" +
+             KernelRecordingText(p.result.recording) +
+             "), so idle gaps are not known; PINSCOPE_CUPTI_KERNELS=all records them, at a cost "
+             "(docs/environment.md).");
         continue;
       }
       Para(gpu + ": busy " + FormatPercent(busy.busy_fraction) +

@@ -177,8 +177,8 @@ TEST_F(E2EPinning, ForkedChildOfACudaParentNeverPins) {
   EXPECT_EQ(M("child_b_registered"), 0u);
   EXPECT_EQ(M("child_register_calls"), 0u);
   EXPECT_EQ(M("child_unregister_calls"), 0u);
-  ExpectPins(tr.parent,
-             {{pt::REGISTER, a, 16 * kMiB, "malloc"}, {pt::UNREGISTER, a, 16 * kMiB, "fork"}});
+  ExpectPins(tr.parent, {{pt::REGISTER, a, 16 * kMiB, "malloc"},
+                         {pt::UNREGISTER, a, 16 * kMiB, "fork"}});
 }
 
 // --- 6. the program's own register / unregister calls ----------------------------------
