@@ -205,6 +205,17 @@ void PerfettoExport::OnCorrelation(const Event& event,
 void PerfettoExport::OnAlloc(const Event& event, const LiveAlloc& alloc) {
   if (alloc.api != trace::CUDA_HOST_ALLOC) return;
   const ProcessState& process = event.process;
+  // The call itself where the shim timed it (HostAlloc.duration_ns): the
+  // driver pins the block's pages inside it, on the calling thread (torch's
+  // pin thread, inside pin_memory(), when its caching allocator grows).
+  if (alloc.duration_ns > 0) {
+    HostSlice(process, alloc.tid, event.time_ns, event.time_ns + alloc.duration_ns,
+              "cudaHostAlloc " + FormatBytes(alloc.size), "pinning", [&](EventArgs& args) {
+                auto* a = args.event.add_debug_annotations();
+                a->set_name_iid(args.names.Annotation("bytes"));
+                a->set_uint_value(alloc.size);
+              });
+  }
   const uint64_t uuid = kCounterTrackTag | (ProcessUuid(process.index()) & ~(1ull << 56)) | 4;
   CounterTrack(uuid, ProcessUuid(process.index()), "pinned bytes (program, cudaHostAlloc)",
                process.start_ns());

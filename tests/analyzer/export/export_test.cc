@@ -191,6 +191,30 @@ TEST(PerfettoExportTest, KernelRecordingWindowsAreACounter) {
   EXPECT_EQ(dump.counter_values, 4u);
 }
 
+// A cudaHostAlloc the shim timed (HostAlloc.duration_ns) is a slice on its
+// thread, the time the driver took to pin the block; one without a
+// duration (an older shim) is only the program's pinned-bytes counter.
+TEST(PerfettoExportTest, TimedHostAllocsAreSlices) {
+  const std::string dir = MakeTempDir("export_host_alloc");
+  const uint64_t t0 = kScenarioT0;
+  TraceBuilder main(100, "run-host-alloc", t0);
+  main.Alloc(t0 + 10 * kMs, trace::CUDA_HOST_ALLOC, 0x7f0000000000ull, 128ull << 20, 150)
+      .mutable_alloc()
+      ->set_duration_ns(40 * kMs);
+  main.Alloc(t0 + 60 * kMs, trace::CUDA_HOST_ALLOC, 0x7f1000000000ull, 64ull << 20, 150);
+  main.Exit(t0 + 100 * kMs);
+  main.Write(dir);
+  std::string bytes;
+  ASSERT_EQ(Export(dir, &bytes), 0);
+  const testing::PerfettoDump dump = DumpPerfetto(bytes);
+  EXPECT_TRUE(dump.errors.empty()) << ::testing::PrintToString(dump.errors);
+  EXPECT_NE(dump.text.find("ts=" + std::to_string(t0 + 10 * kMs) + " dur=40000000 "),
+            std::string::npos)
+      << dump.text;
+  EXPECT_NE(dump.text.find("\"cudaHostAlloc 128.0 MiB\""), std::string::npos) << dump.text;
+  EXPECT_EQ(dump.text.find("cudaHostAlloc 64.0 MiB"), std::string::npos) << dump.text;
+}
+
 TEST(PerfettoExportTest, TrackUuidsNeverCollide) {
   EXPECT_NE(PerfettoExport::ProcessUuid(0), PerfettoExport::ProcessUuid(1));
   EXPECT_NE(PerfettoExport::ThreadUuid(0, 0xFFFFFFFFu), PerfettoExport::ProcessUuid(1));
