@@ -124,13 +124,7 @@ int SlotBlockLocked(const Table& t, int i) {
 bool SlotReadyLocked(const Table& t, int i, int* block) {
   *block = SlotBlockLocked(t, i);
   if (!t.slots[i].plain) return *block >= 0;
-  const uint64_t a = t.slots[i].owner_addr, n = t.slots[i].size;
-  const PinState& s = Pins();
-  for (int k = 0; k < s.high; ++k) {
-    const Block& b = s.blocks[k];
-    if (b.state != kEmpty && b.base < a + n && a < b.base + b.size) return false;
-  }
-  return true;
+  return FindOverlapLocked(t.slots[i].owner_addr, t.slots[i].size) < 0;
 }
 
 // Has a copy read batches of len bytes by DMA (PoolNoteCopied)? Lock held.
@@ -326,7 +320,6 @@ using pinning::OwnTable;
 using pinning::Pins;
 using pinning::PinState;
 using pinning::RetireWhere;
-using pinning::SlotBlockLocked;
 using pinning::SlotReadyLocked;
 using pool::Load;
 using pool::Table;

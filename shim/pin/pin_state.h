@@ -189,6 +189,16 @@ inline int FindLocked(uintptr_t p) {
   return -1;
 }
 
+// Index of a non-empty block overlapping [p, p+n), or -1.
+inline int FindOverlapLocked(uintptr_t p, size_t n) {
+  PinState& s = Pins();
+  for (int i = 0; i < s.high; ++i) {
+    const Block& b = s.blocks[i];
+    if (b.state != kEmpty && b.base < p + n && p < b.base + b.size) return i;
+  }
+  return -1;
+}
+
 inline int AllocSlotLocked() {
   PinState& s = Pins();
   for (int i = 0; i < kMaxBlocks; ++i) {

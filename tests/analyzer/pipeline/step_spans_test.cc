@@ -218,6 +218,28 @@ void PutCopy(FileStream& out, uint32_t tid, uint64_t t, uint64_t end, uint64_t b
   out.Put(p);
 }
 
+// A cudaHostAlloc of `bytes` at `address` on thread tid at t, `ns` long
+// (HostAlloc.duration_ns), and its cudaFreeHost.
+void PutHostAlloc(FileStream& out, uint32_t tid, uint64_t t, uint64_t address, uint64_t bytes,
+                  uint64_t ns) {
+  trace::TracePacket p;
+  p.set_timestamp_ns(t);
+  p.set_tid(tid);
+  trace::HostAlloc* a = p.mutable_alloc();
+  a->set_api(trace::CUDA_HOST_ALLOC);
+  a->set_address(address);
+  a->set_size(bytes);
+  a->set_duration_ns(ns);
+  out.Put(p);
+}
+void PutHostFree(FileStream& out, uint32_t tid, uint64_t t, uint64_t address) {
+  trace::TracePacket p;
+  p.set_timestamp_ns(t);
+  p.set_tid(tid);
+  p.mutable_free()->set_address(address);
+  out.Put(p);
+}
+
 // The process's exit at t: the end of its trace.
 void PutExit(FileStream& out, uint32_t tid, uint64_t t) {
   trace::TracePacket p;
@@ -528,17 +550,7 @@ TEST(StepSpansTest, PinnedBlocksThePinThreadKeepsAreStartUp) {
         const bool grows = k >= 200 && k < 203;
         const uint64_t alloc = grows ? 40 * kMs : 0;
         const uint64_t block = 0x7f0000000000ull + (k - 200) * 0x10000000ull;
-        if (grows) {
-          p.Clear();
-          p.set_timestamp_ns(s - 44 * kMs);
-          p.set_tid(kPinTid);
-          trace::HostAlloc* a = p.mutable_alloc();
-          a->set_api(trace::CUDA_HOST_ALLOC);
-          a->set_address(block);
-          a->set_size(128 * kMiBytes);
-          a->set_duration_ns(alloc);
-          out.Put(p);
-        }
+        if (grows) PutHostAlloc(out, kPinTid, s - 44 * kMs, block, 128 * kMiBytes, alloc);
         // The pin span, written at its end, before the batch's __next__.
         p.Clear();
         p.set_timestamp_ns(s - 45 * kMs);
@@ -552,33 +564,15 @@ TEST(StepSpansTest, PinnedBlocksThePinThreadKeepsAreStartUp) {
         pin_cpu += 1500 * kUs + alloc;
         SetUsage(l->mutable_usage_end(), pin_cpu);
         out.Put(p);
-        if (grows && freed) {
-          p.Clear();
-          p.set_timestamp_ns(s - 42 * kMs + alloc);
-          p.set_tid(kPinTid);
-          p.mutable_free()->set_address(block);
-          out.Put(p);
-        }
+        if (grows && freed) PutHostFree(out, kPinTid, s - 42 * kMs + alloc, block);
         PutNext(out, s, s + kMs, kLoader, k, cpu, cpu + kMs);
         PutCopy(out, 100, s + 2 * kMs, s + 3 * kMs, 8 * kMiBytes, 0x600000000ull, k + 1,
                 cpu + 2 * kMs, cpu + 2500 * kUs);
         if (k == 10) {
           // The main thread's own pinned buffer, made and freed: not the pin
           // thread's, so no sign that the pin thread allocates per batch.
-          p.Clear();
-          p.set_timestamp_ns(s + 4 * kMs);
-          p.set_tid(100);
-          trace::HostAlloc* a = p.mutable_alloc();
-          a->set_api(trace::CUDA_HOST_ALLOC);
-          a->set_address(0x7e8000000000ull);
-          a->set_size(64 * kMiBytes);
-          a->set_duration_ns(kMs);
-          out.Put(p);
-          p.Clear();
-          p.set_timestamp_ns(s + 6 * kMs);
-          p.set_tid(100);
-          p.mutable_free()->set_address(0x7e8000000000ull);
-          out.Put(p);
+          PutHostAlloc(out, 100, s + 4 * kMs, 0x7e8000000000ull, 64 * kMiBytes, kMs);
+          PutHostFree(out, 100, s + 6 * kMs, 0x7e8000000000ull);
         }
       }
       PutExit(out, 100, kT0 + 200 * kMs + kSteps * kStep);
