@@ -3,7 +3,9 @@
 Installed by sitecustomize.py (on the job's PYTHONPATH under `pinscope run`).
 When libpinscope.so is preloaded, it wraps, as torch.utils.data is imported:
 
-- DataLoader.__init__ to note where the loader was built (file:line),
+- DataLoader.__init__ to note where the loader was built (file:line; the
+  job's own line that led there when a library built it; the framework:
+  the Hugging Face Trainer, Lightning, accelerate),
 - DataLoader.__iter__ (each epoch) to record the loader's settings,
 - _BaseDataLoaderIter.__next__: the training loop's wait for (or making of,
   with num_workers=0) each batch,
@@ -48,11 +50,11 @@ import weakref
 
 # fields::LoaderKind (shim/record/trace_fields.h)
 _ITER, _NEXT, _FETCH, _PIN, _END, _RECV = 1, 2, 3, 4, 5, 6
-_ABI = 1
+_ABI = 2
 
 _lib = None
 _state = threading.local()
-_sites = weakref.WeakKeyDictionary()  # DataLoader -> "file:line"
+_sites = weakref.WeakKeyDictionary()  # DataLoader -> (site, user_site, framework)
 _epochs = weakref.WeakKeyDictionary()  # DataLoader -> epochs started
 _iter_ids = weakref.WeakKeyDictionary()  # iterator -> loader id
 _fetches = [0]  # batches fetched in this process
@@ -80,7 +82,8 @@ def _load_shim():
         _say_once("abi", "the Python hook does not match libpinscope.so; DataLoader timing is off")
         return None
     u64, i32, u32 = ctypes.c_uint64, ctypes.c_int32, ctypes.c_uint32
-    lib.pinscope_loader_iter.argtypes = [u64, u64, i32, i32, i32, i32, i32, u64, i32, ctypes.c_char_p]
+    text = ctypes.c_char_p
+    lib.pinscope_loader_iter.argtypes = [u64, u64, i32, i32, i32, i32, i32, u64, i32, text, text, text]
     lib.pinscope_loader_iter.restype = None
     lib.pinscope_loader_begin.argtypes = []
     lib.pinscope_loader_begin.restype = None
@@ -91,18 +94,61 @@ def _load_shim():
     return lib
 
 
-def _caller_site():
-    """file:line of the first frame outside torch.utils.data and this module."""
+# Frames that only wrap DataLoader.__init__ on the way from the code that
+# builds it: Lightning replaces __init__ of DataLoader and its subclasses
+# while train_dataloader() runs (_replace_dunder_methods), so the frame
+# above pinscope's wrapper is Lightning's, not the user's.
+_INIT_WRAPPERS = ("lightning/fabric/utilities/data.py", "lightning_fabric/utilities/data.py",
+                  "pytorch_lightning/utilities/data.py")
+# Frameworks that build the DataLoader for the user, and the knobs the report
+# then names (analyzer/report/loader_knobs.cc): the first that any frame of
+# the construction's stack belongs to, in this order (the Hugging Face
+# Trainer builds its DataLoader through accelerate).
+_FRAMEWORKS = (("/transformers/trainer", "transformers"), ("/lightning/pytorch/", "lightning"),
+               ("/pytorch_lightning/", "lightning"), ("/lightning/fabric/", "lightning"),
+               ("/lightning_fabric/", "lightning"), ("/accelerate/", "accelerate"))
+_stdlib = []  # the interpreter's own library folders, read once
+
+
+def _in_library(name):
+    """Whether a frame's file is installed code (a package, the standard
+    library, a frozen module), not the job's own."""
+    if name.startswith("<") or "/site-packages/" in name or "/dist-packages/" in name:
+        return True
+    if not _stdlib:
+        import sysconfig
+
+        paths = sysconfig.get_paths()
+        _stdlib.extend(sorted({os.path.join(paths[k], "") for k in ("stdlib", "platstdlib")
+                               if paths.get(k)}))
+    return any(name.startswith(folder) for folder in _stdlib)
+
+
+def _construction():
+    """Where the DataLoader being constructed comes from, as (site,
+    user_site, framework): site is the first frame outside torch.utils.data,
+    this module and __init__ wrappers ("file:line"); user_site the first
+    frame of the job's own code, "" when that is the site or there is none;
+    framework "transformers", "lightning", "accelerate" or ""."""
+    site, user, best = "", "", len(_FRAMEWORKS)
     try:
         frame = sys._getframe(2)
         while frame is not None:
-            name = frame.f_code.co_filename
+            name = frame.f_code.co_filename.replace(os.sep, "/")
             if "torch/utils/data" not in name and not name.endswith("pinscope_hook.py"):
-                return "%s:%d" % (name, frame.f_lineno)
+                here = "%s:%d" % (frame.f_code.co_filename, frame.f_lineno)
+                if not site and not name.endswith(_INIT_WRAPPERS):
+                    site = here
+                if not user and not _in_library(name):
+                    user = here
+            for i in range(best):
+                if _FRAMEWORKS[i][0] in name:
+                    best = i
+                    break
             frame = frame.f_back
     except Exception:
         pass
-    return ""
+    return site, "" if user == site else user, _FRAMEWORKS[best][1] if best < len(_FRAMEWORKS) else ""
 
 
 def _int(value, default=0):
@@ -171,7 +217,7 @@ def _wrap_init(original):
             _say_once("set", "PINSCOPE_SET_* not applied (%s)" % error)
         original(self, *args, **kwargs)
         try:
-            _sites[self] = _caller_site()
+            _sites[self] = _construction()
         except Exception:
             pass
 
@@ -251,7 +297,7 @@ def _wrap_iter(original):
                 _int(self.prefetch_factor) if workers > 0 else 0,
                 int(bool(getattr(self, "persistent_workers", False))),
                 _int(self.batch_size), 0 if iterable else _dataset_length(self),
-                int(iterable), _sites.get(self, "").encode("utf-8", "replace"))
+                int(iterable), *(x.encode("utf-8", "replace") for x in _sites.get(self, ("", "", ""))))
         except Exception as error:
             _say_once("iter", "the Python hook could not read a DataLoader's settings (%s)" % error)
         return iterator

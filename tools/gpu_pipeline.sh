@@ -141,6 +141,25 @@ if has heldoutB; then
     --stop-after 60 --warmup 10 -- $PY tests/gpu/hf_trainer_job.py --workers 0 --steps 200 \
     | tee -a "$OUT/heldout.jsonl"
 fi
+if has heldoutC; then
+  # Frameworks' own loops, never run here before 2026-12-05: Lightning (its
+  # train_dataloader() under Lightning's __init__ wrapper, its own
+  # batch_to_device) and the Hugging Face Trainer with workers (its
+  # DataLoader rebuilt by accelerate): the verdict, the top change applied,
+  # and where the report says to make it ("where", "loader").
+  step "held out: Lightning Trainer, convnet, batch 128, 2 workers, pin_memory=True"
+  $PY -c 'import lightning, torch; print("lightning", lightning.__version__)' 2>&1 | tail -1
+  $PY tools/validate_predictions.py --name lightning_w2 --pinscope "$PS" --runs "$W" \
+    --stop-after 80 --warmup 15 -- $PY tests/gpu/lightning_job.py --workers 2 --steps 1000 \
+    | tee -a "$OUT/heldout.jsonl"
+  step "held out: Hugging Face Trainer, 2 workers"
+  $PY tools/validate_predictions.py --name hf_w2 --pinscope "$PS" --runs "$W" \
+    --stop-after 60 --warmup 10 -- $PY tests/gpu/hf_trainer_job.py --workers 2 --steps 200 \
+    | tee -a "$OUT/heldout.jsonl"
+  for d in "$W"/lightning_w2.base-r0 "$W"/hf_w2.base-r0; do
+    [ -d "$d" ] && "$PS" report --no-color "$d" | sed -n '/^Verdict/,/^The step/p'
+  done
+fi
 
 if has suiteA; then
   configs gpu_bound "base||" "pin|PINSCOPE_PIN=1|" "w4||--workers 4"

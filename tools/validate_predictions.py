@@ -65,6 +65,8 @@ def main():
     p = j.get("pipeline", {})
     out["verdict"] = j.get("verdict", {}).get("id")
     out["verdict_text"] = j.get("verdict", {}).get("text")
+    loader = p.get("loader", {})
+    out["loader"] = {k: loader.get(k) for k in ("site", "user_site", "framework")}
     top = next((x for x in p.get("predictions", []) if x.get("env") and not x.get("code_change")),
                None)
     if top is None:
@@ -73,6 +75,7 @@ def main():
         return 0
     out["change"] = top["change"]
     out["predicted_speedup"] = round(top["speedup"], 3)
+    out["where"] = top.get("where")
     base, applied = [], []
     for rep in range(1, args.reps + 1):
         base.append(run(args.pinscope, os.path.join(args.runs, f"{args.name}.base-r{rep}"), cmd, {},

@@ -66,6 +66,11 @@ class PipelineAnalysis : public Analysis {
   // The steady window the figures are over, and the thread it follows.
   uint64_t window_start_ns() const { return window_.start_ns; }
   uint64_t window_end_ns() const { return window_.end_ns; }
+  // Other loaders' batches on the step thread (evaluation passes): segments
+  // of them inside the window, and the epoch's that the window was cut to
+  // leave out (steady_window.h).
+  uint64_t window_breaks_inside() const { return window_breaks_inside_; }
+  uint64_t window_breaks_avoided() const { return window_breaks_avoided_; }
   uint32_t step_tid() const { return step_tid_; }
   // True when the steps are DataLoader.__next__ calls (the hook ran).
   bool hooked() const { return inputs_.main.timed_by_hook; }
@@ -187,6 +192,7 @@ class PipelineAnalysis : public Analysis {
   device::ProcessDeviceAnalysis compute_;
   uint64_t last_advance_ns_ = 0;
   device::Interval window_;
+  uint64_t window_breaks_inside_ = 0, window_breaks_avoided_ = 0;
   uint32_t step_tid_ = 0;
   uint64_t timeline_from_ns_ = 0;
   model::Inputs inputs_;

@@ -64,12 +64,23 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   // The steps, by the segment each starts in (one step a segment until the
   // segments merge).
   std::vector<StepGroup> groups;
+  // Where the step thread took another loader's batches (an evaluation
+  // pass): the window leaves them out (steady_window.h).
+  std::vector<uint64_t> breaks;
   if (most >= 3) {
     in.main.timed_by_hook = true;
-    for (const StepSpans::Segment& seg : spans_.segments())
-      for (const StepSpans::Steps& e : seg.steps)
-        if (e.tid == tid && e.loader_id == loader && e.count > 0)
+    for (const StepSpans::Segment& seg : spans_.segments()) {
+      bool other = false;
+      for (const StepSpans::Steps& e : seg.steps) {
+        if (e.tid != tid || e.count == 0) continue;
+        if (e.loader_id == loader) {
           groups.push_back({seg.start, e.count, e.waits});
+        } else {
+          other = true;
+        }
+      }
+      if (other) breaks.push_back(seg.start);
+    }
   } else {
     // No hook: the steps are the recurring large H2D copies of the root's
     // main thread (at least half the largest).
@@ -100,14 +111,20 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     l.persistent_workers = it.persistent_workers();
     l.batch_size = it.batch_size();
     l.site = it.site();
+    l.user_site = it.user_site();
+    l.framework = it.framework();
     l.remade = loaders_.Remade(loader);
     ++l.epochs;
   }
   const std::vector<uint64_t> epoch_starts = IterTimes(loader);
-  uint64_t steps = 0;
+  SteadyWindow chosen;
   if (!ChooseSteadyWindow(groups, in.main.timed_by_hook ? epoch_starts : std::vector<uint64_t>(),
-                          &window_, &steps))
+                          breaks, &chosen))
     return;
+  window_ = chosen.window;
+  window_breaks_inside_ = chosen.breaks_inside;
+  window_breaks_avoided_ = chosen.breaks_avoided;
+  const uint64_t steps = chosen.steps;
   const double n = static_cast<double>(steps);
   const auto inside = [&](uint64_t t) { return t >= window_.start_ns && t < window_.end_ns; };
   model::MainStep& m = in.main;
@@ -129,9 +146,10 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   uint64_t first_cpu = 0, final_cpu = 0;
   for (const StepSpans::Segment& seg : spans_.segments()) {
     if (seg.start >= window_.end_ns && !final) {
+      // The next __next__ on the thread, of any loader: a window that ends
+      // where an evaluation pass begins ends at that pass's first batch.
       for (const StepSpans::Steps& e : seg.steps)
-        if (e.tid == tid && e.loader_id == loader && e.count > 0)
-          final = true, final_cpu = e.first_cpu;
+        if (e.tid == tid && e.count > 0 && !final) final = true, final_cpu = e.first_cpu;
     }
     if (!inside(seg.start)) continue;
     for (const StepSpans::Steps& e : seg.steps) {

@@ -6,7 +6,7 @@
 namespace pinscope {
 
 bool ChooseSteadyWindow(const std::vector<StepGroup>& groups, const std::vector<uint64_t>& epochs,
-                        device::Interval* window, uint64_t* steps) {
+                        const std::vector<uint64_t>& breaks, SteadyWindow* out) {
   // before[g]: the steps of the groups before group g.
   std::vector<uint64_t> before(groups.size() + 1, 0);
   for (size_t g = 0; g < groups.size(); ++g) before[g + 1] = before[g] + groups[g].count;
@@ -33,28 +33,57 @@ bool ChooseSteadyWindow(const std::vector<StepGroup>& groups, const std::vector<
   }
   uint64_t skip = std::max<uint64_t>(2, n / 8), last = n - 1;
   if (last <= skip + 1) return false;
+  // The window's end: the start of step `last`, or a break's start.
+  uint64_t end = start_of(lo + last);
+  out->breaks_avoided = 0;
+  {
+    // The longest stretch of steps from `skip` to `last` with no break
+    // inside: steps [a, b), ending at the break after step b - 1.
+    const uint64_t from = start_of(lo + skip);
+    auto it = std::upper_bound(breaks.begin(), breaks.end(), from);
+    const auto stop = std::lower_bound(breaks.begin(), breaks.end(), end);
+    if (it != stop) {
+      uint64_t best_a = 0, best_b = 0, best_end = 0, a = skip, avoided = 0;
+      for (; it != stop; ++it, ++avoided) {
+        const uint64_t b = std::max(steps_before(*it), lo) - lo;  // steps before the break
+        if (b > a && b - a > best_b - best_a) best_a = a, best_b = b, best_end = *it;
+        a = std::max(a, b);
+      }
+      if (last > a && last - a > best_b - best_a) best_a = a, best_b = last, best_end = end;
+      if (best_b - best_a >= 4 && 2 * (best_b - best_a) >= last - skip) {
+        skip = best_a, last = best_b, end = best_end;
+        out->breaks_avoided = avoided;
+      }
+    }
+  }
   {
     // The first and the last step from `skip` to `last` that found the
     // queue empty.
-    const uint64_t from = start_of(lo + skip), to = start_of(lo + last);
+    const uint64_t from = start_of(lo + skip);
     const StepGroup* first = nullptr;
     const StepGroup* final = nullptr;
     for (const StepGroup& g : groups) {
-      if (g.waits == 0 || g.start < from || g.start > to) continue;
+      // Up to the last step itself; before a break that ends the window.
+      if (g.waits == 0 || g.start < from || g.start > end ||
+          (out->breaks_avoided > 0 && g.start == end))
+        continue;
       if (first == nullptr) first = &g;
       final = &g;
     }
     if (first != nullptr) {
       const uint64_t a = std::max(steps_before(first->start), lo) - lo;
       const uint64_t b = std::max(steps_before(final->start), lo) - lo;
-      if (b >= a + 3 && 2 * (b - a) >= last - skip) skip = a, last = b;
+      if (b >= a + 3 && 2 * (b - a) >= last - skip) skip = a, last = b, end = start_of(lo + last);
     }
   }
-  *window = {start_of(lo + skip), start_of(lo + last)};
-  *steps = 0;
+  out->window = {start_of(lo + skip), end};
+  out->steps = 0;
   for (const StepGroup& g : groups)
-    if (g.start >= window->start_ns && g.start < window->end_ns) *steps += g.count;
-  return *steps > 0;
+    if (g.start >= out->window.start_ns && g.start < out->window.end_ns) out->steps += g.count;
+  out->breaks_inside =
+      static_cast<uint64_t>(std::lower_bound(breaks.begin(), breaks.end(), out->window.end_ns) -
+                            std::lower_bound(breaks.begin(), breaks.end(), out->window.start_ns));
+  return out->steps > 0;
 }
 
 }  // namespace pinscope

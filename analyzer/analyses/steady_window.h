@@ -34,7 +34,21 @@ struct StepGroup {
 // Merged groups give the same rule at their resolution: each edge at the
 // start of the group its step falls in, and `steps` those of the groups
 // that start inside the window. False when there are too few steps.
+//
+// `breaks` (in order): where the step thread left the loop for another
+// DataLoader's batches (an evaluation pass mid-epoch: the segments whose
+// __next__ is another loader's). That time is not the training step's, so
+// the window is the longest stretch of the epoch's steps between breaks,
+// ending where the next break starts, when it holds at least 4 steps and
+// half of the steps a window without the breaks would have; else the
+// window keeps them. `breaks_inside` gets how many the window holds.
+struct SteadyWindow {
+  device::Interval window;
+  uint64_t steps = 0;
+  uint64_t breaks_inside = 0;   // other loaders' segments inside the window
+  uint64_t breaks_avoided = 0;  // the epoch's breaks the window was cut to leave out
+};
 bool ChooseSteadyWindow(const std::vector<StepGroup>& groups, const std::vector<uint64_t>& epochs,
-                        device::Interval* window, uint64_t* steps);
+                        const std::vector<uint64_t>& breaks, SteadyWindow* out);
 
 }  // namespace pinscope

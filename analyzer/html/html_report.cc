@@ -13,6 +13,7 @@
 #include "analyzer/common/trace_names.h"
 #include "analyzer/html/html_charts.h"
 #include "analyzer/html/html_escape.h"
+#include "analyzer/report/loader_knobs.h"
 #include "analyzer/report/report_command.h"
 #include "analyzer/report/run_facts.h"
 
@@ -175,8 +176,10 @@ void HtmlWriter::Changes() {
                          StringPrintf(" (%.2fx", p->speedup);
       if (batch > 0) gain += StringPrintf(", %.0f samples/s", p->speedup * batch * 1e9 / step);
       gain += ")";
+      const std::string where = WhereToChange(p->change, in.loader);
       out_ << "<li class=\"prediction\" data-change=\"" << E(p->change.id) << "\"><strong>"
            << E(p->change.what) << "</strong>: <span class=\"gain\">" << gain << "</span>"
+           << (where.empty() ? "" : "<p class=\"where\">Where: " + E(where) + ".</p>")
            << "<p class=\"how\">How: " << E(p->basis) << "."
            << (p->limit_next.empty()
                    ? ""

@@ -274,8 +274,18 @@ Result Build(const Inputs& in, const Calibration& cal) {
   // launches) over more samples: worth it when that work dominates. Its
   // waits for the GPU count here; the prediction grows them with the
   // device's work where the GPU's idle time cannot absorb it.
+  // Timed only with the GPU's kernels recorded: without them the device's
+  // share of the larger step is unknown, and a job with no GPU computes on
+  // the main thread, whose work then grows with the batch.
   if (gpu_share < 0.5 && input_share < 0.15 && d.rest + d.next_own + d.gpu_wait >= 0.5 * d.s) {
-    changes.push_back(CodeChange("batch_size_x2", "a batch twice as large (batch_size x2)"));
+    if (in.gpu.measured) {
+      changes.push_back(CodeChange("batch_size_x2", "a batch twice as large (batch_size x2)"));
+    } else if (in.gpu_used) {
+      r.advice.push_back(
+          "A larger batch would spread the main thread's per-step work over more samples; "
+          "pinscope cannot time it without the GPU's kernels, which this run did not record "
+          "(PINSCOPE_CUPTI, docs/environment.md).");
+    }
   }
   for (const Change& ch : changes) r.predictions.push_back(Predict(in, cal, ch));
   r.all_predictions = r.predictions;
@@ -404,11 +414,17 @@ Result Build(const Inputs& in, const Calibration& cal) {
       break;
     case Class::kSyncCopies:
       text += "the main thread waits for the GPU " + Ms(d.gpu_wait) + " of each " + Ms(d.s) +
-              " step, and the GPU is busy only " + share(d.gpu) + ": the waits serialize them";
+              " step" +
+              (in.gpu.measured
+                   ? ", and the GPU is busy only " + share(d.gpu) + ": the waits serialize them"
+                   : " (the GPU's kernels were not recorded)");
       break;
     case Class::kHostBound:
       text += "the main thread's own Python and launches take " + Ms(d.rest + d.next_own) +
-              " of each " + Ms(d.s) + " step while the GPU is busy " + share(d.gpu);
+              " of each " + Ms(d.s) + " step" +
+              (!in.gpu_used      ? " (the job used no GPU: this is its computation on the CPU)"
+               : in.gpu.measured ? " while the GPU is busy " + share(d.gpu)
+                                 : " (the GPU's kernels were not recorded)");
       break;
     case Class::kCopyBound:
       text += "the pinned batch's copy to the GPU takes " + Ms(d.copy_device) + " of each " +

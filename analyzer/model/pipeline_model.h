@@ -35,6 +35,12 @@ struct LoaderFacts {
   // made once.
   bool remade = false;
   std::string site;  // "train.py:42"
+  // The job's own line that led to the construction when a library built
+  // the DataLoader ("" when that is the site), and the framework that did
+  // ("transformers", "lightning", "accelerate", ""): where the report says
+  // to change a setting (analyzer/report/loader_knobs.h).
+  std::string user_site;
+  std::string framework;
   // An epoch's start: from its iterator (LOADER_ITER) to its first batch on
   // the step thread, a mean over the epochs (after the first, when there
   // are three or more: the first also starts the job). With workers that are
@@ -145,6 +151,11 @@ struct Inputs {
   uint64_t pin_budget_full = 0;  // BUDGET_FULL events
   uint64_t skipped_budget = 0;   // copies that went pageable for the budget
   bool shm_failed = false;       // SIGBUS / ENOSPC in /dev/shm
+  // The job loaded a CUDA runtime or made a copy. A job on the CPU alone
+  // (its loop tested without a GPU) is judged as a pipeline all the same,
+  // but its main thread's work is the computation itself, not Python and
+  // launches.
+  bool gpu_used = true;
   uint64_t shm_capacity = 0, shm_peak = 0;
 };
 

@@ -143,6 +143,7 @@ void Report::BuildModel() {
   in.shm_failed = !shm_->sigbus().empty() || shm_->space_failures() > 0;
   in.shm_capacity = shm_->capacity_bytes();
   in.shm_peak = shm_->peak_bytes();
+  in.gpu_used = cuda_.has_value() || copies_->total().count > 0 || in.gpu.measured;
   model_inputs_ = in;
   model_ = model::Build(in, calibration_);
   if (!model_.valid) return;

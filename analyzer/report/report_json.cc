@@ -7,6 +7,7 @@
 
 #include "analyzer/common/format.h"
 #include "analyzer/common/trace_names.h"
+#include "analyzer/report/loader_knobs.h"
 #include "analyzer/report/report.h"
 
 namespace pinscope {
@@ -102,6 +103,27 @@ json PipelineJson(const Report& report) {
   const model::Inputs& in = report.model_inputs();
   json j;
   j["valid"] = m.valid;
+  // The loader as the hook saw it, also where the model cannot judge the
+  // step (pinscope tune reads it).
+  const model::LoaderFacts& l = in.loader;
+  if (m.valid || l.present) {
+    j["loader"] = {{"present", l.present},
+                   {"hooked", l.hooked},
+                   {"num_workers", l.num_workers},
+                   {"pin_memory", l.pin_memory},
+                   {"prefetch_factor", l.prefetch_factor},
+                   {"persistent_workers", l.persistent_workers},
+                   {"batch_size", l.batch_size},
+                   {"epochs", l.epochs},
+                   {"remade", l.remade},
+                   {"site", l.site},
+                   {"user_site", l.user_site},
+                   {"framework", l.framework},
+                   {"epoch_start_ns", l.epoch_start_ns},
+                   {"steps_per_epoch", l.steps_per_epoch},
+                   {"epochs_in_window", l.epochs_in_window},
+                   {"epoch_step_ns", l.epoch_step_ns}};
+  }
   if (!m.valid) {
     j["why_not"] = m.why_not;
     return j;
@@ -115,22 +137,9 @@ json PipelineJson(const Report& report) {
   j["timed_by_hook"] = in.main.timed_by_hook;
   j["window"] = {{"start_ns", report.pipeline().window_start_ns()},
                  {"end_ns", report.pipeline().window_end_ns()},
-                 {"tid", report.pipeline().step_tid()}};
-  const model::LoaderFacts& l = in.loader;
-  j["loader"] = {{"present", l.present},
-                 {"hooked", l.hooked},
-                 {"num_workers", l.num_workers},
-                 {"pin_memory", l.pin_memory},
-                 {"prefetch_factor", l.prefetch_factor},
-                 {"persistent_workers", l.persistent_workers},
-                 {"batch_size", l.batch_size},
-                 {"epochs", l.epochs},
-                 {"remade", l.remade},
-                 {"site", l.site},
-                 {"epoch_start_ns", l.epoch_start_ns},
-                 {"steps_per_epoch", l.steps_per_epoch},
-                 {"epochs_in_window", l.epochs_in_window},
-                 {"epoch_step_ns", l.epoch_step_ns}};
+                 {"tid", report.pipeline().step_tid()},
+                 {"other_loader_segments", report.pipeline().window_breaks_inside()},
+                 {"other_loader_segments_left_out", report.pipeline().window_breaks_avoided()}};
   const model::MainStep& s = in.main;
   j["main"] = {{"next_ns", s.next_ns},
                {"next_cpu_ns", s.next_cpu_ns},
@@ -177,9 +186,10 @@ json PipelineJson(const Report& report) {
   j["parts"] = json::array();
   for (const model::Part& part : m.parts)
     j["parts"].push_back({{"id", part.id}, {"name", part.name}, {"ns", part.ns}});
-  const auto prediction_json = [](const model::Prediction& p) {
+  const auto prediction_json = [&l](const model::Prediction& p) {
     json env = json::object();
     for (const auto& [k, v] : p.change.env) env[k] = v;
+    const std::string where = WhereToChange(p.change, l);
     return json{{"change", p.change.id},
                 {"what", p.change.what},
                 {"env", env},
@@ -188,7 +198,8 @@ json PipelineJson(const Report& report) {
                 {"speedup", p.speedup},
                 {"limit_next", p.limit_next},
                 {"basis", p.basis},
-                {"uncertain", p.uncertain}};
+                {"uncertain", p.uncertain},
+                {"where", where.empty() ? json(nullptr) : json(where)}};
   };
   j["all_predictions"] = json::array();
   for (const model::Prediction& p : m.all_predictions)

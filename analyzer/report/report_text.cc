@@ -11,6 +11,7 @@
 #include "analyzer/common/doc_path.h"
 #include "analyzer/common/format.h"
 #include "analyzer/common/trace_names.h"
+#include "analyzer/report/loader_knobs.h"
 #include "analyzer/report/own_cost_text.h"
 #include "analyzer/report/report.h"
 #include "analyzer/report/run_facts.h"
@@ -154,6 +155,8 @@ void TextWriter::ModelChanges() {
          << Severe(n == 1 ? Severity::kWarning : Severity::kInfo,
                    Wrap(head, kReportWidth - 2, kReportWidth - 5, "     "))
          << '\n';
+    const std::string where = WhereToChange(p.change, report_.model_inputs().loader);
+    if (!where.empty()) Para("Where: " + where + ".", "     ");
     Para("How: " + p.basis + "." +
              (p.limit_next.empty() ? "" : " Then the limit is " + p.limit_next + ".") +
              (p.uncertain ? " Part of this is calibrated, not measured in this run: check it with "
@@ -193,6 +196,21 @@ void TextWriter::PipelineSection() {
         (in.main.timed_by_hook ? "DataLoader timed by pinscope's Python hook"
                                : "steps inferred from the batch copies") +
         ")");
+  const PipelineAnalysis& pipeline = report_.pipeline();
+  if (pipeline.window_breaks_avoided() > 0) {
+    Para(
+        "These steps run between passes of another DataLoader on the loop's thread (an "
+        "evaluation?), which are left out: " +
+            FormatCount(pipeline.window_breaks_avoided()) +
+            " of its batches fell among the epoch's steps.",
+        "  ");
+  }
+  if (pipeline.window_breaks_inside() > 0) {
+    Para("Another DataLoader's batches ran among these steps on the loop's thread (" +
+             FormatCount(pipeline.window_breaks_inside()) +
+             "; an evaluation?): their time counts in the step, too often to leave out.",
+         "  ");
+  }
   out_ << "  Stage service time per step, and its share of the "
        << FormatDuration(static_cast<uint64_t>(in.main.step_ns)) << " step:\n";
   for (const model::Stage& st : m.stages) {

@@ -47,6 +47,8 @@ void LoaderIter(const LoaderSettings& s) {
   r.iterable = s.iterable;
   r.dataset_length = s.dataset_length;
   r.site = s.site;
+  r.user_site = s.user_site;
+  r.framework = s.framework;
   RecordLoader(r);
 }
 

@@ -21,6 +21,11 @@ struct LoaderSettings {
   bool pin_memory = false, persistent_workers = false, iterable = false;
   uint64_t dataset_length = 0;
   const char* site = nullptr;  // "file.py:LINE" of the DataLoader's construction
+  // The job's own line that led there, when a library built the DataLoader
+  // ("" when that is the site), and the framework that did
+  // ("transformers", "lightning", "accelerate" or "").
+  const char* user_site = nullptr;
+  const char* framework = nullptr;
 };
 void LoaderIter(const LoaderSettings& settings);
 

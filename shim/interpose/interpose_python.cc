@@ -11,13 +11,14 @@
 using namespace pinscope::shim;
 
 // Bumped when an argument list below changes.
-PINSCOPE_EXPORT int pinscope_loader_abi(void) { return 1; }
+PINSCOPE_EXPORT int pinscope_loader_abi(void) { return 2; }
 
 PINSCOPE_EXPORT void pinscope_loader_iter(uint64_t loader_id, uint64_t epoch, int32_t num_workers,
                                           int32_t pin_memory, int32_t prefetch_factor,
                                           int32_t persistent_workers, int32_t batch_size,
                                           uint64_t dataset_length, int32_t iterable,
-                                          const char* site) {
+                                          const char* site, const char* user_site,
+                                          const char* framework) {
   LoaderSettings s;
   s.loader_id = loader_id;
   s.epoch = epoch;
@@ -29,6 +30,8 @@ PINSCOPE_EXPORT void pinscope_loader_iter(uint64_t loader_id, uint64_t epoch, in
   s.dataset_length = dataset_length;
   s.iterable = iterable != 0;
   s.site = site;
+  s.user_site = user_site;
+  s.framework = framework;
   LoaderIter(s);
 }
 

@@ -410,6 +410,8 @@ void RecordLoader(const LoaderRecord& r) {
   e.Varint(l::kDatasetLength, r.dataset_length);
   e.Bool(l::kIterable, r.iterable);
   e.String(l::kSite, r.site);
+  e.String(l::kUserSite, r.user_site);
+  e.String(l::kFramework, r.framework);
   e.SInt(l::kWorkerId, r.worker_id);
   e.Varint(l::kBatchSamples, r.batch_samples);
   p.Commit();

@@ -194,6 +194,8 @@ struct LoaderRecord {
   bool pin_memory = false, persistent_workers = false, iterable = false;
   uint64_t dataset_length = 0;
   const char* site = nullptr;
+  const char* user_site = nullptr;
+  const char* framework = nullptr;
   int32_t worker_id = -1;
   uint32_t batch_samples = 0;
 };

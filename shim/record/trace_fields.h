@@ -82,10 +82,10 @@ constexpr uint32_t kTid = 1, kCpuNs = 2, kRunqueueNs = 3, kMinorFaults = 4, kMaj
 }
 }  // namespace thread_sample
 namespace loader {
-constexpr uint32_t kKind = 1, kLoaderId = 2, kEnd = 3, kIndex = 4, kUsageBegin = 5,
-                   kUsageEnd = 6, kNumWorkers = 7, kPinMemory = 8, kPrefetchFactor = 9,
-                   kPersistentWorkers = 10, kBatchSize = 11, kDatasetLength = 12,
-                   kIterable = 13, kSite = 14, kWorkerId = 15, kBatchSamples = 16;
+constexpr uint32_t kKind = 1, kLoaderId = 2, kEnd = 3, kIndex = 4, kUsageBegin = 5, kUsageEnd = 6,
+                   kNumWorkers = 7, kPinMemory = 8, kPrefetchFactor = 9, kPersistentWorkers = 10,
+                   kBatchSize = 11, kDatasetLength = 12, kIterable = 13, kSite = 14, kWorkerId = 15,
+                   kBatchSamples = 16, kUserSite = 17, kFramework = 18;
 }
 namespace alloc {
 constexpr uint32_t kApi = 1, kAddress = 2, kSize = 3, kAlignment = 4, kOldAddress = 5,

@@ -64,6 +64,13 @@ TEST_P(HtmlRecorded, VerdictPipelineTimelineSelfContained) {
   EXPECT_NE(page.find("data-change=\"" + c.top_change + "\""), std::string::npos);
   EXPECT_NE(page.find(html::HtmlEscape(p["predictions"][0]["limit_next"].get<std::string>())),
             std::string::npos);
+  // Where to make it, where the change is the DataLoader's.
+  if (p["predictions"][0]["where"].is_string()) {
+    EXPECT_NE(
+        page.find("<p class=\"where\">Where: " +
+                  html::HtmlEscape(p["predictions"][0]["where"].get<std::string>()) + ".</p>"),
+        std::string::npos);
+  }
 
   // The pipeline: one bar per stage, the critical one marked, once.
   const std::string pipeline = Between(page, "<svg id=\"pipeline-chart\"", "</svg>");

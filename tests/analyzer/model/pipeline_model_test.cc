@@ -490,6 +490,43 @@ TEST(PipelineModel, WhatTheDataCannotTellIsSaid) {
   EXPECT_EQ(Build(shm, Flat()).verdict, Class::kShmFailure);
 }
 
+// A host-bound loop: 9 of its 10 ms are the main thread's Python. With the
+// GPU's kernels recorded (2 ms busy) a batch twice as large is timed; without
+// them the device's share of the larger step is unknown: advice, no figure.
+// A job that used no GPU computes on its main thread: no larger batch, and
+// the verdict says what the main thread's work is.
+TEST(PipelineModel, ALargerBatchIsTimedOnlyWithTheGpusKernels) {
+  Inputs in = Base(10 * kMs);
+  in.main.next_ns = in.main.next_cpu_ns = 0.2 * kMs;
+  in.main.cpu_ns = 9.8 * kMs;
+  in.gpu.measured = true;
+  in.gpu.busy_ns = 2 * kMs;
+  Result r = Build(in, Flat());
+  ASSERT_TRUE(r.valid);
+  EXPECT_EQ(r.verdict, Class::kHostBound);
+  ASSERT_NE(Find(r, "batch_size_x2"), nullptr);
+  EXPECT_NE(r.verdict_text.find("while the GPU is busy 20%"), std::string::npos) << r.verdict_text;
+  EXPECT_TRUE(r.advice.empty());
+
+  in.gpu = Gpu{};  // PINSCOPE_CUPTI=0
+  r = Build(in, Flat());
+  EXPECT_EQ(r.verdict, Class::kHostBound);
+  EXPECT_EQ(Find(r, "batch_size_x2"), nullptr);
+  ASSERT_EQ(r.advice.size(), 1u);
+  EXPECT_NE(r.advice[0].find("cannot time it without the GPU's kernels"), std::string::npos);
+  EXPECT_NE(r.verdict_text.find("(the GPU's kernels were not recorded)"), std::string::npos)
+      << r.verdict_text;
+
+  in.gpu_used = false;  // no CUDA runtime, no copy
+  r = Build(in, Flat());
+  EXPECT_EQ(r.verdict, Class::kHostBound);
+  EXPECT_EQ(Find(r, "batch_size_x2"), nullptr);
+  EXPECT_TRUE(r.advice.empty());
+  EXPECT_NE(r.verdict_text.find("the job used no GPU: this is its computation on the CPU"),
+            std::string::npos)
+      << r.verdict_text;
+}
+
 TEST(PipelineModel, TheFloorIsHalfAMillisecondOrTwoPercent) {
   EXPECT_DOUBLE_EQ(Build(Base(10 * kMs), Flat()).floor_ns, 0.5 * kMs);
   EXPECT_DOUBLE_EQ(Build(Base(100 * kMs), Flat()).floor_ns, 2 * kMs);

@@ -118,6 +118,27 @@ TEST(PipelineTracesGuards, ChangesBesideTheLimitingStageClaimNoGain) {
   }
 }
 
+// Where to make the change, from the construction site the hook recorded on
+// the H200: the job's own line, or the Trainer's TrainingArguments for the
+// Hugging Face job (its DataLoader is rebuilt by accelerate).
+TEST(PipelineTracesGuards, TheTopChangeSaysWhereToMakeIt) {
+  const nlohmann::json starved = Report(kData + "/h200/pipeline/input_starvation");
+  ASSERT_FALSE(starved["pipeline"]["predictions"].empty());
+  EXPECT_EQ(starved["pipeline"]["predictions"][0]["where"],
+            "num_workers=15 in the DataLoader built at /work/main/tests/gpu/pipeline_job.py:115");
+  const nlohmann::json hf = Report(kData + "/h200/pipeline/hf");
+  ASSERT_FALSE(hf["pipeline"]["predictions"].empty());
+  EXPECT_EQ(hf["pipeline"]["predictions"][0]["change"], "batch_size_x2");
+  EXPECT_NE(hf["pipeline"]["predictions"][0]["where"].get<std::string>().find(
+                "per_device_train_batch_size twice as large in TrainingArguments"),
+            std::string::npos)
+      << hf["pipeline"]["predictions"][0]["where"];
+  // pinscope's own variables are not the DataLoader's.
+  const nlohmann::json staging = Report(kData + "/h200/pipeline/pageable_staging");
+  for (const auto& pred : staging["pipeline"]["all_predictions"])
+    if (pred["change"] == "PINSCOPE_PIN=1") EXPECT_TRUE(pred["where"].is_null());
+}
+
 // A root trace damaged early is named as such, not judged from the packets
 // before the damage ("not input-bound", "did the job use CUDA?").
 TEST(PipelineTracesGuards, ADamagedRootTraceIsTheVerdict) {

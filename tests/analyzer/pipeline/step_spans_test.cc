@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "analyzer/analyses/pipeline_analysis.h"
+#include "analyzer/analyses/steady_window.h"
 #include "analyzer/read/run_loader.h"
 #include "analyzer/replay/replay.h"
 #include "trace_builder.h"
@@ -163,8 +164,9 @@ void SetUsage(trace::ThreadUsage* u, uint64_t cpu, uint64_t faults = 0) {
 }
 
 // The hook's LOADER_ITER on thread 100: epoch `epoch` of loader `id`
-// begins at t, with `workers` workers and batches of 32.
-void PutIter(FileStream& out, uint64_t t, uint64_t id, uint64_t epoch, int32_t workers) {
+// begins at t, with `workers` workers and batches of 32 (of `samples`).
+void PutIter(FileStream& out, uint64_t t, uint64_t id, uint64_t epoch, int32_t workers,
+             uint64_t samples = 0) {
   trace::TracePacket p;
   p.set_timestamp_ns(t);
   p.set_tid(100);
@@ -174,6 +176,7 @@ void PutIter(FileStream& out, uint64_t t, uint64_t id, uint64_t epoch, int32_t w
   l->set_index(epoch);
   l->set_num_workers(workers);
   l->set_batch_size(32);
+  l->set_dataset_length(samples);
   out.Put(p);
 }
 
@@ -444,6 +447,81 @@ TEST(StepSpansTest, HookedRunPastTheOldCapChoosesItsWindowFromEveryStep) {
   }
   EXPECT_EQ(nexts, want_nexts);
   EXPECT_EQ(fetches, want_fetches);
+}
+
+// The window's rule over breaks, directly: 100 steps 10 ms apart.
+TEST(SteadyWindowTest, BreaksCutTheWindowOnlyWhereALongStretchIsLeft) {
+  std::vector<StepGroup> groups;
+  for (uint64_t k = 0; k < 100; ++k) groups.push_back({1000 + 10 * k, 1, 0});
+  SteadyWindow w;
+  // No break: steps 12 (an eighth skipped) to 99, the last one's start.
+  ASSERT_TRUE(ChooseSteadyWindow(groups, {}, {}, &w));
+  EXPECT_EQ(w.window.start_ns, 1120u);
+  EXPECT_EQ(w.window.end_ns, 1990u);
+  EXPECT_EQ(w.steps, 87u);
+  // One pass inside, after step 70 (3 batches): steps 12 to 70.
+  ASSERT_TRUE(ChooseSteadyWindow(groups, {}, {1705, 1706, 1707}, &w));
+  EXPECT_EQ(w.window.start_ns, 1120u);
+  EXPECT_EQ(w.window.end_ns, 1705u);
+  EXPECT_EQ(w.steps, 59u);
+  EXPECT_EQ(w.breaks_avoided, 3u);
+  EXPECT_EQ(w.breaks_inside, 0u);
+  // A pass after step 30: the longer stretch is after it, to the end.
+  ASSERT_TRUE(ChooseSteadyWindow(groups, {}, {1305}, &w));
+  EXPECT_EQ(w.window.start_ns, 1310u);
+  EXPECT_EQ(w.window.end_ns, 1990u);
+  EXPECT_EQ(w.steps, 68u);
+  // A pass every 10 steps: no stretch holds half the steps; kept, and said.
+  std::vector<uint64_t> often;
+  for (uint64_t k = 5; k < 100; k += 10) often.push_back(1000 + 10 * k + 5);
+  ASSERT_TRUE(ChooseSteadyWindow(groups, {}, often, &w));
+  EXPECT_EQ(w.window.start_ns, 1120u);
+  EXPECT_EQ(w.window.end_ns, 1990u);
+  EXPECT_EQ(w.breaks_avoided, 0u);
+  EXPECT_EQ(w.breaks_inside, 9u);  // after steps 15, 25, ... 95
+}
+
+// A loop that stops mid-epoch for an evaluation pass (another DataLoader's
+// batches on the same thread, 300 ms of evaluation): the steady window is
+// the longest stretch between passes, so the step is the training step's
+// 10 ms, not the evaluation spread over it (12.5 ms per step here). The
+// main thread's CPU per step is the training loop's too.
+TEST(StepSpansTest, AnEvaluationPassMidEpochIsLeftOutOfTheWindow) {
+  constexpr uint64_t kT0 = 1000 * kMs, kTrain = 7, kEval = 9, kStep = 10 * kMs;
+  const std::string dir = testing::MakeTempDir("step_spans_eval");
+  uint64_t eval_start = 0;
+  {
+    FileStream out(dir, "step-spans-eval", kT0);
+    ASSERT_TRUE(out.ok());
+    PutIter(out, kT0 + kMs, kTrain, 0, 0, 120 * 32);
+    uint64_t t = kT0 + 10 * kMs, cpu = 0;
+    for (uint64_t k = 0; k < 120; ++k) {
+      // The step: 1 ms in __next__, 9 ms of the loop's own CPU.
+      PutNext(out, t, t + kMs, kTrain, k, cpu, cpu + kMs);
+      t += kStep, cpu += kStep;
+      if (k == 79) {
+        // After step 79: 30 evaluation batches, 10 ms each, all CPU.
+        eval_start = t;
+        PutIter(out, t, kEval, 0, 0, 30 * 32);
+        for (uint64_t e = 0; e < 30; ++e) {
+          PutNext(out, t, t + kMs, kEval, e, cpu, cpu + kMs);
+          t += kStep, cpu += kStep;
+        }
+      }
+    }
+    PutExit(out, 100, t);
+  }
+  PipelineAnalysis pipeline;
+  Analyze(dir, &pipeline);
+  const model::MainStep& m = pipeline.inputs().main;
+  // Steps 15 (an eighth of 120 skipped) to 79, ending where the pass begins.
+  EXPECT_EQ(pipeline.window_end_ns(), eval_start);
+  EXPECT_EQ(m.steps, 65u);
+  EXPECT_DOUBLE_EQ(m.step_ns, static_cast<double>(kStep));
+  EXPECT_DOUBLE_EQ(m.cpu_ns, static_cast<double>(kStep));
+  EXPECT_DOUBLE_EQ(m.next_ns, static_cast<double>(kMs));
+  EXPECT_EQ(pipeline.window_breaks_avoided(), 30u);
+  EXPECT_EQ(pipeline.window_breaks_inside(), 0u);
 }
 
 }  // namespace

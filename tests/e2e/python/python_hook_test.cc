@@ -86,6 +86,8 @@ TEST_F(PythonHook, WorkersFetchAndTheMainThreadWaits) {
   EXPECT_FALSE(it.iterable());
   EXPECT_EQ(it.index(), 0u);
   EXPECT_EQ(it.site(), std::string(DATALOADER_JOB) + ":" + std::to_string(kLoaderLine));
+  EXPECT_EQ(it.user_site(), "");  // the job built it itself
+  EXPECT_EQ(it.framework(), "");
 
   // One NEXT per __next__, the last one raising StopIteration, all on the
   // main thread, indices 0..8; then the END mark.
@@ -139,6 +141,53 @@ TEST_F(PythonHook, WorkersFetchAndTheMainThreadWaits) {
     if (&t != main) {
       EXPECT_TRUE(Loader(t, trace::LOADER_RECV).empty()) << pid;
     }
+  }
+}
+
+// "file:LINE" of the line of `file` that holds `marker`.
+std::string SiteOf(const std::string& file, const std::string& marker) {
+  std::ifstream in(file);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n)
+    if (line.find(marker) != std::string::npos) return file + ":" + std::to_string(n);
+  ADD_FAILURE() << marker << " not in " << file;
+  return "";
+}
+
+// Frameworks build DataLoaders in their own files: the site is still the
+// construction (a wrapper of __init__ skipped), the job's own line that led
+// there is kept beside it, and the framework is named from the stack.
+TEST_F(PythonHook, TheSiteNamesTheJobsLineAndTheFrameworkThatBuiltTheLoader) {
+  const std::string pkgs = FAKE_SITE_PACKAGES;
+  const std::string job = FRAMEWORK_SITES_JOB;
+  RunResult r = RunCommand({PINSCOPE_PYTHON, job},
+                           {"PYTHONPATH=" + std::string(PINSCOPE_HOOK_DIR) + ":" + pkgs,
+                            "PINSCOPE_OUT=" + dir_.path() + "/run", "PINSCOPE_STACKS=0",
+                            "PINSCOPE_CUPTI=0", PreloadPinscope(PINSCOPE_LIB, "")},
+                           dir_.path());
+  ASSERT_TRUE(r.Exited(0)) << r.err;
+  EXPECT_EQ(r.out, "loaders 3\n");
+  auto run = Traces();
+  ASSERT_EQ(run.size(), 1u);
+  auto iters = Loader(run.begin()->second, trace::LOADER_ITER);
+  ASSERT_EQ(iters.size(), 3u);
+  struct Want {
+    std::string site, user_site, framework;
+  };
+  const Want want[] = {
+      // The Trainer's DataLoader is rebuilt by accelerate: that one iterates.
+      {SiteOf(pkgs + "/accelerate/data_loader.py", "# REBUILD"), SiteOf(job, "# TRAINER"),
+       "transformers"},
+      // Built by the job under Lightning's __init__ wrapper: the job's line.
+      {SiteOf(job, "# USER LOADER"), "", "lightning"},
+      // A library's factory, called from the job.
+      {SiteOf(pkgs + "/mylib/loaders.py", "# FACTORY"), SiteOf(job, "# FACTORY CALL"), ""},
+  };
+  for (size_t i = 0; i < 3; ++i) {
+    const trace::LoaderEvent& it = iters[i]->loader();
+    EXPECT_EQ(it.site(), want[i].site) << i;
+    EXPECT_EQ(it.user_site(), want[i].user_site) << i;
+    EXPECT_EQ(it.framework(), want[i].framework) << i;
   }
 }
 

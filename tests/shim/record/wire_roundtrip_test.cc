@@ -642,6 +642,8 @@ std::vector<Case> AllCases() {
                      l->set_site("train.py:14");
                      l->set_worker_id(-15);  // sint32: zigzag
                      l->set_batch_samples(kMax32);
+                     l->set_user_site("run.py:17");
+                     l->set_framework("transformers");
                    },
                    [](const pt::TracePacket& p, Encoder* e) {
                      namespace k = f::loader;
@@ -662,6 +664,8 @@ std::vector<Case> AllCases() {
                      e->String(k::kSite, l.site().c_str());
                      e->SInt(k::kWorkerId, l.worker_id());
                      e->Varint(k::kBatchSamples, l.batch_samples());
+                     e->String(k::kUserSite, l.user_site().c_str());
+                     e->String(k::kFramework, l.framework().c_str());
                    }});
   return cases;
 }
