@@ -50,7 +50,9 @@ bool ChooseSteadyWindow(const std::vector<StepGroup>& groups, const std::vector<
         a = std::max(a, b);
       }
       if (last > a && last - a > best_b - best_a) best_a = a, best_b = last, best_end = end;
-      if (best_b - best_a >= 4 && 2 * (best_b - best_a) >= last - skip) {
+      // Long enough to stand for the loop: half the steps, or 16.
+      const uint64_t best = best_b - best_a;
+      if (best >= 4 && (2 * best >= last - skip || best >= 16)) {
         skip = best_a, last = best_b, end = best_end;
         out->breaks_avoided = avoided;
       }

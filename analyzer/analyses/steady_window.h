@@ -40,8 +40,8 @@ struct StepGroup {
 // __next__ is another loader's). That time is not the training step's, so
 // the window is the longest stretch of the epoch's steps between breaks,
 // ending where the next break starts, when it holds at least 4 steps and
-// half of the steps a window without the breaks would have; else the
-// window keeps them. `breaks_inside` gets how many the window holds.
+// either 16 or half of the steps a window without the breaks would have;
+// else the window keeps them. `breaks_inside` gets how many it holds.
 struct SteadyWindow {
   device::Interval window;
   uint64_t steps = 0;

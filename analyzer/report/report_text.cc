@@ -202,7 +202,7 @@ void TextWriter::PipelineSection() {
         "These steps run between passes of another DataLoader on the loop's thread (an "
         "evaluation?), which are left out: " +
             FormatCount(pipeline.window_breaks_avoided()) +
-            " of its batches fell among the epoch's steps.",
+            " of its __next__ calls fell among the epoch's steps.",
         "  ");
   }
   if (pipeline.window_breaks_inside() > 0) {

@@ -7,6 +7,11 @@ tools/gpu_pipeline.sh; the loop's rate comes from pinscope's Python hook
 (PINSCOPE_THROUGHPUT) and the Trainer's own train_samples_per_second.
 
     python3 hf_trainer_job.py [--batch 64] [--workers 4] [--steps 60]
+        [--eval-steps N] [--tiny]
+
+--eval-steps N evaluates every N steps on a held-out set of 10 batches (the
+Trainer's own evaluation loop, another DataLoader on the training thread);
+--tiny is a 2-layer, 64-wide BERT for a run on the CPU.
 """
 import argparse
 import json
@@ -37,17 +42,26 @@ def main():
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--eval-steps", type=int, default=0)
+    ap.add_argument("--tiny", action="store_true")
     args = ap.parse_args()
-    config = BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                        intermediate_size=1024, max_position_embeddings=512, num_labels=2)
+    width, layers = (64, 2) if args.tiny else (256, 4)
+    config = BertConfig(vocab_size=30522, hidden_size=width, num_hidden_layers=layers,
+                        num_attention_heads=4, intermediate_size=4 * width,
+                        max_position_embeddings=512, num_labels=2)
     model = BertForSequenceClassification(config)
     out = os.environ.get("HF_OUT", "/tmp/hf-out")
     targs = TrainingArguments(output_dir=out, per_device_train_batch_size=args.batch,
                               max_steps=args.steps, dataloader_num_workers=args.workers,
                               logging_strategy="no", save_strategy="no", report_to=[],
-                              disable_tqdm=True, seed=0)
+                              disable_tqdm=True, seed=0,
+                              evaluation_strategy="steps" if args.eval_steps else "no",
+                              eval_steps=args.eval_steps or None,
+                              per_device_eval_batch_size=args.batch)
     trainer = Trainer(model=model, args=targs,
-                      train_dataset=Tokens(args.batch * (args.steps + 2), args.seq, config.vocab_size))
+                      train_dataset=Tokens(args.batch * (args.steps + 2), args.seq, config.vocab_size),
+                      eval_dataset=Tokens(args.batch * 10, args.seq, config.vocab_size)
+                      if args.eval_steps else None)
     result = trainer.train()
     print(json.dumps({"job": "hf_trainer", "batch": args.batch, "workers": args.workers,
                       "train_samples_per_second": result.metrics.get("train_samples_per_second")}),

@@ -471,7 +471,14 @@ TEST(SteadyWindowTest, BreaksCutTheWindowOnlyWhereALongStretchIsLeft) {
   EXPECT_EQ(w.window.start_ns, 1310u);
   EXPECT_EQ(w.window.end_ns, 1990u);
   EXPECT_EQ(w.steps, 68u);
-  // A pass every 10 steps: no stretch holds half the steps; kept, and said.
+  // A pass every 30 steps: the first longest stretch, steps 16 to 45.
+  ASSERT_TRUE(ChooseSteadyWindow(groups, {}, {1155, 1455, 1755}, &w));
+  EXPECT_EQ(w.window.start_ns, 1160u);
+  EXPECT_EQ(w.window.end_ns, 1455u);
+  EXPECT_EQ(w.steps, 30u);
+  EXPECT_EQ(w.breaks_avoided, 3u);
+  // A pass every 10 steps: no stretch holds 16 steps or half of them; kept,
+  // and said.
   std::vector<uint64_t> often;
   for (uint64_t k = 5; k < 100; k += 10) often.push_back(1000 + 10 * k + 5);
   ASSERT_TRUE(ChooseSteadyWindow(groups, {}, often, &w));
