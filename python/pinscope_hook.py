@@ -226,25 +226,29 @@ def _wrap_init(original):
 
 class _Loop:
     """The training loop's batches: when __next__ returned, for
-    PINSCOPE_THROUGHPUT and PINSCOPE_STOP_AFTER."""
+    PINSCOPE_THROUGHPUT and PINSCOPE_STOP_AFTER. Counted per loader on the
+    main thread: the training loop is the loader with the most batches, not
+    an evaluation loader whose batches come between its steps. A loader is
+    its construction site and dataset length, so one made anew every epoch
+    counts as one (as analyzer/analyses/loader_identity.h tells them)."""
 
     def __init__(self):
         self.stop_after = _int(os.environ.get("PINSCOPE_STOP_AFTER"), 0)
         self.warmup = _int(os.environ.get("PINSCOPE_STOP_WARMUP"), 5)
         self.path = os.environ.get("PINSCOPE_THROUGHPUT", "")
-        self.times = []
-        self.batch_size = 0
+        self.loaders = {}  # loader key -> [times __next__ returned, batch size]
         self.written = False
 
-    def took(self, loader_batch_size):
+    def took(self, loader_key, loader_batch_size):
         if not self.path and not self.stop_after:
             return
         import time
 
-        self.times.append(time.monotonic())
+        entry = self.loaders.setdefault(loader_key, [[], 0])
+        entry[0].append(time.monotonic())
         if loader_batch_size:
-            self.batch_size = loader_batch_size
-        if self.stop_after and len(self.times) >= self.stop_after:
+            entry[1] = loader_batch_size
+        if self.stop_after and len(entry[0]) >= self.stop_after:
             self.write("stop_after")
             raise SystemExit(0)
 
@@ -252,6 +256,9 @@ class _Loop:
         if self.written or not self.path:
             return
         self.written = True
+        all_times, self.batch_size = max(self.loaders.values(), key=lambda e: len(e[0]),
+                                         default=([], 0))
+        self.times = all_times
         times = self.times[self.warmup:]
         record = {"batches": len(self.times), "timed_batches": max(len(times) - 1, 0), "why": why}
         if len(times) >= 2 and times[-1] > times[0]:
@@ -275,6 +282,7 @@ class _Loop:
 
 _loop = _Loop()
 _batch_sizes = weakref.WeakKeyDictionary()  # iterator -> batch size
+_loop_keys = weakref.WeakKeyDictionary()  # iterator -> its loader's key for _Loop
 
 
 def _wrap_iter(original):
@@ -288,6 +296,7 @@ def _wrap_iter(original):
             _epochs[self] = epoch + 1
             _iter_ids[iterator] = id(self)
             _batch_sizes[iterator] = _int(self.batch_size)
+            _loop_keys[iterator] = (_sites.get(self, ("", "", ""))[0], _dataset_length(self))
             iterable = _is_iterable(self)
             workers = _int(getattr(iterator, "_num_workers", self.num_workers))
             # What the iterator runs with: pin_memory is off without a GPU.
@@ -335,7 +344,7 @@ def _wrap_next(original):
             _state.receiving = outer
         _lib.pinscope_loader_end(_NEXT, lid, index, -1, 0)
         if threading.current_thread() is threading.main_thread():
-            _loop.took(_batch_sizes.get(self, 0))
+            _loop.took(_loop_keys.get(self, lid), _batch_sizes.get(self, 0))
         return data
 
     return __next__

@@ -7,7 +7,9 @@ size there); with --hold, every batch is kept alive (its shm segment stays
 mapped in the main process) until the loop ends; with --spin-ms, each sample
 costs that much Python in the worker (holding its GIL); with --epochs E the
 loop runs E epochs of --batches batches, and --init-ms is each worker's
-start (worker_init_fn). Prints "batches N" and exits 0 on success."""
+start (worker_init_fn); with --eval-every K, after every K batches the loop
+takes the 3 batches of an evaluation DataLoader (another dataset, built on
+another line). Prints "batches N" and exits 0 on success."""
 import argparse
 import time
 
@@ -54,9 +56,11 @@ def main():
     ap.add_argument("--spin-ms", type=float, default=0.0)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--init-ms", type=float, default=0.0)
+    ap.add_argument("--eval-every", type=int, default=0)
     args = ap.parse_args()
     shape = tuple(int(x) for x in args.shape.split(","))
-    loader = DataLoader(Synthetic(args.batch * args.batches, shape, args.spin_ms), batch_size=args.batch,
+    data = Synthetic(args.batch * args.batches, shape, args.spin_ms)
+    loader = DataLoader(data, batch_size=args.batch,  # LOADER
                         num_workers=args.workers, worker_init_fn=spin_for(args.init_ms))
     n = 0
     keep = []
@@ -69,6 +73,9 @@ def main():
             elif args.hold:
                 keep.append(batch)
             n += 1
+            if args.eval_every and n % args.eval_every == 0:
+                evaluation = DataLoader(Synthetic(3 * args.batch, shape), batch_size=args.batch)
+                assert sum(1 for _ in evaluation) == 3
     assert n == args.batches * args.epochs, n
     print("batches", n, flush=True)
 

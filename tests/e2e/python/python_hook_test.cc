@@ -19,8 +19,16 @@ namespace {
 
 constexpr int kBatches = 8;
 constexpr int kBatch = 16;
-// dataloader_job.py builds its DataLoader on this line.
-constexpr int kLoaderLine = 59;
+
+// "file:LINE" of the line of `file` that holds `marker`.
+std::string SiteOf(const std::string& file, const std::string& marker) {
+  std::ifstream in(file);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n)
+    if (line.find(marker) != std::string::npos) return file + ":" + std::to_string(n);
+  ADD_FAILURE() << marker << " not in " << file;
+  return "";
+}
 
 class PythonHook : public ::testing::Test {
  protected:
@@ -85,7 +93,7 @@ TEST_F(PythonHook, WorkersFetchAndTheMainThreadWaits) {
   EXPECT_EQ(it.prefetch_factor(), 2);
   EXPECT_FALSE(it.iterable());
   EXPECT_EQ(it.index(), 0u);
-  EXPECT_EQ(it.site(), std::string(DATALOADER_JOB) + ":" + std::to_string(kLoaderLine));
+  EXPECT_EQ(it.site(), SiteOf(DATALOADER_JOB, "# LOADER"));
   EXPECT_EQ(it.user_site(), "");  // the job built it itself
   EXPECT_EQ(it.framework(), "");
 
@@ -142,16 +150,6 @@ TEST_F(PythonHook, WorkersFetchAndTheMainThreadWaits) {
       EXPECT_TRUE(Loader(t, trace::LOADER_RECV).empty()) << pid;
     }
   }
-}
-
-// "file:LINE" of the line of `file` that holds `marker`.
-std::string SiteOf(const std::string& file, const std::string& marker) {
-  std::ifstream in(file);
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n)
-    if (line.find(marker) != std::string::npos) return file + ":" + std::to_string(n);
-  ADD_FAILURE() << marker << " not in " << file;
-  return "";
 }
 
 // Frameworks build DataLoaders in their own files: the site is still the
@@ -272,6 +270,41 @@ TEST_F(PythonHook, SettingsChangedAndTheJobStoppedFromOutside) {
   EXPECT_NE(line.find("\"why\": \"stop_after\""), std::string::npos) << line;
   EXPECT_NE(line.find("\"samples_per_s\""), std::string::npos) << line;
   EXPECT_FALSE(std::getline(in, line));  // one line, not a second at exit
+}
+
+// An evaluation DataLoader taken between the training loop's batches is not
+// the loop: PINSCOPE_STOP_AFTER and the rate count the loader with the most
+// batches (a new evaluation loader every 4 batches, 3 batches each; the
+// evaluation loaders are one loader, as the analyzer counts them: one site,
+// one dataset). Counting every __next__, the job stopped at the training
+// loop's 7th batch.
+TEST_F(PythonHook, TheStopAndTheRateCountTheTrainingLoopNotItsEvaluation) {
+  const std::string rate = dir_.path() + "/rate.json";
+  RunResult r = RunCommand(
+      {PINSCOPE_PYTHON, DATALOADER_JOB, "--batches", "16", "--eval-every", "4"},
+      {"PYTHONPATH=" + std::string(PINSCOPE_HOOK_DIR), "PINSCOPE_OUT=" + dir_.path() + "/run",
+       "PINSCOPE_STACKS=0", "PINSCOPE_CUPTI=0", PreloadPinscope(PINSCOPE_LIB, ""),
+       "PINSCOPE_STOP_AFTER=10", "PINSCOPE_STOP_WARMUP=1", "PINSCOPE_THROUGHPUT=" + rate},
+      dir_.path());
+  ASSERT_TRUE(r.Exited(0)) << r.err;
+  EXPECT_EQ(r.out, "");
+  auto run = Traces();
+  ASSERT_EQ(run.size(), 1u);
+  const ProcessTrace& t = run.begin()->second;
+  std::map<uint64_t, int> nexts;  // loader id -> __next__ calls
+  for (const auto* p : Loader(t, trace::LOADER_NEXT)) ++nexts[p->loader().loader_id()];
+  // 10 training batches, and after batches 4 and 8 an evaluation (3
+  // batches and the StopIteration): 10 + 2 x 4 calls before the stop.
+  int training = 0, evaluation = 0;
+  for (const auto& [id, n] : nexts) (n == 10 ? training : evaluation) += n;
+  EXPECT_EQ(training, 10) << nexts.size();
+  EXPECT_EQ(evaluation, 8);
+  std::ifstream in(rate);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_NE(line.find("\"batches\": 10,"), std::string::npos) << line;
+  EXPECT_NE(line.find("\"timed_batches\": 8,"), std::string::npos) << line;
+  EXPECT_NE(line.find("\"samples_per_s\""), std::string::npos) << line;
 }
 
 TEST_F(PythonHook, ABadSettingIsSaidOnceAndIgnored) {
