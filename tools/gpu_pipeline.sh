@@ -156,7 +156,14 @@ if has heldoutC; then
   $PY tools/validate_predictions.py --name hf_w2 --pinscope "$PS" --runs "$W" \
     --stop-after 60 --warmup 10 -- $PY tests/gpu/hf_trainer_job.py --workers 2 --steps 200 \
     | tee -a "$OUT/heldout.jsonl"
-  for d in "$W"/lightning_w2.base-r0 "$W"/hf_w2.base-r0; do
+  # num_workers=0 with pin_memory=True and 147 MiB batches: the main thread
+  # pins in __next__; with workers the pin thread does (the model's
+  # num_workers term from 0 with pinning, 2026-12-05).
+  step "held out: 147 MiB batches made and pinned by the main thread (num_workers=0, pin_memory=True)"
+  $PY tools/validate_predictions.py --name w0_pinned --pinscope "$PS" --runs "$W" \
+    --stop-after 40 --warmup 8 -- $PY $JOB --scenario pin_thread --workers 0 --steps 1000 \
+    --warmup 0 | tee -a "$OUT/heldout.jsonl"
+  for d in "$W"/lightning_w2.base-r0 "$W"/hf_w2.base-r0 "$W"/w0_pinned.base-r0; do
     [ -d "$d" ] && "$PS" report --no-color "$d" | sed -n '/^Verdict/,/^The step/p'
   done
 fi

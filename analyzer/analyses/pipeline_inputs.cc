@@ -139,6 +139,7 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   uint64_t next_ns = 0, next_cpu_ns = 0, release_ns = 0, busy_handover_ns = 0;
   uint64_t recvs = 0, recv_ns = 0, recv_cpu_ns = 0;
   uint64_t make_ns = 0, make_cpu_ns = 0, make_sys_ns = 0, make_faults = 0;
+  uint64_t pin_ns = 0, pin_cpu_ns = 0;
   uint64_t register_ns = 0, unregister_ns = 0, unmap_ns = 0;
   // The thread's CPU time at the first step inside the window and at the
   // first at or after its end: the steps between are the window's.
@@ -174,6 +175,10 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
           make_cpu_ns += s.cpu_ns;
           make_sys_ns += s.sys_ns;
           make_faults += s.faults;
+          break;
+        case StepSpans::Kind::kPin:
+          pin_ns += s.wall_ns;
+          pin_cpu_ns += s.cpu_ns;
           break;
         case StepSpans::Kind::kRegister:
           register_ns += s.wall_ns;
@@ -232,6 +237,8 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   m.make_cpu_ns = static_cast<double>(make_cpu_ns);
   m.make_sys_ns = static_cast<double>(make_sys_ns);
   m.make_faults = static_cast<double>(make_faults);
+  m.pin_ns = static_cast<double>(pin_ns);
+  m.pin_cpu_ns = static_cast<double>(pin_cpu_ns);
   if (first && final) m.cpu_ns = Diff(final_cpu, first_cpu);
   // From each __next__'s return to the step thread's next CUDA call
   // (StepCalls measured it as the calls came).
@@ -324,7 +331,8 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
        {&m.next_ns,         &m.next_cpu_ns,   &m.make_ns,     &m.make_cpu_ns, &m.make_sys_ns,
         &m.make_faults,     &m.copy_ns,       &m.copy_cpu_ns, &m.copy_faults, &m.copy_wait_ns,
         &m.copy_device_ns,  &m.other_copy_ns, &m.sync_ns,     &m.cpu_ns,      &m.pin_unregister_ns,
-        &m.pin_register_ns, &m.release_ns,    &m.recv_ns,     &m.recv_cpu_ns, &m.recv_busy_off_ns})
+        &m.pin_register_ns, &m.release_ns,    &m.recv_ns,     &m.recv_cpu_ns, &m.recv_busy_off_ns,
+        &m.pin_ns,          &m.pin_cpu_ns})
     *v /= n;
   if (!in.main.timed_by_hook) {
     // Without __next__ spans the thread's CPU per step is what its calls

@@ -38,13 +38,28 @@ Prediction Workers(const Inputs& in, const Calibration& cal, int k, const Change
     // Each batch now reaches the main thread through a fresh shm segment:
     // taking it, the page faults of reading it in, freeing it afterwards.
     const double receive = c.Receive() + c.MapTouch(b) + c.Release(b);
-    t.loop = std::max(0.0, d.loop - d.make + receive);
     demand += in.main.make_cpu_ns + fresh;
     basis = "a worker makes a batch in " + Ms(each) + " (the main thread's " + Ms(d.make) +
             (fresh > 0 ? " plus " + Ms(fresh) + " of page faults on its fresh shm segment" : "") +
-            "): " + std::to_string(k) + " workers supply one every " + Ms(t.producers) +
-            "; the main thread's loop drops to " + Ms(t.loop) + " (its batch making out; " +
-            Ms(receive) + " to take each batch from shared memory, fault it in and free it)";
+            "): " + std::to_string(k) + " workers supply one every " + Ms(t.producers);
+    if (in.main.pin_ns > 0) {
+      // pin_memory=True: with workers DataLoader pins on its pin thread,
+      // which takes each batch from shared memory, copies it into pinned
+      // memory (the main thread's pin_memory() today, plus reading the
+      // mapping in) and frees it; the main thread takes the pinned batch
+      // from that thread's queue.
+      t.pin = receive + in.main.pin_ns;
+      t.loop = std::max(0.0, d.loop - d.make - in.main.pin_ns);
+      basis += "; the pin thread takes each batch in " + Ms(t.pin) + " (" + Ms(in.main.pin_ns) +
+               " of pin_memory() as the main thread measured it, " + Ms(receive) +
+               " to take it from shared memory, fault it in and free it); the main thread's "
+               "loop drops to " +
+               Ms(t.loop) + " (its batch making and pinning out)";
+    } else {
+      t.loop = std::max(0.0, d.loop - d.make + receive);
+      basis += "; the main thread's loop drops to " + Ms(t.loop) + " (its batch making out; " +
+               Ms(receive) + " to take each batch from shared memory, fault it in and free it)";
+    }
     uncertain = true;  // a worker's hand-over is not measured without workers
   }
   t.cpu_floor = CoresFloor(in, demand);

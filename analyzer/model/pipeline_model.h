@@ -73,6 +73,10 @@ struct MainStep {
   double recv_busy_off_ns = 0;
   bool recv_seen = false;  // the hook timed receiving (a hook from before it did not)
   double make_ns = 0, make_cpu_ns = 0, make_sys_ns = 0, make_faults = 0;
+  // With num_workers=0 and pin_memory=True: pin_memory() on this thread,
+  // inside __next__ after the batch is made (its CPU is in next_cpu_ns).
+  // With workers it is the pin thread's.
+  double pin_ns = 0, pin_cpu_ns = 0;
   // The batch's H2D copies: blocked time, of which waiting for the stream
   // (device start - host entry, joined copies), and their device time.
   double copy_ns = 0, copy_cpu_ns = 0, copy_faults = 0, copy_wait_ns = 0, copy_device_ns = 0;

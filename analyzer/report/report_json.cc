@@ -149,6 +149,7 @@ json PipelineJson(const Report& report) {
                {"make_ns", s.make_ns},
                {"make_cpu_ns", s.make_cpu_ns},
                {"make_faults", s.make_faults},
+               {"pin_ns", s.pin_ns},
                {"copy_ns", s.copy_ns},
                {"copy_cpu_ns", s.copy_cpu_ns},
                {"copy_faults", s.copy_faults},

@@ -393,6 +393,37 @@ TEST(PipelineModel, BatchesMadeByTheMainThreadMoveToWorkers) {
   EXPECT_TRUE(p8->uncertain);  // a worker's hand-over is not measured without workers
 }
 
+// num_workers=0 with pin_memory=True: the main thread pins each batch
+// inside __next__ (6 ms here). With workers DataLoader pins on its pin
+// thread: the main thread loses making and pinning, and the pin thread
+// needs the pinning plus taking each batch from shared memory, which here
+// makes it the next limit.
+TEST(PipelineModel, PinningMovesToThePinThreadWithWorkers) {
+  Inputs in = Base(24 * kMs);
+  in.loader.num_workers = 0;
+  in.loader.pin_memory = true;
+  in.main.next_ns = 22.7 * kMs;
+  in.main.make_ns = in.main.make_cpu_ns = 16.5 * kMs;
+  in.main.pin_ns = in.main.pin_cpu_ns = 6 * kMs;
+  in.main.copy_ns = 0.25 * kMs;
+  in.main.sync_ns = 0.45 * kMs;
+  in.main.batch_bytes = 48000000;
+  in.main.batch_pinned = true;
+  in.gpu.measured = true;
+  in.gpu.busy_ns = 0.8 * kMs;
+  const Result r = Build(in, Flat());
+  EXPECT_EQ(r.verdict, Class::kMainProcess);
+  const Prediction* p8 = Find(r, "num_workers=8");
+  ASSERT_NE(p8, nullptr);
+  const double pin = 0.75 * kMs + 48000000 / 20.0 + 48000000 / 6.0 + 6 * kMs;  // 17.15 ms
+  const double loop = 24 * kMs - 16.5 * kMs - 6 * kMs;
+  const double producers = (16.5 * kMs + 48000000 / 2.0) / 8;
+  EXPECT_NEAR(p8->step_ns, std::max({pin, loop, producers}), 1);
+  EXPECT_EQ(p8->limit_next, "the pin thread");
+  EXPECT_NE(p8->basis.find("pin_memory() as the main thread measured it"), std::string::npos)
+      << p8->basis;
+}
+
 TEST(PipelineModel, FreshBufferFaultsAndTheirReleaseGoUnderTheRecycleList) {
   Inputs in = Base(27.5 * kMs);
   in.main.next_ns = 13.6 * kMs;
