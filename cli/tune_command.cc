@@ -372,6 +372,8 @@ int Tuner::Baseline() {
   const tune::RunModel& m = models_[0];
   result_.baseline = m.settings;
   result_.site = m.site;
+  result_.user_site = m.user_site;
+  result_.framework = m.framework;
   result_.batch_size = m.batch_size;
   t.settings = m.settings;
   const std::string folder = t.folders.front();

@@ -158,6 +158,8 @@ RunModel ParseRunModel(const json& report, bool pinscope_pin) {
   m.epochs = Get<uint64_t>(loader, "epochs", 0);
   m.remade = Get<bool>(loader, "remade", false);
   m.site = Get<std::string>(loader, "site", "");
+  m.user_site = Get<std::string>(loader, "user_site", "");
+  m.framework = Get<std::string>(loader, "framework", "");
 
   m.ranks = Get<int>(Sub(report, "ranks"), "count", 0);
   m.model_valid = Get<bool>(p, "valid", false);

@@ -83,6 +83,9 @@ struct RunModel {
   uint64_t epochs = 0;
   bool remade = false;  // each epoch a new DataLoader object (report's loader.remade)
   std::string site;     // "train.py:42", where the DataLoader was built
+  // The job's line that led there and the framework that built it (the
+  // report's loader.user_site and loader.framework).
+  std::string user_site, framework;
 
   bool model_valid = false;
   std::string why_not;  // when the model found no step loop

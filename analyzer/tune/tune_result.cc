@@ -75,16 +75,18 @@ int PickBest(const std::vector<TrialRecord>& trials) {
   return best;
 }
 
-std::string CodeLine(const Settings& base, const Settings& best) {
+std::string CodeLine(const Settings& base, const Settings& best, const std::string& framework) {
   std::string args;
-  const auto add = [&args](const std::string& a) { args += ", " + a; };
+  const std::string prefix = framework == "transformers" ? "dataloader_" : "";
+  const auto add = [&args, &prefix](const std::string& a) { args += ", " + prefix + a; };
   if (best.num_workers != base.num_workers) add("num_workers=" + std::to_string(best.num_workers));
   if (best.pin_memory != base.pin_memory) add(std::string("pin_memory=") + Py(best.pin_memory));
   if (PrefetchDiffers(base, best))
     add("prefetch_factor=" + std::to_string(EffectivePrefetch(best)));
   if (best.num_workers > 0 && best.persistent_workers != base.persistent_workers)
     add(std::string("persistent_workers=") + Py(best.persistent_workers));
-  return args.empty() ? "" : "DataLoader(..." + args + ")";
+  if (args.empty()) return "";
+  return (framework == "transformers" ? "TrainingArguments(..." : "DataLoader(...") + args + ")";
 }
 
 std::string EnvLine(const Settings& base, const Settings& best,
@@ -165,9 +167,16 @@ void WriteTuneText(const TuneResult& r, std::ostream& out) {
         << " the baseline (" << Rate(b.Rate()) << " against " << Rate(base_rate)
         << (samples ? " samples/s" : " batches/s") << ", medians of " << Rates(b).size() << " and "
         << Rates(*base).size() << ")\n";
-    const std::string code = CodeLine(r.baseline, b.settings);
+    const std::string code = CodeLine(r.baseline, b.settings, r.framework);
     if (!code.empty()) {
-      out << "  In the code" << (r.site.empty() ? "" : " (" + r.site + ")") << ": " << code << "\n";
+      std::string where = r.site;
+      if (r.framework == "transformers") {
+        where = "the Hugging Face Trainer builds the DataLoader" +
+                (r.user_site.empty() ? std::string() : "; run from " + r.user_site);
+      } else if (!r.user_site.empty()) {
+        where += ", called from " + r.user_site;
+      }
+      out << "  In the code" << (where.empty() ? "" : " (" + where + ")") << ": " << code << "\n";
     }
     const std::string env = EnvLine(r.baseline, b.settings, r.command);
     if (!env.empty()) out << "  Run it as: " << env << "\n";
@@ -223,7 +232,7 @@ json TuneJson(const TuneResult& r) {
             {"label", b.label},
             {"settings", settings_json(b.settings)},
             {"gain", base_rate > 0 ? b.Rate() / base_rate : 0.0},
-            {"code", CodeLine(r.baseline, b.settings)},
+            {"code", CodeLine(r.baseline, b.settings, r.framework)},
             {"run", EnvLine(r.baseline, b.settings, r.command)},
             {"without_editing", NoEditLine(r.baseline, b.settings, r.command)}};
   }
@@ -233,6 +242,8 @@ json TuneJson(const TuneResult& r) {
       {"unit", !r.trials.empty() && r.trials.front().RateIsSamples() ? "samples/s" : "batches/s"},
       {"baseline", settings_json(r.baseline)},
       {"site", r.site},
+      {"user_site", r.user_site},
+      {"framework", r.framework},
       {"batch_size", r.batch_size},
       {"options",
        {{"budget_s", r.budget_s},

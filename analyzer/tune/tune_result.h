@@ -45,6 +45,7 @@ struct TuneResult {
   std::string out_dir;
   Settings baseline;
   std::string site;  // where the DataLoader is built
+  std::string user_site, framework;  // the job's line that led there; who built it
   int batch_size = 0;
   std::vector<TrialRecord> trials;  // the baseline first
   int best = -1;                    // index into trials
@@ -59,8 +60,11 @@ struct TuneResult {
 int PickBest(const std::vector<TrialRecord>& trials);
 
 // `DataLoader(..., num_workers=8, pin_memory=False)`: the DataLoader
-// arguments of `best` that differ from `baseline`; empty when none do.
-std::string CodeLine(const Settings& baseline, const Settings& best);
+// arguments of `best` that differ from `baseline`; empty when none do. For
+// a DataLoader the Hugging Face Trainer builds (framework "transformers"):
+// `TrainingArguments(..., dataloader_num_workers=8, ...)`.
+std::string CodeLine(const Settings& baseline, const Settings& best,
+                     const std::string& framework = "");
 
 // `PINSCOPE_PIN=1 pinscope run -- CMD`, when the best needs pinscope's own
 // pinning (the caller's PINSCOPE_PIN_BUDGET too); empty otherwise.

@@ -141,6 +141,10 @@ TEST(TuneResult, TheLinesToUse) {
   EXPECT_EQ(CodeLine(base, persistent), "DataLoader(..., persistent_workers=True)");
   EXPECT_EQ(CodeLine(Loader(0), Apply(Loader(0), {{"PINSCOPE_SET_NUM_WORKERS", "4"}})),
             "DataLoader(..., num_workers=4)");
+  // The Hugging Face Trainer builds its DataLoader: TrainingArguments' names.
+  EXPECT_EQ(CodeLine(base, best, "transformers"),
+            "TrainingArguments(..., dataloader_num_workers=8, dataloader_pin_memory=False)");
+  EXPECT_EQ(CodeLine(base, best, "lightning"), "DataLoader(..., num_workers=8, pin_memory=False)");
 }
 
 TuneResult Example() {
@@ -213,6 +217,22 @@ TEST(TuneResult, TextTable) {
             "train.py\n"
             "Stopped: the gain flattened: round 2 did not beat the best so far by more than 3% "
             "(61 s of the 300 s budget)\n");
+}
+
+// The best line says where, for a DataLoader the Trainer builds.
+TEST(TuneResult, TheTrainersLoaderIsSetInTrainingArguments) {
+  TuneResult r = Example();
+  r.site = "/venv/lib/python3.12/site-packages/accelerate/data_loader.py:441";
+  r.user_site = "run.py:51";
+  r.framework = "transformers";
+  std::ostringstream out;
+  WriteTuneText(r, out);
+  EXPECT_NE(out.str().find("  In the code (the Hugging Face Trainer builds the DataLoader; run "
+                           "from run.py:51): TrainingArguments(..., dataloader_num_workers=8)\n"),
+            std::string::npos)
+      << out.str();
+  EXPECT_EQ(TuneJson(r)["best"]["code"], "TrainingArguments(..., dataloader_num_workers=8)");
+  EXPECT_EQ(TuneJson(r)["framework"], "transformers");
 }
 
 TEST(TuneResult, Json) {
