@@ -369,17 +369,24 @@ TEST(PipelineModel, ASaturatedPinThreadIsTheVerdictAndPinMemoryOffRetimesTheMain
               loop - 0.06 * kMs + 19 * kMs + 154000000 / 50.0 + reg + 154000000 / 48.0, 1);
 }
 
-TEST(PipelineModel, BatchesMadeByTheMainThreadMoveToWorkers) {
-  Inputs in = Base(18 * kMs);
+// num_workers=0: the main thread makes each batch in 16.5 ms of a step
+// whose __next__ takes `next`, copies it (0.25 ms) and waits for the GPU
+// (0.45 ms; the GPU busy 0.8 ms).
+Inputs MainMakes(double step, double next, uint64_t batch_bytes) {
+  Inputs in = Base(step);
   in.loader.num_workers = 0;
-  in.main.next_ns = 16.7 * kMs;
+  in.main.next_ns = next;
   in.main.make_ns = in.main.make_cpu_ns = 16.5 * kMs;
   in.main.copy_ns = 0.25 * kMs;
   in.main.sync_ns = 0.45 * kMs;
-  in.main.batch_bytes = 1500000;
+  in.main.batch_bytes = batch_bytes;
   in.gpu.measured = true;
   in.gpu.busy_ns = 0.8 * kMs;
-  const Result r = Build(in, Flat());
+  return in;
+}
+
+TEST(PipelineModel, BatchesMadeByTheMainThreadMoveToWorkers) {
+  const Result r = Build(MainMakes(18 * kMs, 16.7 * kMs, 1500000), Flat());
   EXPECT_EQ(r.verdict, Class::kMainProcess);
   // A worker makes a batch in the main thread's 16.5 ms plus the faults of
   // its fresh shm segment (1.5 MB at 2 GB/s); the main thread's loop drops
@@ -399,18 +406,10 @@ TEST(PipelineModel, BatchesMadeByTheMainThreadMoveToWorkers) {
 // needs the pinning plus taking each batch from shared memory, which here
 // makes it the next limit.
 TEST(PipelineModel, PinningMovesToThePinThreadWithWorkers) {
-  Inputs in = Base(24 * kMs);
-  in.loader.num_workers = 0;
+  Inputs in = MainMakes(24 * kMs, 22.7 * kMs, 48000000);
   in.loader.pin_memory = true;
-  in.main.next_ns = 22.7 * kMs;
-  in.main.make_ns = in.main.make_cpu_ns = 16.5 * kMs;
   in.main.pin_ns = in.main.pin_cpu_ns = 6 * kMs;
-  in.main.copy_ns = 0.25 * kMs;
-  in.main.sync_ns = 0.45 * kMs;
-  in.main.batch_bytes = 48000000;
   in.main.batch_pinned = true;
-  in.gpu.measured = true;
-  in.gpu.busy_ns = 0.8 * kMs;
   const Result r = Build(in, Flat());
   EXPECT_EQ(r.verdict, Class::kMainProcess);
   const Prediction* p8 = Find(r, "num_workers=8");

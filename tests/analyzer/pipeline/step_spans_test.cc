@@ -450,40 +450,38 @@ TEST(StepSpansTest, HookedRunPastTheOldCapChoosesItsWindowFromEveryStep) {
 }
 
 // The window's rule over breaks, directly: 100 steps 10 ms apart.
+// The window `w` runs from `start` to `end` over `steps` steps.
+void ExpectWindow(const SteadyWindow& w, uint64_t start, uint64_t end, uint64_t steps) {
+  EXPECT_EQ(w.window.start_ns, start);
+  EXPECT_EQ(w.window.end_ns, end);
+  EXPECT_EQ(w.steps, steps);
+}
+
 TEST(SteadyWindowTest, BreaksCutTheWindowOnlyWhereALongStretchIsLeft) {
   std::vector<StepGroup> groups;
   for (uint64_t k = 0; k < 100; ++k) groups.push_back({1000 + 10 * k, 1, 0});
   SteadyWindow w;
   // No break: steps 12 (an eighth skipped) to 99, the last one's start.
   ASSERT_TRUE(ChooseSteadyWindow(groups, {}, {}, &w));
-  EXPECT_EQ(w.window.start_ns, 1120u);
-  EXPECT_EQ(w.window.end_ns, 1990u);
-  EXPECT_EQ(w.steps, 87u);
+  ExpectWindow(w, 1120, 1990, 87);
   // One pass inside, after step 70 (3 batches): steps 12 to 70.
   ASSERT_TRUE(ChooseSteadyWindow(groups, {}, {1705, 1706, 1707}, &w));
-  EXPECT_EQ(w.window.start_ns, 1120u);
-  EXPECT_EQ(w.window.end_ns, 1705u);
-  EXPECT_EQ(w.steps, 59u);
+  ExpectWindow(w, 1120, 1705, 59);
   EXPECT_EQ(w.breaks_avoided, 3u);
   EXPECT_EQ(w.breaks_inside, 0u);
   // A pass after step 30: the longer stretch is after it, to the end.
   ASSERT_TRUE(ChooseSteadyWindow(groups, {}, {1305}, &w));
-  EXPECT_EQ(w.window.start_ns, 1310u);
-  EXPECT_EQ(w.window.end_ns, 1990u);
-  EXPECT_EQ(w.steps, 68u);
+  ExpectWindow(w, 1310, 1990, 68);
   // A pass every 30 steps: the first longest stretch, steps 16 to 45.
   ASSERT_TRUE(ChooseSteadyWindow(groups, {}, {1155, 1455, 1755}, &w));
-  EXPECT_EQ(w.window.start_ns, 1160u);
-  EXPECT_EQ(w.window.end_ns, 1455u);
-  EXPECT_EQ(w.steps, 30u);
+  ExpectWindow(w, 1160, 1455, 30);
   EXPECT_EQ(w.breaks_avoided, 3u);
   // A pass every 10 steps: no stretch holds 16 steps or half of them; kept,
   // and said.
   std::vector<uint64_t> often;
   for (uint64_t k = 5; k < 100; k += 10) often.push_back(1000 + 10 * k + 5);
   ASSERT_TRUE(ChooseSteadyWindow(groups, {}, often, &w));
-  EXPECT_EQ(w.window.start_ns, 1120u);
-  EXPECT_EQ(w.window.end_ns, 1990u);
+  ExpectWindow(w, 1120, 1990, 87);
   EXPECT_EQ(w.breaks_avoided, 0u);
   EXPECT_EQ(w.breaks_inside, 9u);  // after steps 15, 25, ... 95
 }

@@ -30,6 +30,15 @@ std::string SiteOf(const std::string& file, const std::string& marker) {
   return "";
 }
 
+// The one line PINSCOPE_THROUGHPUT wrote (a second line fails the test).
+std::string RateLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, more;
+  EXPECT_TRUE(std::getline(in, line)) << path;
+  EXPECT_FALSE(std::getline(in, more)) << "a second line: " << more;
+  return line;
+}
+
 class PythonHook : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -262,14 +271,12 @@ TEST_F(PythonHook, SettingsChangedAndTheJobStoppedFromOutside) {
     EXPECT_EQ(iters[0]->loader().prefetch_factor(), 2);
     EXPECT_EQ(Loader(t, trace::LOADER_NEXT).size(), 5u);
   }
-  std::ifstream in(rate);
-  std::string line;
-  ASSERT_TRUE(std::getline(in, line));
+  // One line, not a second at exit.
+  const std::string line = RateLine(rate);
   EXPECT_NE(line.find("\"batches\": 5"), std::string::npos) << line;
   EXPECT_NE(line.find("\"timed_batches\": 3"), std::string::npos) << line;
   EXPECT_NE(line.find("\"why\": \"stop_after\""), std::string::npos) << line;
   EXPECT_NE(line.find("\"samples_per_s\""), std::string::npos) << line;
-  EXPECT_FALSE(std::getline(in, line));  // one line, not a second at exit
 }
 
 // An evaluation DataLoader taken between the training loop's batches is not
@@ -299,9 +306,7 @@ TEST_F(PythonHook, TheStopAndTheRateCountTheTrainingLoopNotItsEvaluation) {
   for (const auto& [id, n] : nexts) (n == 10 ? training : evaluation) += n;
   EXPECT_EQ(training, 10) << nexts.size();
   EXPECT_EQ(evaluation, 8);
-  std::ifstream in(rate);
-  std::string line;
-  ASSERT_TRUE(std::getline(in, line));
+  const std::string line = RateLine(rate);
   EXPECT_NE(line.find("\"batches\": 10,"), std::string::npos) << line;
   EXPECT_NE(line.find("\"timed_batches\": 8,"), std::string::npos) << line;
   EXPECT_NE(line.find("\"samples_per_s\""), std::string::npos) << line;
