@@ -14,6 +14,7 @@ Trainer's own evaluation loop, another DataLoader on the training thread);
 --tiny is a 2-layer, 64-wide BERT for a run on the CPU.
 """
 import argparse
+import inspect
 import json
 import os
 
@@ -51,13 +52,17 @@ def main():
                         max_position_embeddings=512, num_labels=2)
     model = BertForSequenceClassification(config)
     out = os.environ.get("HF_OUT", "/tmp/hf-out")
+    evaluation = {}
+    if args.eval_steps:
+        # transformers 4.46 renamed evaluation_strategy to eval_strategy.
+        fields = inspect.signature(TrainingArguments.__init__).parameters
+        name = "eval_strategy" if "eval_strategy" in fields else "evaluation_strategy"
+        evaluation = {name: "steps", "eval_steps": args.eval_steps,
+                      "per_device_eval_batch_size": args.batch}
     targs = TrainingArguments(output_dir=out, per_device_train_batch_size=args.batch,
                               max_steps=args.steps, dataloader_num_workers=args.workers,
                               logging_strategy="no", save_strategy="no", report_to=[],
-                              disable_tqdm=True, seed=0,
-                              evaluation_strategy="steps" if args.eval_steps else "no",
-                              eval_steps=args.eval_steps or None,
-                              per_device_eval_batch_size=args.batch)
+                              disable_tqdm=True, seed=0, **evaluation)
     trainer = Trainer(model=model, args=targs,
                       train_dataset=Tokens(args.batch * (args.steps + 2), args.seq, config.vocab_size),
                       eval_dataset=Tokens(args.batch * 10, args.seq, config.vocab_size)
