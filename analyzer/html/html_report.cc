@@ -236,8 +236,10 @@ void HtmlWriter::Pipeline() {
        << (in.main.timed_by_hook ? "the DataLoader timed by pinscope's Python hook"
                                  : "steps inferred from the batch copies")
        << ". Each stage's service time per step: the step can go no faster than its slowest "
-          "stage, the one marked.</p>\n"
-       << PipelineSvg(report_);
+          "stage, the one marked.</p>\n";
+  for (const std::string& note : SteadyWindowNotes(report_))
+    out_ << "<p class=\"window-note\">" << E(note) << "</p>\n";
+  out_ << PipelineSvg(report_);
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> classes;
   for (const model::Stage& st : m.stages) {

@@ -171,6 +171,24 @@ void Report::BuildModel() {
   }
 }
 
+std::vector<std::string> SteadyWindowNotes(const Report& report) {
+  std::vector<std::string> notes;
+  const PipelineAnalysis& pipeline = report.pipeline();
+  if (pipeline.window_breaks_avoided() > 0) {
+    notes.push_back(
+        "These steps run between passes of another DataLoader on the loop's thread (an "
+        "evaluation?), which are left out: " +
+        FormatCount(pipeline.window_breaks_avoided()) +
+        " of its __next__ calls fell among the epoch's steps.");
+  }
+  if (pipeline.window_breaks_inside() > 0) {
+    notes.push_back("Another DataLoader's batches ran among these steps on the loop's thread (" +
+                    FormatCount(pipeline.window_breaks_inside()) +
+                    "; an evaluation?): their time counts in the step, too often to leave out.");
+  }
+  return notes;
+}
+
 void Report::PickVerdict() {
   // A failure of the job comes first; then the pipeline model's verdict.
   if (!findings_.empty() && findings_[0].kind == Finding::Kind::kFailure) {

@@ -128,6 +128,11 @@ class Report {
   std::unique_ptr<JobRanks> ranks_;
 };
 
+// What the steady window left out or holds of another DataLoader's batches
+// on the loop's thread (an evaluation pass), a sentence each; none when the
+// loop took only its own (the text and the HTML report say them).
+std::vector<std::string> SteadyWindowNotes(const Report& report);
+
 // The text report for a person (100 columns, colour when `color`).
 void WriteTextReport(const Report& report, bool color, std::ostream& out);
 // The JSON report (schema_version 1, docs/report.md).

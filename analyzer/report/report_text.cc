@@ -196,21 +196,7 @@ void TextWriter::PipelineSection() {
         (in.main.timed_by_hook ? "DataLoader timed by pinscope's Python hook"
                                : "steps inferred from the batch copies") +
         ")");
-  const PipelineAnalysis& pipeline = report_.pipeline();
-  if (pipeline.window_breaks_avoided() > 0) {
-    Para(
-        "These steps run between passes of another DataLoader on the loop's thread (an "
-        "evaluation?), which are left out: " +
-            FormatCount(pipeline.window_breaks_avoided()) +
-            " of its __next__ calls fell among the epoch's steps.",
-        "  ");
-  }
-  if (pipeline.window_breaks_inside() > 0) {
-    Para("Another DataLoader's batches ran among these steps on the loop's thread (" +
-             FormatCount(pipeline.window_breaks_inside()) +
-             "; an evaluation?): their time counts in the step, too often to leave out.",
-         "  ");
-  }
+  for (const std::string& note : SteadyWindowNotes(report_)) Para(note, "  ");
   out_ << "  Stage service time per step, and its share of the "
        << FormatDuration(static_cast<uint64_t>(in.main.step_ns)) << " step:\n";
   for (const model::Stage& st : m.stages) {

@@ -12,11 +12,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "analyzer/analyses/pipeline_analysis.h"
 #include "analyzer/analyses/steady_window.h"
+#include "analyzer/report/report_command.h"
 #include "analyzer/read/run_loader.h"
 #include "analyzer/replay/replay.h"
 #include "trace_builder.h"
@@ -516,6 +518,17 @@ TEST(StepSpansTest, AnEvaluationPassMidEpochIsLeftOutOfTheWindow) {
     }
     PutExit(out, 100, t);
   }
+  // The report says what it left out.
+  ReportOptions options;
+  options.run_dir = dir;
+  options.color = ColorMode::kNever;
+  std::ostringstream text, err;
+  RunReport(options, text, err);
+  EXPECT_NE(text.str().find("These steps run between passes of another DataLoader"),
+            std::string::npos)
+      << text.str();
+  EXPECT_NE(text.str().find("are left out: 30 of its __next__ calls"), std::string::npos)
+      << text.str();
   PipelineAnalysis pipeline;
   Analyze(dir, &pipeline);
   const model::MainStep& m = pipeline.inputs().main;
