@@ -18,9 +18,9 @@
 
 #include "analyzer/analyses/pipeline_analysis.h"
 #include "analyzer/analyses/steady_window.h"
-#include "analyzer/report/report_command.h"
 #include "analyzer/read/run_loader.h"
 #include "analyzer/replay/replay.h"
+#include "analyzer/report/report_command.h"
 #include "trace_builder.h"
 
 namespace pinscope {
