@@ -68,6 +68,22 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   // pass): the window leaves them out (steady_window.h).
   std::vector<uint64_t> breaks;
   if (most >= 3) {
+    // A DataLoader iterated on a thread that makes no CUDA call while
+    // another thread of the root does: a prefetching wrapper (a background
+    // thread fills a queue the training loop takes from). Its __next__
+    // spans are that thread's pace, not the training steps, which are then
+    // the batch copies, as without the hook.
+    auto next_thread = root.threads.find(tid);
+    const bool calls_there = next_thread != root.threads.end() && !next_thread->second.calls.empty();
+    bool calls_elsewhere = false;
+    for (auto& [t, thread] : root.threads)
+      if (t != tid && !thread.calls.empty()) calls_elsewhere = true;
+    if (!calls_there && calls_elsewhere) {
+      in.main.loader_thread_apart = true;
+      most = 0;
+    }
+  }
+  if (most >= 3) {
     in.main.timed_by_hook = true;
     for (const StepSpans::Segment& seg : spans_.segments()) {
       bool other = false;

@@ -107,6 +107,13 @@ Result Build(const Inputs& in, const Calibration& cal) {
     }
     return r;
   }
+  if ((in.main.steps < 3 || d.s <= 0) && in.main.loader_thread_apart) {
+    r.why_not =
+        "the DataLoader is iterated on a thread apart from the one that makes the CUDA calls (a "
+        "prefetching wrapper), and no recurring batch copy marks the training steps: pinscope "
+        "cannot tie the batches to the steps";
+    return r;
+  }
   if (in.main.steps < 3 || d.s <= 0) {
     r.why_not = "no step loop: fewer than 3 steps (DataLoader batches or batch copies) were seen";
     return r;

@@ -98,6 +98,9 @@ struct MainStep {
   // freed batch mappings, waiting for a registration (PinEvents).
   double pin_unregister_ns = 0, pin_register_ns = 0;
   bool timed_by_hook = false;  // steps are DataLoader.__next__ calls, not inferred from copies
+  // The DataLoader is iterated on a thread apart from the one that makes
+  // the CUDA calls (a prefetching wrapper): the steps are the batch copies.
+  bool loader_thread_apart = false;
   // The trace has the threads' CPU time at its events (ThreadUsage): a
   // trace from an older shim does not, and then the model cannot tell work
   // from waiting.

@@ -174,6 +174,12 @@ void Report::BuildModel() {
 std::vector<std::string> SteadyWindowNotes(const Report& report) {
   std::vector<std::string> notes;
   const PipelineAnalysis& pipeline = report.pipeline();
+  if (report.model_inputs().main.loader_thread_apart) {
+    notes.push_back(
+        "The DataLoader is iterated on a thread apart from the training loop's (a prefetching "
+        "wrapper): the steps are the loop's batch copies, and its wait for a batch is the time "
+        "it neither ran nor waited in a CUDA call.");
+  }
   if (pipeline.window_breaks_avoided() > 0) {
     notes.push_back(
         "These steps run between passes of another DataLoader on the loop's thread (an "

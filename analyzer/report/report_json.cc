@@ -135,6 +135,7 @@ json PipelineJson(const Report& report) {
   j["steps"] = in.main.steps;
   j["step_ns"] = in.main.step_ns;
   j["timed_by_hook"] = in.main.timed_by_hook;
+  j["loader_thread_apart"] = in.main.loader_thread_apart;
   j["window"] = {{"start_ns", report.pipeline().window_start_ns()},
                  {"end_ns", report.pipeline().window_end_ns()},
                  {"tid", report.pipeline().step_tid()},

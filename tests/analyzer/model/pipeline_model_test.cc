@@ -514,6 +514,14 @@ TEST(PipelineModel, WhatTheDataCannotTellIsSaid) {
   Inputs few = Base(20 * kMs);
   few.main.steps = 2;
   EXPECT_FALSE(Build(few, Flat()).valid);
+  EXPECT_NE(Build(few, Flat()).why_not.find("no step loop"), std::string::npos);
+
+  // Iterated on a background thread, and no batch copy to mark the steps.
+  Inputs apart = Base(20 * kMs);
+  apart.main.steps = 0;
+  apart.main.loader_thread_apart = true;
+  EXPECT_FALSE(Build(apart, Flat()).valid);
+  EXPECT_NE(Build(apart, Flat()).why_not.find("prefetching wrapper"), std::string::npos);
 
   Inputs shm = Base(20 * kMs);
   shm.shm_failed = true;

@@ -185,10 +185,10 @@ void PutIter(FileStream& out, uint64_t t, uint64_t id, uint64_t epoch, int32_t w
 // A __next__ on thread 100 of loader `id`, batch `index` of its epoch, from
 // t to end; the thread's CPU at its start and end.
 void PutNext(FileStream& out, uint64_t t, uint64_t end, uint64_t id, uint64_t index,
-             uint64_t cpu_begin, uint64_t cpu_end) {
+             uint64_t cpu_begin, uint64_t cpu_end, uint32_t tid = 100) {
   trace::TracePacket p;
   p.set_timestamp_ns(t);
-  p.set_tid(100);
+  p.set_tid(tid);
   trace::LoaderEvent* l = p.mutable_loader();
   l->set_kind(trace::LOADER_NEXT);
   l->set_loader_id(id);
@@ -486,6 +486,42 @@ TEST(SteadyWindowTest, BreaksCutTheWindowOnlyWhereALongStretchIsLeft) {
   ExpectWindow(w, 1120, 1990, 87);
   EXPECT_EQ(w.breaks_avoided, 0u);
   EXPECT_EQ(w.breaks_inside, 9u);  // after steps 15, 25, ... 95
+}
+
+// A prefetching wrapper: the DataLoader is iterated on thread 150, which
+// fills a queue; the training loop on thread 100 takes from it and copies
+// each batch (8 MiB, 2 ms). The steps are the loop's 20 ms between copies,
+// not thread 150's __next__ calls, which make no CUDA call; the 18 ms a
+// step the loop spent off the CPU outside its copy (whose 1 ms of CPU is
+// all the loop's) is its wait for the next batch.
+TEST(StepSpansTest, ADataLoaderIteratedOnABackgroundThreadIsNotTheLoop) {
+  constexpr uint64_t kT0 = 1000 * kMs, kLoader = 7, kStep = 20 * kMs;
+  const std::string dir = testing::MakeTempDir("step_spans_background");
+  {
+    FileStream out(dir, "step-spans-background", kT0);
+    ASSERT_TRUE(out.ok());
+    PutIter(out, kT0 + kMs, kLoader, 0, 4);
+    for (uint64_t k = 0; k < 100; ++k) {
+      const uint64_t s = kT0 + 100 * kMs + k * kStep;
+      // The background thread takes batch k + 1 while the loop runs.
+      PutNext(out, s + kMs, s + 5 * kMs, kLoader, k, k * kMs, k * kMs + 500 * kUs, 150);
+      PutCopy(out, 100, s + 2 * kMs, s + 4 * kMs, 8 * kMiBytes, 0x600000000ull, k + 1,
+              k * kMs, k * kMs + kMs);
+    }
+    PutExit(out, 100, kT0 + 200 * kMs + 100 * kStep);
+  }
+  PipelineAnalysis pipeline;
+  Analyze(dir, &pipeline);
+  const model::Inputs& in = pipeline.inputs();
+  EXPECT_TRUE(in.main.loader_thread_apart);
+  EXPECT_FALSE(in.main.timed_by_hook);
+  EXPECT_TRUE(in.loader.hooked);
+  EXPECT_EQ(in.loader.num_workers, 4);
+  EXPECT_EQ(pipeline.step_tid(), 100u);
+  EXPECT_DOUBLE_EQ(in.main.step_ns, static_cast<double>(kStep));
+  EXPECT_DOUBLE_EQ(in.main.copy_ns, 2.0 * kMs);
+  EXPECT_EQ(in.main.batch_bytes, 8 * kMiBytes);
+  EXPECT_NEAR(in.main.next_ns, 18.0 * kMs, 1.0);
 }
 
 // A loop that stops mid-epoch for an evaluation pass (another DataLoader's
