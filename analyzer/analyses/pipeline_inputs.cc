@@ -74,7 +74,8 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     // spans are that thread's pace, not the training steps, which are then
     // the batch copies, as without the hook.
     auto next_thread = root.threads.find(tid);
-    const bool calls_there = next_thread != root.threads.end() && !next_thread->second.calls.empty();
+    const bool calls_there =
+        next_thread != root.threads.end() && !next_thread->second.calls.empty();
     bool calls_elsewhere = false;
     for (auto& [t, thread] : root.threads)
       if (t != tid && !thread.calls.empty()) calls_elsewhere = true;

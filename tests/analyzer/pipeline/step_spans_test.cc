@@ -505,8 +505,8 @@ TEST(StepSpansTest, ADataLoaderIteratedOnABackgroundThreadIsNotTheLoop) {
       const uint64_t s = kT0 + 100 * kMs + k * kStep;
       // The background thread takes batch k + 1 while the loop runs.
       PutNext(out, s + kMs, s + 5 * kMs, kLoader, k, k * kMs, k * kMs + 500 * kUs, 150);
-      PutCopy(out, 100, s + 2 * kMs, s + 4 * kMs, 8 * kMiBytes, 0x600000000ull, k + 1,
-              k * kMs, k * kMs + kMs);
+      PutCopy(out, 100, s + 2 * kMs, s + 4 * kMs, 8 * kMiBytes, 0x600000000ull, k + 1, k * kMs,
+              k * kMs + kMs);
     }
     PutExit(out, 100, kT0 + 200 * kMs + 100 * kStep);
   }
