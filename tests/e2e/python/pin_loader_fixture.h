@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <nlohmann/json.hpp>
+
 #include <sstream>
 #include <string>
 #include <vector>
@@ -49,6 +51,13 @@ class PinLoaderTest : public TorchJobTest {
       argv.insert(argv.begin(), {"unshare", "-m", "sh", "-c", prefix_ + " && exec \"$0\" \"$@\""});
     }
     return RunCommand(argv, env, sub);
+  }
+  // `pinscope report --json` of the pinscope run (discarded: it failed).
+  nlohmann::json ReportJson() {
+    RunResult r =
+        RunCommand({PINSCOPE_BIN, "report", "--json", dir_.path() + "/run"}, {}, dir_.path());
+    EXPECT_TRUE(r.Exited(0)) << r.err;
+    return nlohmann::json::parse(r.out, nullptr, false);
   }
   // Runs the job both ways; both must succeed with equal batches. Returns
   // the pinscope run's registrations.

@@ -41,11 +41,14 @@ emulated on this CPU-only torch as torch 2.x runs it on a GPU: it receives
 of the double (a free list, as torch's caching host allocator keeps), and
 the device copy reads that block; --direct-later: the epochs after the
 first run new DataLoaders with pin_memory=False (the device copy reads the
-batch itself)."""
+batch itself). --background: each DataLoader is iterated on a thread of its
+own into a queue of 2 that the loop takes from, as
+prefetch_generator.BackgroundGenerator wraps one."""
 import argparse
 import ctypes
 import mmap
 import os
+import queue
 import resource
 import signal
 import subprocess
@@ -196,6 +199,35 @@ def quiet_sigchld():
             continue
 
 
+class Background:
+    """prefetch_generator.BackgroundGenerator as users wrap a DataLoader: a
+    thread iterates it into a queue of 2 that the training loop takes from."""
+
+    def __init__(self, loader):
+        self.q = queue.Queue(2)
+        self.error = None
+        threading.Thread(target=self.fill, args=(iter(loader),), daemon=True).start()
+
+    def fill(self, it):
+        try:
+            for x in it:
+                self.q.put(x)
+        except Exception as error:  # handed to the loop, as the wrapper does
+            self.error = error
+        self.q.put(StopIteration)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        x = self.q.get()
+        if x is StopIteration:
+            if self.error is not None:
+                raise self.error
+            raise StopIteration
+        return x
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cudart", required=True)
@@ -221,6 +253,8 @@ def main():
                     help="copy every batch into a cudaHostAlloc block first (pin_memory=True)")
     ap.add_argument("--pin-thread", action="store_true",
                     help="pin_memory=True, the pin thread emulated (cudaHostAlloc blocks)")
+    ap.add_argument("--background", action="store_true",
+                    help="iterate each DataLoader on a thread of its own (a prefetching wrapper)")
     ap.add_argument("--direct-later", action="store_true",
                     help="epochs after the first: new DataLoaders with pin_memory=False")
     ap.add_argument("--workers-later", type=int, default=0,
@@ -255,7 +289,7 @@ def main():
                 loaders = [DataLoader(ds, batch_size=a.batch,
                                       num_workers=a.workers_later or a.workers)
                            for ds in sets]
-            its = [iter(loader) for loader in loaders]
+            its = [Background(loader) if a.background else iter(loader) for loader in loaders]
             for b, batches in enumerate(zip(*its)):
                 for l, x in enumerate(batches):
                     want = expected(sets[l], range(b * a.batch, (b + 1) * a.batch))

@@ -29,6 +29,26 @@ TEST_F(PinLoaderTest, EpochsWithPersistentWorkers) {
   EXPECT_EQ(RunBoth({"--workers", "2", "--batches", "5", "--epochs", "2", "--persistent"}, 10), 10);
 }
 
+// A prefetching wrapper: the DataLoader iterated on a background thread
+// into a queue the loop takes from (BackgroundGenerator). The batches are
+// the same, and the report (through the Python hook) takes the steps from
+// the loop's batch copies, not from the background thread's __next__ calls,
+// which make no CUDA call: 30 batches of 6 MiB, one copy each.
+TEST_F(PinLoaderTest, ABackgroundThreadIteratingTheLoaderIsNotTheTrainingLoop) {
+  extra_env_ = {std::string("PYTHONPATH=") + PINSCOPE_HOOK_DIR};
+  RunBoth({"--workers", "2", "--batches", "30", "--background"}, 30);
+  const nlohmann::json j = ReportJson();
+  const nlohmann::json& p = j["pipeline"];
+  ASSERT_TRUE(p["valid"].get<bool>()) << p;
+  EXPECT_TRUE(p["loader_thread_apart"].get<bool>());
+  EXPECT_FALSE(p["timed_by_hook"].get<bool>());
+  EXPECT_TRUE(p["loader"]["hooked"].get<bool>());
+  EXPECT_EQ(p["loader"]["num_workers"], 2);
+  EXPECT_EQ(p["main"]["batch_bytes"], 6u << 20);
+  EXPECT_GE(p["steps"].get<int>(), 20);
+  EXPECT_LE(p["steps"].get<int>(), 27);  // an eighth (at least 2) and the last left out
+}
+
 // Two DataLoaders at once (zip), 2 workers each: 2 x 5 batches.
 TEST_F(PinLoaderTest, TwoLoadersAtOnce) {
   EXPECT_EQ(RunBoth({"--workers", "2", "--batches", "5", "--loaders", "2", "--hold"}, 10), 10);

@@ -104,13 +104,6 @@ class PinPoolTest : public PinLoaderTest {
     extra_env_ = {"PINSCOPE_PIN_POOL=1"};
   }
   PoolStats Stats() { return ReadPoolStats(dir_.path() + "/run"); }
-  // `pinscope report --json` of the pinscope run (discarded: it failed).
-  nlohmann::json ReportJson() {
-    RunResult r =
-        RunCommand({PINSCOPE_BIN, "report", "--json", dir_.path() + "/run"}, {}, dir_.path());
-    EXPECT_TRUE(r.Exited(0)) << r.err;
-    return nlohmann::json::parse(r.out, nullptr, false);
-  }
 };
 
 // 2 workers (prefetch_factor 2), 20 batches over 2 epochs with workers
