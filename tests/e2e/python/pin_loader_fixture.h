@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
-
 #include <sstream>
 #include <string>
 #include <vector>
