@@ -187,9 +187,17 @@ std::vector<std::string> SteadyWindowNotes(const Report& report) {
         FormatCount(pipeline.window_breaks_avoided()) +
         " of its __next__ calls fell among the epoch's steps.");
   }
-  if (pipeline.window_breaks_inside() > 0) {
+  const uint64_t inside = pipeline.window_breaks_inside();
+  if (inside > 0 && 2 * inside >= report.model_inputs().main.steps) {
+    // About one per step: loaders taken together (zip), not an evaluation.
+    notes.push_back(
+        "Another DataLoader is taken along with this one in the steps (" + FormatCount(inside) +
+        " of its batches in " + FormatCount(report.model_inputs().main.steps) +
+        " steps: zip?). pinscope models the loader with the most batches; the other's wait for "
+        "its batches counts as the loop's own time.");
+  } else if (inside > 0) {
     notes.push_back("Another DataLoader's batches ran among these steps on the loop's thread (" +
-                    FormatCount(pipeline.window_breaks_inside()) +
+                    FormatCount(inside) +
                     "; an evaluation?): their time counts in the step, too often to leave out.");
   }
   return notes;

@@ -488,6 +488,35 @@ TEST(SteadyWindowTest, BreaksCutTheWindowOnlyWhereALongStretchIsLeft) {
   EXPECT_EQ(w.breaks_inside, 9u);  // after steps 15, 25, ... 95
 }
 
+// Two loaders taken together every step (zip): the other loader's batches
+// are no evaluation pass to leave out, and the report says what it models.
+TEST(StepSpansTest, TwoLoadersTakenTogetherAreSaidToBe) {
+  constexpr uint64_t kT0 = 1000 * kMs, kA = 7, kB = 9, kStep = 10 * kMs;
+  const std::string dir = testing::MakeTempDir("step_spans_zip");
+  {
+    FileStream out(dir, "step-spans-zip", kT0);
+    ASSERT_TRUE(out.ok());
+    PutIter(out, kT0 + kMs, kA, 0, 0, 100 * 32);
+    PutIter(out, kT0 + kMs, kB, 0, 0, 200 * 32);
+    for (uint64_t k = 0; k < 100; ++k) {
+      const uint64_t s = kT0 + 10 * kMs + k * kStep;
+      PutNext(out, s, s + kMs, kA, k, k * kStep, k * kStep + kMs);
+      PutNext(out, s + 2 * kMs, s + 3 * kMs, kB, k, k * kStep + 2 * kMs, k * kStep + 3 * kMs);
+    }
+    PutExit(out, 100, kT0 + 20 * kMs + 100 * kStep);
+  }
+  ReportOptions options;
+  options.run_dir = dir;
+  options.color = ColorMode::kNever;
+  std::ostringstream text, err;
+  RunReport(options, text, err);
+  std::filesystem::remove_all(dir);
+  EXPECT_NE(text.str().find("Another DataLoader is taken along with this one in the steps (87 of"),
+            std::string::npos)
+      << text.str();
+  EXPECT_EQ(text.str().find("an evaluation?"), std::string::npos);
+}
+
 // A prefetching wrapper: the DataLoader is iterated on thread 150, which
 // fills a queue; the training loop on thread 100 takes from it and copies
 // each batch (8 MiB, 2 ms). The steps are the loop's 20 ms between copies,
