@@ -82,7 +82,12 @@ std::string WhereToChange(const model::Change& change, const model::LoaderFacts&
            (loader.user_site.empty() ? "" : " run from " + Short(loader.user_site)) +
            " builds this DataLoader" + k.also;
   }
-  if (package.empty()) return k.plain + " in the DataLoader built at " + loader.site + k.also;
+  if (package.empty()) {
+    // The job's own DataLoader: the change's line already names the knob,
+    // except the batch size's value.
+    return (change.id == "batch_size_x2" ? k.plain + " in " : std::string()) +
+           "the DataLoader built at " + loader.site;
+  }
   if (framework == "lightning") {
     return k.plain +
            " in the DataLoader that train_dataloader() returns (your LightningModule or "
