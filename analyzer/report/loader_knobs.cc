@@ -77,16 +77,17 @@ std::string WhereToChange(const model::Change& change, const model::LoaderFacts&
   if (framework.empty() &&
       (package == "lightning" || package == "pytorch_lightning" || package == "lightning_fabric"))
     framework = "lightning";
+  if (package.empty()) {
+    // The job's own DataLoader, also under a framework (a Trainer subclass
+    // that builds its own): the change's line already names the knob,
+    // except the batch size's value.
+    return (change.id == "batch_size_x2" ? k.plain + " in " : std::string()) +
+           "the DataLoader built at " + loader.site;
+  }
   if (framework == "transformers") {
     return k.transformers + " in TrainingArguments: the Hugging Face Trainer" +
            (loader.user_site.empty() ? "" : " run from " + Short(loader.user_site)) +
            " builds this DataLoader" + k.also;
-  }
-  if (package.empty()) {
-    // The job's own DataLoader: the change's line already names the knob,
-    // except the batch size's value.
-    return (change.id == "batch_size_x2" ? k.plain + " in " : std::string()) +
-           "the DataLoader built at " + loader.site;
   }
   if (framework == "lightning") {
     return k.plain +

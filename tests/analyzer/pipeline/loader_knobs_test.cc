@@ -63,6 +63,9 @@ TEST(LoaderKnobs, TheHuggingFaceTrainerTakesTrainingArguments) {
             "dataloader_persistent_workers=True (transformers 4.36 or later) in "
             "TrainingArguments: the Hugging Face Trainer run from /src/run.py:51 builds this "
             "DataLoader");
+  // A Trainer subclass that builds its own DataLoader: the job's line.
+  EXPECT_EQ(WhereToChange(Named("num_workers=6"), Loader("/src/run.py:20", "", "transformers")),
+            "the DataLoader built at /src/run.py:20");
   EXPECT_EQ(WhereToChange(Named("batch_size_x2"), Loader(l.site, "", "transformers", 32)),
             "per_device_train_batch_size=64 in TrainingArguments: the Hugging Face Trainer "
             "builds this DataLoader");
