@@ -35,6 +35,7 @@ bool ChooseSteadyWindow(const std::vector<StepGroup>& groups, const std::vector<
   if (last <= skip + 1) return false;
   // The window's end: the start of step `last`, or a break's start.
   uint64_t end = start_of(lo + last);
+  bool cut = false;  // the window was cut to leave breaks out
   out->breaks_avoided = 0;
   {
     // The longest stretch of steps from `skip` to `last` with no break
@@ -53,7 +54,7 @@ bool ChooseSteadyWindow(const std::vector<StepGroup>& groups, const std::vector<
       // Long enough to stand for the loop: half the steps, or 16.
       const uint64_t best = best_b - best_a;
       if (best >= 4 && (2 * best >= last - skip || best >= 16)) {
-        skip = best_a, last = best_b, end = best_end;
+        skip = best_a, last = best_b, end = best_end, cut = true;
         out->breaks_avoided = avoided;
       }
     }
@@ -66,8 +67,7 @@ bool ChooseSteadyWindow(const std::vector<StepGroup>& groups, const std::vector<
     const StepGroup* final = nullptr;
     for (const StepGroup& g : groups) {
       // Up to the last step itself; before a break that ends the window.
-      if (g.waits == 0 || g.start < from || g.start > end ||
-          (out->breaks_avoided > 0 && g.start == end))
+      if (g.waits == 0 || g.start < from || g.start > end || (cut && g.start == end))
         continue;
       if (first == nullptr) first = &g;
       final = &g;

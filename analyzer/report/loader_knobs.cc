@@ -60,6 +60,15 @@ std::string PackageOf(const std::string& site) {
   return path.substr(0, slash);
 }
 
+std::string SetBy(const std::string& site, const std::string& framework) {
+  const std::string package = PackageOf(site);
+  if (package.empty()) return "";
+  if (!framework.empty()) return framework;
+  if (package == "lightning" || package == "pytorch_lightning" || package == "lightning_fabric")
+    return "lightning";
+  return package;  // "transformers", "accelerate", or another library
+}
+
 std::string WhereToChange(const model::Change& change, const model::LoaderFacts& loader) {
   if (!loader.hooked || loader.site.empty()) return "";
   if (change.id == "made_once+persistent_workers=True") {
@@ -68,34 +77,26 @@ std::string WhereToChange(const model::Change& change, const model::LoaderFacts&
   }
   const Knob k = KnobOf(change.id, loader.batch_size);
   if (k.plain.empty()) return "";
-  const std::string package = PackageOf(loader.site);
-  // A trace from a hook before the framework was recorded: the package
-  // that built the DataLoader says as much.
-  std::string framework = loader.framework;
-  if (framework.empty() && (package == "transformers" || package == "accelerate"))
-    framework = package;
-  if (framework.empty() &&
-      (package == "lightning" || package == "pytorch_lightning" || package == "lightning_fabric"))
-    framework = "lightning";
-  if (package.empty()) {
+  const std::string by = SetBy(loader.site, loader.framework);
+  if (by.empty()) {
     // The job's own DataLoader, also under a framework (a Trainer subclass
     // that builds its own): the change's line already names the knob,
     // except the batch size's value.
     return (change.id == "batch_size_x2" ? k.plain + " in " : std::string()) +
            "the DataLoader built at " + loader.site;
   }
-  if (framework == "transformers") {
+  if (by == "transformers") {
     return k.transformers + " in TrainingArguments: the Hugging Face Trainer" +
            (loader.user_site.empty() ? "" : " run from " + Short(loader.user_site)) +
            " builds this DataLoader" + k.also;
   }
-  if (framework == "lightning") {
+  if (by == "lightning") {
     return k.plain +
            " in the DataLoader that train_dataloader() returns (your LightningModule or "
            "LightningDataModule); Lightning rebuilds it with the same arguments at " +
            Short(loader.site) + k.also;
   }
-  if (framework == "accelerate") {
+  if (by == "accelerate") {
     if (!loader.user_site.empty()) {
       return k.plain + " in the DataLoader handed to accelerator.prepare() from " +
              Short(loader.user_site) + "; accelerate rebuilds it with the same arguments" + k.also;
@@ -106,7 +107,7 @@ std::string WhereToChange(const model::Change& change, const model::LoaderFacts&
            Short(loader.site) + " (under the Hugging Face Trainer: " + k.transformers +
            " in TrainingArguments)" + k.also;
   }
-  return k.plain + " through " + package + ", which builds this DataLoader at " +
+  return k.plain + " through " + PackageOf(loader.site) + ", which builds this DataLoader at " +
          Short(loader.site) +
          (loader.user_site.empty() ? "" : ", called from " + Short(loader.user_site)) + k.also;
 }

@@ -19,4 +19,13 @@ std::string WhereToChange(const model::Change& change, const model::LoaderFacts&
 // .../site-packages/transformers/trainer.py), "" for the job's own code.
 std::string PackageOf(const std::string& site);
 
+// Who sets the arguments of the DataLoader built at `site` (the hook's
+// framework, "" when not recorded): "" the job's own DataLoader call (also
+// under a framework: a Trainer subclass that builds its own),
+// "transformers" (the Hugging Face Trainer: TrainingArguments'
+// dataloader_* fields), "lightning", "accelerate", or the name of the
+// package that built it. A trace from a hook before the framework was
+// recorded: the site's package names it.
+std::string SetBy(const std::string& site, const std::string& framework);
+
 }  // namespace pinscope

@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "analyzer/common/format.h"
+#include "analyzer/report/loader_knobs.h"
 
 namespace pinscope::tune {
 namespace {
@@ -75,9 +76,10 @@ int PickBest(const std::vector<TrialRecord>& trials) {
   return best;
 }
 
-std::string CodeLine(const Settings& base, const Settings& best, const std::string& framework) {
+std::string CodeLine(const Settings& base, const Settings& best, const std::string& set_by) {
   std::string args;
-  const std::string prefix = framework == "transformers" ? "dataloader_" : "";
+  const bool trainer = set_by == "transformers";
+  const std::string prefix = trainer ? "dataloader_" : "";
   const auto add = [&args, &prefix](const std::string& a) { args += ", " + prefix + a; };
   if (best.num_workers != base.num_workers) add("num_workers=" + std::to_string(best.num_workers));
   if (best.pin_memory != base.pin_memory) add(std::string("pin_memory=") + Py(best.pin_memory));
@@ -86,7 +88,7 @@ std::string CodeLine(const Settings& base, const Settings& best, const std::stri
   if (best.num_workers > 0 && best.persistent_workers != base.persistent_workers)
     add(std::string("persistent_workers=") + Py(best.persistent_workers));
   if (args.empty()) return "";
-  return (framework == "transformers" ? "TrainingArguments(..." : "DataLoader(...") + args + ")";
+  return (trainer ? "TrainingArguments(..." : "DataLoader(...") + args + ")";
 }
 
 std::string EnvLine(const Settings& base, const Settings& best,
@@ -167,10 +169,11 @@ void WriteTuneText(const TuneResult& r, std::ostream& out) {
         << " the baseline (" << Rate(b.Rate()) << " against " << Rate(base_rate)
         << (samples ? " samples/s" : " batches/s") << ", medians of " << Rates(b).size() << " and "
         << Rates(*base).size() << ")\n";
-    const std::string code = CodeLine(r.baseline, b.settings, r.framework);
+    const std::string set_by = SetBy(r.site, r.framework);
+    const std::string code = CodeLine(r.baseline, b.settings, set_by);
     if (!code.empty()) {
       std::string where = r.site;
-      if (r.framework == "transformers") {
+      if (set_by == "transformers") {
         where = "the Hugging Face Trainer builds the DataLoader" +
                 (r.user_site.empty() ? std::string() : "; run from " + r.user_site);
       } else if (!r.user_site.empty()) {
@@ -232,7 +235,7 @@ json TuneJson(const TuneResult& r) {
             {"label", b.label},
             {"settings", settings_json(b.settings)},
             {"gain", base_rate > 0 ? b.Rate() / base_rate : 0.0},
-            {"code", CodeLine(r.baseline, b.settings, r.framework)},
+            {"code", CodeLine(r.baseline, b.settings, SetBy(r.site, r.framework))},
             {"run", EnvLine(r.baseline, b.settings, r.command)},
             {"without_editing", NoEditLine(r.baseline, b.settings, r.command)}};
   }

@@ -61,10 +61,11 @@ int PickBest(const std::vector<TrialRecord>& trials);
 
 // `DataLoader(..., num_workers=8, pin_memory=False)`: the DataLoader
 // arguments of `best` that differ from `baseline`; empty when none do. For
-// a DataLoader the Hugging Face Trainer builds (framework "transformers"):
-// `TrainingArguments(..., dataloader_num_workers=8, ...)`.
+// a DataLoader the Hugging Face Trainer sets (`set_by` "transformers",
+// analyzer/report/loader_knobs.h): `TrainingArguments(...,
+// dataloader_num_workers=8, ...)`.
 std::string CodeLine(const Settings& baseline, const Settings& best,
-                     const std::string& framework = "");
+                     const std::string& set_by = "");
 
 // `PINSCOPE_PIN=1 pinscope run -- CMD`, when the best needs pinscope's own
 // pinning (the caller's PINSCOPE_PIN_BUDGET too); empty otherwise.
