@@ -122,6 +122,12 @@ void CallSiteAnalysis::OnCopy(const CopyContext& context) {
     feed.site = SiteOf(process, context.buffer.alloc->stack_id);
     maker_pid = process.pid();
     maker_forked = process.origin() == trace::ORIGIN_FORK;
+  } else if (feed.kind == HostBuffer::Kind::kShm && context.buffer.mapping != nullptr &&
+             context.buffer.mapping->pool) {
+    // A slot of pinscope's pool: made by pinscope, not by the program; a
+    // worker wrote the batch there.
+    feed.pool = true;
+    feed.site = "pinscope-pool";
   } else if (feed.kind == HostBuffer::Kind::kShm && context.buffer.segment != nullptr) {
     auto made = created_.find(context.buffer.segment->id);
     if (made != created_.end()) {

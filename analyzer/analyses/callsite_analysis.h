@@ -27,6 +27,7 @@ struct BufferSite {
   uint64_t copies = 0;         // copies of the call site it fed
   std::vector<uint32_t> pids;  // processes that made those buffers, sorted
   bool in_workers = false;     // every one of them is a forked process
+  bool pool = false;           // slots of pinscope's pool (PINSCOPE_PIN_POOL)
 };
 
 struct CallSite {

@@ -348,7 +348,10 @@ void InputAnalysis::OnPin(const Event& event, const trace::PinEvent& pin) {
         pins_.ahead_register_ns += pin.duration_ns();
       }
       const HostBuffer buffer = event.process.ResolveHost(pin.address());
-      if (buffer.kind == HostBuffer::Kind::kShm) {
+      if (pin.reason() == "pool") {
+        ++pins_.pool_registers;
+        pins_.pool_bytes += pin.size();
+      } else if (buffer.kind == HostBuffer::Kind::kShm) {
         ++pins_.shm_registers;
         pins_.shm_bytes += pin.size();
       } else if (buffer.kind == HostBuffer::Kind::kAlloc) {

@@ -81,6 +81,8 @@ struct PinStats {
   uint64_t ahead_registers = 0, ahead_register_ns = 0;
   uint64_t shm_registers = 0, shm_bytes = 0;
   uint64_t alloc_registers = 0, alloc_bytes = 0;
+  // Slots of pinscope's pool (reason "pool"), registered before any batch.
+  uint64_t pool_registers = 0, pool_bytes = 0;
   uint64_t other_registers = 0, other_bytes = 0;
   uint64_t register_failed = 0;
   uint64_t budget_full = 0;

@@ -529,7 +529,12 @@ ShmSegment* ReplayEngine::FindSegment(ProcessState& process, const trace::ShmEve
   }
   if (shm.fd() >= 0) {
     auto it = process.fds_.find(shm.fd());
-    if (it != process.fds_.end()) return it->second;
+    // An fd now naming another object (dup3 over it: pinscope's pool swaps
+    // a worker's batch segment for a slot so) is not its old segment.
+    if (it != process.fds_.end() &&
+        (shm.inode() == 0 || it->second->inode == 0 ||
+         (it->second->device == shm.device() && it->second->inode == shm.inode())))
+      return it->second;
   }
   return nullptr;
 }
@@ -543,7 +548,9 @@ ShmSegment* ReplayEngine::NewSegment(const ProcessState& process, const trace::S
   segment->name = shm.name();
   const bool created = shm.op() == trace::SHM_CREATE || shm.op() == trace::MEMFD_CREATE;
   segment->creator = created ? &process : nullptr;
-  segment->memfd = shm.op() == trace::MEMFD_CREATE;
+  // pinscope's pool slots are memfds too (made by raw system calls, so
+  // first seen at a map that carries `pool`): never /dev/shm space.
+  segment->memfd = shm.op() == trace::MEMFD_CREATE || shm.pool();
   segment->driver_internal = shm.driver_internal();
   segment->first_seen_ns = time_ns;
   ShmSegment* raw = segment.get();
@@ -652,6 +659,17 @@ void ReplayEngine::HandleShm(ProcessState& process, const Event& event) {
       // Mapped through an fd we never saw opened (received from another
       // process, or from before tracing): the segment starts here.
       if (segment == nullptr) segment = NewSegment(process, shm, event.time_ns);
+      if (shm.pool() && shm.fd() >= 0) {
+        // A worker's swap: the program's fd now names the slot.
+        auto it = process.fds_.find(shm.fd());
+        if (it != process.fds_.end() && it->second != segment) {
+          ShmSegment* previous = it->second;
+          --previous->open_fds;
+          it->second = segment;
+          ++segment->open_fds;
+          SegmentMaybeClosed(previous);
+        }
+      }
       grow(segment, shm.offset() + shm.size());
       ShmMapping mapping{segment, shm.address(), shm.offset(), event.time_ns, shm.pool()};
       const uint64_t end = shm.address() + std::max<uint64_t>(shm.size(), 1);

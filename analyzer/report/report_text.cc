@@ -435,6 +435,8 @@ void TextWriter::CallSiteSection() {
     std::string fed;
     if (buffer.kind == HostBuffer::Kind::kNone) {
       fed = "not a recorded buffer";
+    } else if (buffer.pool) {
+      fed = "slots of pinscope's pool (PINSCOPE_PIN_POOL; the workers wrote the batches there)";
     } else {
       fed = std::string(buffer.kind == HostBuffer::Kind::kShm ? "shm segment created at "
                                                               : "allocated at ") +
@@ -634,8 +636,11 @@ void TextWriter::PinningSection() {
   Para("Registered " + FormatCount(pins.registers) + " buffers (" +
        FormatBytes(pins.register_bytes) + "): " + FormatCount(pins.shm_registers) + " shm (" +
        FormatBytes(pins.shm_bytes) + "), " + FormatCount(pins.alloc_registers) + " malloc (" +
-       FormatBytes(pins.alloc_bytes) + "), " + FormatCount(pins.other_registers) + " other (" +
-       FormatBytes(pins.other_bytes) + ").");
+       FormatBytes(pins.alloc_bytes) + "), " +
+       (pins.pool_registers > 0 ? FormatCount(pins.pool_registers) + " slots of pinscope's pool (" +
+                                      FormatBytes(pins.pool_bytes) + "), "
+                                : std::string()) +
+       FormatCount(pins.other_registers) + " other (" + FormatBytes(pins.other_bytes) + ").");
   const double gib = static_cast<double>(pins.register_bytes) / (1024.0 * 1024 * 1024);
   Para("Registration time " + FormatDuration(pins.register_ns) +
        (gib > 0 ? " (" + FormatDuration(static_cast<uint64_t>(pins.register_ns / gib)) + " per GiB)"

@@ -211,6 +211,20 @@ void RetireWhere(Table& t, const char* reason, bool replace, F want) {
   }
 }
 
+// Fills the page tables of [p, p+size) a step at a time
+// (MADV_POPULATE_WRITE, Linux 5.14), so that the mmap lock is held for one
+// step only and the program's own mmap and munmap get in between. Stops at
+// the first refusal (an older kernel: the registration faults the pages).
+void PopulateInSteps(void* p, uint64_t size) {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;  // linux/mman.h, Linux 5.14
+#endif
+  constexpr uint64_t kStep = 4ull << 20;
+  auto* base = static_cast<char*>(p);
+  for (uint64_t off = 0; off < size; off += kStep)
+    if (madvise(base + off, std::min(kStep, size - off), MADV_POPULATE_WRITE) != 0) return;
+}
+
 // Makes slot i (kMaking, its size set): memfd, mapping (populated), the
 // registration; or, for batches no copy has read by DMA, a plain slot:
 // memfd and mapping only, its pages made by the first worker that writes
@@ -232,10 +246,21 @@ void MakeSlotLocked(Table& t, int i) {
   int fd = static_cast<int>(syscall(SYS_memfd_create, "pinscope-pool", 1u /* MFD_CLOEXEC */));
   void* p = MAP_FAILED;
   struct stat st;
-  if (fd >= 0 && syscall(SYS_ftruncate, fd, static_cast<off_t>(size)) == 0 && fstat(fd, &st) == 0)
-    p = pool::RawMmap(nullptr, size, PROT_READ | PROT_WRITE,
-                      MAP_SHARED | (plain ? 0 : MAP_POPULATE), fd, 0);
-  if (reinterpret_cast<intptr_t>(p) < 0) p = MAP_FAILED;  // a raw syscall's -errno
+  if (fd >= 0 && syscall(SYS_ftruncate, fd, static_cast<off_t>(size)) == 0 && fstat(fd, &st) == 0) {
+    // A registered slot's pages are made here, on this thread, and not
+    // under the program's mmap lock: fallocate makes them in the memfd
+    // (zeroing 73.5 MiB takes tens of ms), the mapping's page tables are
+    // then filled a few MiB at a time. MAP_POPULATE held the lock for the
+    // whole slot, and every munmap and mmap of the training loop waited
+    // for it: 35-52 ms each while slots were made, on the H100
+    // (docs/validation.md, fifteenth session). Where either is refused
+    // (an old kernel), the registration makes the pages.
+    if (!plain) syscall(SYS_fallocate, fd, 0, static_cast<off_t>(0), static_cast<off_t>(size));
+    p = pool::RawMmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (reinterpret_cast<intptr_t>(p) < 0) p = MAP_FAILED;  // a raw syscall's -errno
+    if (!plain && p != MAP_FAILED) PopulateInSteps(p, size);
+  }
+  if (reinterpret_cast<intptr_t>(p) < 0) p = MAP_FAILED;
   if (p == MAP_FAILED) {
     // No memfd (an old kernel, a seccomp filter) or no memory for one: the
     // pool stops; batches go the usual way.

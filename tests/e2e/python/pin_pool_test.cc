@@ -135,6 +135,16 @@ TEST_F(PinPoolTest, WorkerBatchesComeFromRegisteredSlotsOverEpochs) {
   const auto& bp = j["batch_loop"]["batch_pinning"];
   EXPECT_EQ(bp["pool"].get<int>(), s.served) << bp.dump();
   EXPECT_EQ(bp["pinscope_batches"].get<int>(), 20) << bp.dump();
+  // The slots are memfds, not /dev/shm: never counted in its use, nor as
+  // segments left there (each slot the program mapped counted as a memfd;
+  // the job unlinks all its own; before, each slot was a segment left in
+  // /dev/shm by no one), and the pinning section counts the slots' own
+  // registrations apart.
+  const auto& shm = j["shm"];
+  EXPECT_EQ(shm["leaked_segments"].get<int>(), 0) << shm.dump();
+  EXPECT_GE(shm["memfd_segments"].get<int>(), 1) << shm.dump();
+  EXPECT_LE(shm["memfd_segments"].get<int>(), s.slots) << shm.dump();
+  EXPECT_EQ(j["pinning"]["pool_registers"].get<int>(), s.slots) << j["pinning"].dump();
 }
 
 // With pinscope's Python hook (as `pinscope run` loads it) the epoch's
