@@ -79,6 +79,9 @@ void ShmAnalysis::OnShm(const ShmContext& context) {
     }
     sigbus_.push_back(std::move(bus));
   }
+  // The CUDA driver's own probes (its injection-path segment, absent in
+  // every job) are not the job's failures.
+  if (shm.error() != 0 && shm.driver_internal()) return;
   if (shm.error() != 0) {
     ++failed_calls_;
     const bool sizing = shm.op() == trace::SHM_TRUNCATE || shm.op() == trace::SHM_FALLOCATE ||

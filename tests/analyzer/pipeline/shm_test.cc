@@ -63,6 +63,13 @@ std::string WriteScenario() {
   worker.Shm(ms(47), trace::MEMFD_CREATE, "pool", 13, 0, 0, 4);
   worker.Shm(ms(48), trace::SHM_TRUNCATE, "", 13, 50 * kMiBytes, 0, 4);
   worker.Exit(ms(60));
+  // The CUDA driver probes for a segment that is not there (every CUDA
+  // job does): not one of the job's failed calls. The job's own is.
+  auto& probe = *main.Shm(ms(4), trace::SHM_OPEN, "/cuda_injection_path_shm", -1, 0, 0, 0)
+                     .mutable_shm();
+  probe.set_driver_internal(true);
+  probe.set_error(2);
+  main.Shm(ms(4.5), trace::SHM_OPEN, "/gone", -1, 0, 0, 0).mutable_shm()->set_error(2);
   main.Shm(ms(5), trace::SHM_OPEN, "/cuda_injection_path_shm", 3, 0, 0, 9)
       .mutable_shm()
       ->set_driver_internal(true);
@@ -98,7 +105,8 @@ TEST(ShmTest, PeakSharesAndAdvice) {
   EXPECT_EQ(shm.memfd_segments(), 1u);
   EXPECT_EQ(shm.memfd_bytes(), 50 * kMiBytes);
   EXPECT_EQ(shm.driver_segments(), 1u);
-  EXPECT_TRUE(shm.warning());                           // 90 MiB > 64 MiB
+  EXPECT_EQ(shm.failed_calls(), 1u);  // "/gone"; not the driver's probe
+  EXPECT_TRUE(shm.warning());         // 90 MiB > 64 MiB
   EXPECT_EQ(shm.RecommendedShmSize(), 256 * kMiBytes);  // 180 MiB -> 256 MiB
   ASSERT_EQ(shm.shares().size(), 2u);
   const ShmShare& worker = shm.shares()[0];
@@ -323,7 +331,7 @@ class SweepShm : public Analysis {
   void OnShm(const ShmContext& context) override {
     const trace::ShmEvent& shm = context.shm;
     if (shm.error() != 0) {
-      ++result.failed_calls;
+      result.failed_calls += !shm.driver_internal();
       return;
     }
     const ShmSegment* segment = context.segment;
