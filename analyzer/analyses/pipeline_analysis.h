@@ -72,6 +72,23 @@ class PipelineAnalysis : public Analysis {
   uint64_t window_breaks_inside() const { return window_breaks_inside_; }
   uint64_t window_breaks_avoided() const { return window_breaks_avoided_; }
   uint32_t step_tid() const { return step_tid_; }
+  // A DataLoader's loop on the step thread, timed over the whole loop
+  // (first __next__ to last, epoch starts included): the modelled one, and
+  // the others the thread iterated one after another, apart from it (a
+  // sweep of settings, successive phases), in order. An evaluation loader
+  // whose batches fall among the modelled loop's is not one of them.
+  // Valid after Finish, with the hook.
+  struct Loop {
+    std::string site;
+    int num_workers = 0;
+    bool pin_memory = false, persistent_workers = false;
+    uint64_t batch_size = 0;
+    uint64_t steps = 0;                 // its __next__ calls on the step thread (at least 2)
+    uint64_t start_ns = 0, end_ns = 0;  // its first and last __next__'s starts
+    double step_ns = 0;                 // (end - start) / (steps - 1)
+  };
+  const Loop& modelled_loop() const { return modelled_loop_; }
+  const std::vector<Loop>& other_loops() const { return other_loops_; }
   // True when the steps are DataLoader.__next__ calls (the hook ran).
   bool hooked() const { return inputs_.main.timed_by_hook; }
 
@@ -152,6 +169,8 @@ class PipelineAnalysis : public Analysis {
   device::ProcessDeviceAnalysis& Device();
   static Usage UsageOf(const trace::ThreadUsage& u);
   void BuildInputs(const RunInfo& run);
+  // modelled_loop_ and other_loops_, for the loader the steps are of.
+  void SummarizeLoops(uint32_t tid, uint64_t loader);
   void AddCall(uint32_t tid, Thread& t, const Call& call);
   // The __next__ spans' release times the thread's calls resolved.
   void TakeReleased(uint32_t tid, Thread& t);
@@ -194,6 +213,8 @@ class PipelineAnalysis : public Analysis {
   device::Interval window_;
   uint64_t window_breaks_inside_ = 0, window_breaks_avoided_ = 0;
   uint32_t step_tid_ = 0;
+  Loop modelled_loop_;
+  std::vector<Loop> other_loops_;
   uint64_t timeline_from_ns_ = 0;
   model::Inputs inputs_;
   // The root's device intervals for the timeline, the last kDrawnDevice.

@@ -2,6 +2,7 @@
 // (pipeline_analysis.cc): the steady window, the main thread's step, the
 // producers, the pin thread, the GPU and the host, at the run's end.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -35,6 +36,45 @@ double MeanOf(const std::vector<T>& v) {
 double Diff(uint64_t a, uint64_t b) { return a > b ? static_cast<double>(a - b) : 0.0; }
 
 }  // namespace
+
+void PipelineAnalysis::SummarizeLoops(uint32_t tid, uint64_t loader) {
+  // Every loader's __next__ calls on the step thread, from the segments.
+  std::map<uint64_t, Loop> loops;
+  for (const StepSpans::Segment& seg : spans_.segments()) {
+    for (const StepSpans::Steps& e : seg.steps) {
+      if (e.tid != tid || e.count == 0) continue;
+      Loop& l = loops[e.loader_id];
+      if (l.steps == 0) l.start_ns = e.first_start;
+      l.end_ns = std::max(l.end_ns, e.first_start);
+      l.steps += e.count;
+    }
+  }
+  for (auto& [id, l] : loops) {
+    for (const trace::LoaderEvent& it : iters_) {
+      if (it.loader_id() != id) continue;
+      l.site = it.site();
+      l.num_workers = it.num_workers();
+      l.pin_memory = it.pin_memory();
+      l.persistent_workers = it.persistent_workers();
+      l.batch_size = it.batch_size();
+      break;
+    }
+    // A segment holding several steps starts at its first: the loop's last
+    // step is then earlier than `end_ns` says at most by a segment.
+    if (l.steps > 1) l.step_ns = static_cast<double>(l.end_ns - l.start_ns) / (l.steps - 1);
+  }
+  auto modelled = loops.find(loader);
+  if (modelled == loops.end() || modelled->second.steps < 2) return;
+  modelled_loop_ = modelled->second;
+  for (auto& [id, l] : loops) {
+    if (id == loader || l.steps < 3) continue;
+    // Among the modelled loop's steps: an evaluation (steady_window.h), not a loop apart.
+    if (l.end_ns >= modelled_loop_.start_ns && l.start_ns <= modelled_loop_.end_ns) continue;
+    other_loops_.push_back(l);
+  }
+  std::sort(other_loops_.begin(), other_loops_.end(),
+            [](const Loop& a, const Loop& b) { return a.start_ns < b.start_ns; });
+}
 
 void PipelineAnalysis::BuildInputs(const RunInfo& run) {
   model::Inputs& in = inputs_;
@@ -133,6 +173,7 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
     l.remade = loaders_.Remade(loader);
     ++l.epochs;
   }
+  if (in.main.timed_by_hook) SummarizeLoops(tid, loader);
   const std::vector<uint64_t> epoch_starts = IterTimes(loader);
   SteadyWindow chosen;
   if (!ChooseSteadyWindow(groups, in.main.timed_by_hook ? epoch_starts : std::vector<uint64_t>(),

@@ -187,6 +187,34 @@ std::vector<std::string> SteadyWindowNotes(const Report& report) {
         FormatCount(pipeline.window_breaks_avoided()) +
         " of its __next__ calls fell among the epoch's steps.");
   }
+  if (!pipeline.other_loops().empty()) {
+    // The run measured other settings itself: say so, with what each
+    // loop's step was, so the advice below can be set against them.
+    const PipelineAnalysis::Loop& own = pipeline.modelled_loop();
+    const auto setting = [&](const PipelineAnalysis::Loop& l) {
+      std::string s = "num_workers=" + std::to_string(l.num_workers) +
+                      ", pin_memory=" + (l.pin_memory ? "True" : "False");
+      if (l.batch_size != own.batch_size) s += ", batch_size=" + std::to_string(l.batch_size);
+      if (l.persistent_workers) s += ", persistent_workers=True";
+      if (l.site != own.site && !l.site.empty()) s += " (" + l.site + ")";
+      return s;
+    };
+    const auto measured = [&](const PipelineAnalysis::Loop& l) {
+      return setting(l) + ": " + FormatCount(l.steps - 1) + " steps, " +
+             FormatDuration(static_cast<uint64_t>(l.step_ns)) + " a step";
+    };
+    const size_t n = pipeline.other_loops().size();
+    std::string text = "This run iterated " + FormatCount(n) + " other DataLoader" +
+                       (n == 1 ? "" : "s") +
+                       " on the loop's thread, one after another (a sweep of settings?). The "
+                       "figures here are the loop with " +
+                       setting(own) +
+                       ". Each loop as this run measured it, over its whole length (its start "
+                       "included): " +
+                       measured(own);
+    for (const PipelineAnalysis::Loop& l : pipeline.other_loops()) text += "; " + measured(l);
+    notes.push_back(text + ".");
+  }
   const uint64_t inside = pipeline.window_breaks_inside();
   if (inside > 0 && 2 * inside >= report.model_inputs().main.steps) {
     // About one per step: loaders taken together (zip), not an evaluation.

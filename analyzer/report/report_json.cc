@@ -141,6 +141,24 @@ json PipelineJson(const Report& report) {
                  {"tid", report.pipeline().step_tid()},
                  {"other_loader_segments", report.pipeline().window_breaks_inside()},
                  {"other_loader_segments_left_out", report.pipeline().window_breaks_avoided()}};
+  if (report.pipeline().modelled_loop().steps > 0) {
+    // The modelled loop first, then the step thread's other loops in order.
+    json loops = json::array();
+    const auto loop = [](const PipelineAnalysis::Loop& l, bool modelled) {
+      return json{{"modelled", modelled},
+                  {"site", l.site},
+                  {"num_workers", l.num_workers},
+                  {"pin_memory", l.pin_memory},
+                  {"persistent_workers", l.persistent_workers},
+                  {"batch_size", l.batch_size},
+                  {"next_calls", l.steps},
+                  {"steps", l.steps - 1},
+                  {"step_ns", l.step_ns}};
+    };
+    loops.push_back(loop(report.pipeline().modelled_loop(), true));
+    for (const auto& l : report.pipeline().other_loops()) loops.push_back(loop(l, false));
+    j["loops"] = loops;
+  }
   const model::MainStep& s = in.main;
   j["main"] = {{"next_ns", s.next_ns},
                {"next_cpu_ns", s.next_cpu_ns},

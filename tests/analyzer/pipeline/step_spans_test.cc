@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -605,6 +606,80 @@ TEST(StepSpansTest, AnEvaluationPassMidEpochIsLeftOutOfTheWindow) {
   EXPECT_DOUBLE_EQ(m.next_ns, static_cast<double>(kMs));
   EXPECT_EQ(pipeline.window_breaks_avoided(), 30u);
   EXPECT_EQ(pipeline.window_breaks_inside(), 0u);
+  // An evaluation among the loop's steps is not a loop of its own.
+  EXPECT_TRUE(pipeline.other_loops().empty());
+  EXPECT_EQ(pipeline.modelled_loop().steps, 120u);
+}
+
+// A sweep (the seed benchmark's shape): the same thread iterates three
+// DataLoaders one after another, with 0, 2 and 4 workers, 40 batches each
+// at 30, 15 and 10 ms a step. The model describes one loop (the first of
+// equals); the report also gives each loop's step as the run measured it,
+// which the advice can be set against.
+TEST(StepSpansTest, ASweepOfLoadersOneAfterAnotherIsMeasuredLoopByLoop) {
+  constexpr uint64_t kT0 = 1000 * kMs;
+  const std::string dir = testing::MakeTempDir("step_spans_sweep");
+  {
+    FileStream out(dir, "step-spans-sweep", kT0);
+    ASSERT_TRUE(out.ok());
+    uint64_t t = kT0 + 10 * kMs, cpu = 0;
+    const std::pair<int32_t, uint64_t> loops[] = {{0, 30 * kMs}, {2, 15 * kMs}, {4, 10 * kMs}};
+    uint64_t id = 7;
+    for (const auto& [workers, step] : loops) {
+      PutIter(out, t, id, 0, workers, 40 * 32);
+      for (uint64_t k = 0; k < 40; ++k) {
+        PutNext(out, t, t + kMs, id, k, cpu, cpu + kMs);
+        t += step, cpu += kMs;
+      }
+      t += 50 * kMs;  // the next loader's workers start
+      ++id;
+    }
+    PutExit(out, 100, t);
+  }
+  ReportOptions options;
+  options.run_dir = dir;
+  options.color = ColorMode::kNever;
+  options.json = true;
+  std::ostringstream json_out, err;
+  RunReport(options, json_out, err);
+  options.json = false;
+  std::ostringstream text;
+  RunReport(options, text, err);
+  PipelineAnalysis pipeline;
+  Analyze(dir, &pipeline);
+  const PipelineAnalysis::Loop& own = pipeline.modelled_loop();
+  EXPECT_EQ(own.num_workers, 0);
+  EXPECT_EQ(own.steps, 40u);
+  EXPECT_DOUBLE_EQ(own.step_ns, 30.0 * kMs);
+  ASSERT_EQ(pipeline.other_loops().size(), 2u);
+  EXPECT_EQ(pipeline.other_loops()[0].num_workers, 2);
+  EXPECT_DOUBLE_EQ(pipeline.other_loops()[0].step_ns, 15.0 * kMs);
+  EXPECT_EQ(pipeline.other_loops()[1].num_workers, 4);
+  EXPECT_DOUBLE_EQ(pipeline.other_loops()[1].step_ns, 10.0 * kMs);
+  EXPECT_EQ(pipeline.other_loops()[1].steps, 40u);
+  const auto j = nlohmann::json::parse(json_out.str(), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << json_out.str() << err.str();
+  const auto& loops_json = j["pipeline"]["loops"];
+  ASSERT_EQ(loops_json.size(), 3u) << loops_json.dump();
+  EXPECT_TRUE(loops_json[0]["modelled"].get<bool>());
+  EXPECT_EQ(loops_json[2]["num_workers"].get<int>(), 4);
+  EXPECT_EQ(loops_json[2]["steps"].get<int>(), 39);
+  EXPECT_DOUBLE_EQ(loops_json[2]["step_ns"].get<double>(), 10.0 * kMs);
+  // Flattened: the text wraps at the report's width.
+  std::string flat;
+  for (char c : text.str()) {
+    if (c == '\n') continue;
+    if (c == ' ' && !flat.empty() && flat.back() == ' ') continue;
+    flat += c;
+  }
+  EXPECT_NE(flat.find("This run iterated 2 other DataLoaders on the loop's thread, one after "
+                      "another"),
+            std::string::npos)
+      << text.str();
+  EXPECT_NE(flat.find("num_workers=2, pin_memory=False: 39 steps, 15.0 ms a step; "
+                      "num_workers=4, pin_memory=False: 39 steps, 10.0 ms a step."),
+            std::string::npos)
+      << text.str();
 }
 
 }  // namespace
