@@ -86,7 +86,14 @@ class PipelineAnalysis : public Analysis {
     uint64_t steps = 0;                 // its __next__ calls on the step thread (at least 2)
     uint64_t start_ns = 0, end_ns = 0;  // its first and last __next__'s starts
     double step_ns = 0;                 // (end - start) / (steps - 1)
+    // Its steady step, by the model's own window rule (steady_window.h)
+    // over this loop alone; 0 when too short for one.
+    double steady_step_ns = 0;
   };
+  // The other loop that differs from the modelled one by `change` alone
+  // (a model::Change id: num_workers=N, pin_memory=True/False,
+  // persistent_workers=True), or null: where the run measured that change.
+  const Loop* LoopWith(const std::string& change) const;
   const Loop& modelled_loop() const { return modelled_loop_; }
   const std::vector<Loop>& other_loops() const { return other_loops_; }
   // True when the steps are DataLoader.__next__ calls (the hook ran).

@@ -2,6 +2,7 @@
 // (pipeline_analysis.cc): the steady window, the main thread's step, the
 // producers, the pin thread, the GPU and the host, at the run's end.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <vector>
@@ -37,9 +38,29 @@ double Diff(uint64_t a, uint64_t b) { return a > b ? static_cast<double>(a - b) 
 
 }  // namespace
 
+const PipelineAnalysis::Loop* PipelineAnalysis::LoopWith(const std::string& change) const {
+  const Loop& own = modelled_loop_;
+  for (const Loop& l : other_loops_) {
+    if (l.site != own.site || l.batch_size != own.batch_size) continue;
+    const bool workers = l.num_workers == own.num_workers;
+    const bool pin = l.pin_memory == own.pin_memory;
+    const bool persistent = l.persistent_workers == own.persistent_workers;
+    if (change.rfind("num_workers=", 0) == 0) {
+      if (pin && persistent && !workers && l.num_workers == std::atoi(change.c_str() + 12))
+        return &l;
+    } else if (change == "pin_memory=True" || change == "pin_memory=False") {
+      if (workers && persistent && !pin && l.pin_memory == (change == "pin_memory=True")) return &l;
+    } else if (change == "persistent_workers=True") {
+      if (workers && pin && l.persistent_workers && !persistent) return &l;
+    }
+  }
+  return nullptr;
+}
+
 void PipelineAnalysis::SummarizeLoops(uint32_t tid, uint64_t loader) {
   // Every loader's __next__ calls on the step thread, from the segments.
   std::map<uint64_t, Loop> loops;
+  std::map<uint64_t, std::vector<StepGroup>> groups;
   for (const StepSpans::Segment& seg : spans_.segments()) {
     for (const StepSpans::Steps& e : seg.steps) {
       if (e.tid != tid || e.count == 0) continue;
@@ -47,9 +68,13 @@ void PipelineAnalysis::SummarizeLoops(uint32_t tid, uint64_t loader) {
       if (l.steps == 0) l.start_ns = e.first_start;
       l.end_ns = std::max(l.end_ns, e.first_start);
       l.steps += e.count;
+      groups[e.loader_id].push_back({seg.start, e.count, e.waits});
     }
   }
   for (auto& [id, l] : loops) {
+    SteadyWindow w;
+    if (ChooseSteadyWindow(groups[id], IterTimes(id), {}, &w) && w.steps > 0)
+      l.steady_step_ns = static_cast<double>(w.window.length()) / static_cast<double>(w.steps);
     for (const trace::LoaderEvent& it : iters_) {
       if (it.loader_id() != id) continue;
       l.site = it.site();

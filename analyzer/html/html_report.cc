@@ -187,7 +187,10 @@ void HtmlWriter::Changes() {
            << (p->uncertain ? " Part of this is calibrated, not measured in this run: check it "
                               "with <code>pinscope diff</code>."
                             : "")
-           << "</p></li>\n";
+           << "</p>";
+      const std::string measured = MeasuredInRun(report_, p->change.id);
+      if (!measured.empty()) out_ << "<p class=\"measured\">" << E(measured) << "</p>";
+      out_ << "</li>\n";
     }
   }
   for (const Finding& f : report_.findings()) {

@@ -171,6 +171,17 @@ void Report::BuildModel() {
   }
 }
 
+std::string MeasuredInRun(const Report& report, const std::string& change) {
+  const PipelineAnalysis::Loop* loop = report.pipeline().LoopWith(change);
+  if (loop == nullptr) return {};
+  const std::string whole = FormatDuration(static_cast<uint64_t>(loop->step_ns));
+  return "Measured in this run: its loop with " + change + " ran at " +
+         (loop->steady_step_ns > 0 ? FormatDuration(static_cast<uint64_t>(loop->steady_step_ns)) +
+                                         " a step in its steady state (" + whole +
+                                         " over the whole loop, its start included)."
+                                   : whole + " a step over the whole loop, its start included.");
+}
+
 std::vector<std::string> SteadyWindowNotes(const Report& report) {
   std::vector<std::string> notes;
   const PipelineAnalysis& pipeline = report.pipeline();
@@ -201,7 +212,10 @@ std::vector<std::string> SteadyWindowNotes(const Report& report) {
     };
     const auto measured = [&](const PipelineAnalysis::Loop& l) {
       return setting(l) + ": " + FormatCount(l.steps - 1) + " steps, " +
-             FormatDuration(static_cast<uint64_t>(l.step_ns)) + " a step";
+             FormatDuration(static_cast<uint64_t>(l.step_ns)) + " a step" +
+             (l.steady_step_ns > 0
+                  ? " (steady " + FormatDuration(static_cast<uint64_t>(l.steady_step_ns)) + ")"
+                  : std::string());
     };
     const size_t n = pipeline.other_loops().size();
     std::string text = "This run iterated " + FormatCount(n) + " other DataLoader" +

@@ -132,6 +132,9 @@ class Report {
 // on the loop's thread (an evaluation pass), a sentence each; none when the
 // loop took only its own (the text and the HTML report say them).
 std::vector<std::string> SteadyWindowNotes(const Report& report);
+// "Measured in this run: ..." for a change the run measured itself (a loop
+// of its own with it: PipelineAnalysis::LoopWith), else empty; text and HTML.
+std::string MeasuredInRun(const Report& report, const std::string& change);
 
 // The text report for a person (100 columns, colour when `color`).
 void WriteTextReport(const Report& report, bool color, std::ostream& out);

@@ -153,7 +153,8 @@ json PipelineJson(const Report& report) {
                   {"batch_size", l.batch_size},
                   {"next_calls", l.steps},
                   {"steps", l.steps - 1},
-                  {"step_ns", l.step_ns}};
+                  {"step_ns", l.step_ns},
+                  {"steady_step_ns", l.steady_step_ns}};
     };
     loops.push_back(loop(report.pipeline().modelled_loop(), true));
     for (const auto& l : report.pipeline().other_loops()) loops.push_back(loop(l, false));
@@ -206,11 +207,17 @@ json PipelineJson(const Report& report) {
   j["parts"] = json::array();
   for (const model::Part& part : m.parts)
     j["parts"].push_back({{"id", part.id}, {"name", part.name}, {"ns", part.ns}});
-  const auto prediction_json = [&l](const model::Prediction& p) {
+  const PipelineAnalysis& pipeline = report.pipeline();
+  const auto prediction_json = [&l, &pipeline](const model::Prediction& p) {
     json env = json::object();
     for (const auto& [k, v] : p.change.env) env[k] = v;
     const std::string where = WhereToChange(p.change, l);
-    return json{{"change", p.change.id},
+    // The run measured this change itself (a loop of its own with it).
+    json measured = nullptr;
+    if (const PipelineAnalysis::Loop* loop = pipeline.LoopWith(p.change.id))
+      measured = {{"steady_step_ns", loop->steady_step_ns}, {"loop_step_ns", loop->step_ns}};
+    return json{{"measured_in_run", measured},
+                {"change", p.change.id},
                 {"what", p.change.what},
                 {"env", env},
                 {"code_change", p.change.code_change},

@@ -163,6 +163,8 @@ void TextWriter::ModelChanges() {
                             "`pinscope diff`."
                           : ""),
          "     ");
+    const std::string measured = MeasuredInRun(report_, p.change.id);
+    if (!measured.empty()) Para(measured, "     ");
     if (n == 5) break;
   }
   if (n == 0) {

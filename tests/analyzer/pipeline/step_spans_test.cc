@@ -665,6 +665,23 @@ TEST(StepSpansTest, ASweepOfLoadersOneAfterAnotherIsMeasuredLoopByLoop) {
   EXPECT_EQ(loops_json[2]["num_workers"].get<int>(), 4);
   EXPECT_EQ(loops_json[2]["steps"].get<int>(), 39);
   EXPECT_DOUBLE_EQ(loops_json[2]["step_ns"].get<double>(), 10.0 * kMs);
+  EXPECT_DOUBLE_EQ(loops_json[2]["steady_step_ns"].get<double>(), 10.0 * kMs);
+  // The predictions of a change the run measured say what it measured.
+  int measured = 0;
+  for (const auto& p : j["pipeline"]["all_predictions"]) {
+    const std::string change = p["change"].get<std::string>();
+    if (change == "num_workers=4") {
+      ++measured;
+      EXPECT_DOUBLE_EQ(p["measured_in_run"]["steady_step_ns"].get<double>(), 10.0 * kMs);
+      EXPECT_DOUBLE_EQ(p["measured_in_run"]["loop_step_ns"].get<double>(), 10.0 * kMs);
+    } else if (change == "num_workers=2") {
+      ++measured;
+      EXPECT_DOUBLE_EQ(p["measured_in_run"]["loop_step_ns"].get<double>(), 15.0 * kMs);
+    } else {
+      EXPECT_TRUE(p["measured_in_run"].is_null()) << p.dump();
+    }
+  }
+  EXPECT_EQ(measured, 2) << j["pipeline"].dump();
   // Flattened: the text wraps at the report's width.
   std::string flat;
   for (char c : text.str()) {
@@ -676,8 +693,9 @@ TEST(StepSpansTest, ASweepOfLoadersOneAfterAnotherIsMeasuredLoopByLoop) {
                       "another"),
             std::string::npos)
       << text.str();
-  EXPECT_NE(flat.find("num_workers=2, pin_memory=False: 39 steps, 15.0 ms a step; "
-                      "num_workers=4, pin_memory=False: 39 steps, 10.0 ms a step."),
+  EXPECT_NE(flat.find("num_workers=2, pin_memory=False: 39 steps, 15.0 ms a step (steady 15.0 "
+                      "ms); num_workers=4, pin_memory=False: 39 steps, 10.0 ms a step (steady "
+                      "10.0 ms)."),
             std::string::npos)
       << text.str();
 }
