@@ -86,8 +86,11 @@ class PipelineAnalysis : public Analysis {
     uint64_t steps = 0;                 // its __next__ calls on the step thread (at least 2)
     uint64_t start_ns = 0, end_ns = 0;  // its first and last __next__'s starts
     double step_ns = 0;                 // (end - start) / (steps - 1)
+    int prefetch_factor = 0;            // as the hook saw it (0: torch's default, 2)
     // Its steady step, by the model's own window rule (steady_window.h)
-    // over this loop alone; 0 when too short for one.
+    // over this loop alone; 0 when too short for one: with workers, fewer
+    // than twice the batches they keep in flight (num_workers x
+    // prefetch_factor), where its steps are mostly that backlog draining.
     double steady_step_ns = 0;
   };
   // The other loop that differs from the modelled one by `change` alone

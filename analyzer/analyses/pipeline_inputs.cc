@@ -72,9 +72,6 @@ void PipelineAnalysis::SummarizeLoops(uint32_t tid, uint64_t loader) {
     }
   }
   for (auto& [id, l] : loops) {
-    SteadyWindow w;
-    if (ChooseSteadyWindow(groups[id], IterTimes(id), {}, &w) && w.steps > 0)
-      l.steady_step_ns = static_cast<double>(w.window.length()) / static_cast<double>(w.steps);
     for (const trace::LoaderEvent& it : iters_) {
       if (it.loader_id() != id) continue;
       l.site = it.site();
@@ -82,8 +79,15 @@ void PipelineAnalysis::SummarizeLoops(uint32_t tid, uint64_t loader) {
       l.pin_memory = it.pin_memory();
       l.persistent_workers = it.persistent_workers();
       l.batch_size = it.batch_size();
+      l.prefetch_factor = it.prefetch_factor();
       break;
     }
+    const uint64_t in_flight =
+        static_cast<uint64_t>(l.num_workers) * (l.prefetch_factor > 0 ? l.prefetch_factor : 2);
+    SteadyWindow w;
+    if (l.steps >= 2 * in_flight + 1 && ChooseSteadyWindow(groups[id], IterTimes(id), {}, &w) &&
+        w.steps > 0)
+      l.steady_step_ns = static_cast<double>(w.window.length()) / static_cast<double>(w.steps);
     // A segment holding several steps starts at its first: the loop's last
     // step is then earlier than `end_ns` says at most by a segment.
     if (l.steps > 1) l.step_ns = static_cast<double>(l.end_ns - l.start_ns) / (l.steps - 1);

@@ -176,10 +176,13 @@ std::string MeasuredInRun(const Report& report, const std::string& change) {
   if (loop == nullptr) return {};
   const std::string whole = FormatDuration(static_cast<uint64_t>(loop->step_ns));
   return "Measured in this run: its loop with " + change + " ran at " +
-         (loop->steady_step_ns > 0 ? FormatDuration(static_cast<uint64_t>(loop->steady_step_ns)) +
-                                         " a step in its steady state (" + whole +
-                                         " over the whole loop, its start included)."
-                                   : whole + " a step over the whole loop, its start included.");
+         (loop->steady_step_ns > 0
+              ? FormatDuration(static_cast<uint64_t>(loop->steady_step_ns)) +
+                    " a step in its steady state (" + whole +
+                    " over the whole loop, its start included)."
+              : whole +
+                    " a step over the whole loop, its start included (too short for a "
+                    "steady step: its workers' prefetched batches are much of it).");
 }
 
 std::vector<std::string> SteadyWindowNotes(const Report& report) {
@@ -215,7 +218,7 @@ std::vector<std::string> SteadyWindowNotes(const Report& report) {
              FormatDuration(static_cast<uint64_t>(l.step_ns)) + " a step" +
              (l.steady_step_ns > 0
                   ? " (steady " + FormatDuration(static_cast<uint64_t>(l.steady_step_ns)) + ")"
-                  : std::string());
+                  : " (too short for a steady step)");
     };
     const size_t n = pipeline.other_loops().size();
     std::string text = "This run iterated " + FormatCount(n) + " other DataLoader" +

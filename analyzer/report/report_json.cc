@@ -151,6 +151,7 @@ json PipelineJson(const Report& report) {
                   {"pin_memory", l.pin_memory},
                   {"persistent_workers", l.persistent_workers},
                   {"batch_size", l.batch_size},
+                  {"prefetch_factor", l.prefetch_factor},
                   {"next_calls", l.steps},
                   {"steps", l.steps - 1},
                   {"step_ns", l.step_ns},

@@ -77,6 +77,48 @@ TEST(PipelineTracesGuards, LoadersOneAfterAnotherGetNoPersistentWorkers) {
     EXPECT_NE(pred["change"], "persistent_workers=True") << pred["speedup"];
 }
 
+// The same run measured the other worker counts itself: the report lists
+// its four loops in order, the modelled one (4 workers) first, each with its
+// step over the whole loop; a steady step only where the loop is long
+// enough (20 batches: not at 8 or 12 workers, whose 32 and 48 prefetched
+// batches are the loop), and the predictions for 8 and 12 workers carry
+// what the run measured.
+TEST(PipelineTracesGuards, ASweepsLoopsAreEachMeasured) {
+  const nlohmann::json j = Report(kData + "/h200/pipeline/seedbench_pool");
+  const nlohmann::json& loops = j["pipeline"]["loops"];
+  ASSERT_EQ(loops.size(), 4u) << loops.dump();
+  const int workers[] = {4, 0, 8, 12};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(loops[i]["num_workers"].get<int>(), workers[i]) << loops.dump();
+    EXPECT_EQ(loops[i]["modelled"].get<bool>(), i == 0);
+    EXPECT_EQ(loops[i]["steps"].get<int>(), 20) << loops[i].dump();
+  }
+  // Over the whole loop, start-up included (ms a step): 58.0, 141.7, 30.4, 21.4.
+  EXPECT_NEAR(loops[0]["step_ns"].get<double>(), 58.0e6, 0.1e6);
+  EXPECT_NEAR(loops[1]["step_ns"].get<double>(), 141.7e6, 0.1e6);
+  EXPECT_NEAR(loops[2]["step_ns"].get<double>(), 30.4e6, 0.1e6);
+  EXPECT_NEAR(loops[3]["step_ns"].get<double>(), 21.4e6, 0.1e6);
+  // The modelled loop's steady step is the model's own.
+  EXPECT_DOUBLE_EQ(loops[0]["steady_step_ns"].get<double>(),
+                   j["pipeline"]["step_ns"].get<double>());
+  EXPECT_GT(loops[1]["steady_step_ns"].get<double>(), 0);
+  EXPECT_EQ(loops[2]["steady_step_ns"].get<double>(), 0);
+  EXPECT_EQ(loops[3]["steady_step_ns"].get<double>(), 0);
+  int measured = 0;
+  for (const auto& pred : j["pipeline"]["all_predictions"]) {
+    const std::string change = pred["change"];
+    if (change == "num_workers=8" || change == "num_workers=12") {
+      ++measured;
+      ASSERT_TRUE(pred["measured_in_run"].is_object()) << pred.dump();
+      EXPECT_EQ(pred["measured_in_run"]["loop_step_ns"].get<double>(),
+                loops[change == "num_workers=8" ? 2 : 3]["step_ns"].get<double>());
+    } else {
+      EXPECT_TRUE(pred["measured_in_run"].is_null()) << pred.dump();
+    }
+  }
+  EXPECT_EQ(measured, 2);
+}
+
 // The guard rails on real data: a GPU-bound job gets no input advice, and
 // the stages the step does not wait on claim no saving.
 TEST(PipelineTracesGuards, GpuBoundClaimsNoInputSaving) {

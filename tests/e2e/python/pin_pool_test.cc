@@ -30,6 +30,10 @@ struct PoolStats {
   uint64_t max_pinned = 0;   // largest PinEvent.pinned_bytes (main process)
   uint64_t last_pinned = 0;  // PinEvent.pinned_bytes of the main process's last PinEvent
   int idle_retired = 0;      // UNREGISTER "pool_idle" (main process)
+  // Batch copies (H2D) that met their segment's pin-ahead registration
+  // under way (PIN_SKIPPED_CAPTURE: copied pageable, the program's
+  // semantics kept), a race a loaded machine sometimes shows.
+  int raced_copies = 0;
 };
 
 PoolStats ReadPoolStats(const std::string& run) {
@@ -51,6 +55,9 @@ PoolStats ReadPoolStats(const std::string& run) {
           p.pin().reason() == "pool")
         ++st.exec_slots;
       if (origin != trace::ORIGIN_ROOT) continue;
+      if (p.has_copy() && p.copy().direction() == trace::H2D && p.copy().bytes() == kBatchBytes &&
+          p.copy().pin() == trace::PIN_SKIPPED_CAPTURE)
+        ++st.raced_copies;
       if (p.has_shm() && p.shm().op() == trace::SHM_MAP && p.shm().size() == kBatchBytes) {
         ++st.batch_maps;
         st.served += p.shm().pool();
@@ -134,7 +141,8 @@ TEST_F(PinPoolTest, WorkerBatchesComeFromRegisteredSlotsOverEpochs) {
   ASSERT_FALSE(j.is_discarded());
   const auto& bp = j["batch_loop"]["batch_pinning"];
   EXPECT_EQ(bp["pool"].get<int>(), s.served) << bp.dump();
-  EXPECT_EQ(bp["pinscope_batches"].get<int>(), 20) << bp.dump();
+  EXPECT_LE(s.raced_copies, 1) << bp.dump();
+  EXPECT_EQ(bp["pinscope_batches"].get<int>(), 20 - s.raced_copies) << bp.dump();
   // The slots are memfds, not /dev/shm: never counted in its use, nor as
   // segments left there (each slot the program mapped counted as a memfd;
   // the job unlinks all its own; before, each slot was a segment left in
