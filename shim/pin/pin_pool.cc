@@ -260,7 +260,6 @@ void MakeSlotLocked(Table& t, int i) {
     if (reinterpret_cast<intptr_t>(p) < 0) p = MAP_FAILED;  // a raw syscall's -errno
     if (!plain && p != MAP_FAILED) PopulateInSteps(p, size);
   }
-  if (reinterpret_cast<intptr_t>(p) < 0) p = MAP_FAILED;
   if (p == MAP_FAILED) {
     // No memfd (an old kernel, a seccomp filter) or no memory for one: the
     // pool stops; batches go the usual way.
