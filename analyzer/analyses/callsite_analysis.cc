@@ -127,7 +127,6 @@ void CallSiteAnalysis::OnCopy(const CopyContext& context) {
     // A slot of pinscope's pool: made by pinscope, not by the program; a
     // worker wrote the batch there.
     feed.pool = true;
-    feed.site = "pinscope-pool";
   } else if (feed.kind == HostBuffer::Kind::kShm && context.buffer.segment != nullptr) {
     auto made = created_.find(context.buffer.segment->id);
     if (made != created_.end()) {
@@ -138,7 +137,7 @@ void CallSiteAnalysis::OnCopy(const CopyContext& context) {
   } else {
     feed.kind = HostBuffer::Kind::kNone;
   }
-  auto [fit, fresh] = acc.feeds.try_emplace({static_cast<int>(feed.kind), feed.site});
+  auto [fit, fresh] = acc.feeds.try_emplace({static_cast<int>(feed.kind), feed.pool, feed.site});
   Feed& f = fit->second;
   if (fresh) {
     f.site = feed;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -82,7 +83,7 @@ class CallSiteAnalysis : public Analysis {
   struct Accumulator {
     CallSite site;
     size_t order = 0;
-    std::map<std::pair<int, std::string>, Feed> feeds;  // (kind, site)
+    std::map<std::tuple<int, bool, std::string>, Feed> feeds;  // (kind, pool, site)
   };
   // The site of a stack of `process`: innermost Python frame, else the
   // innermost native frame outside the shim; empty for an unknown stack.

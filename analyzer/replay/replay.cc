@@ -562,6 +562,19 @@ ShmSegment* ReplayEngine::NewSegment(const ProcessState& process, const trace::S
   return raw;
 }
 
+void ReplayEngine::BindFd(ProcessState& process, int fd, ShmSegment* segment) {
+  auto [it, inserted] = process.fds_.try_emplace(fd, segment);
+  if (inserted) {
+    ++segment->open_fds;
+  } else if (it->second != segment) {
+    ShmSegment* previous = it->second;
+    --previous->open_fds;
+    it->second = segment;
+    ++segment->open_fds;
+    SegmentMaybeClosed(previous);
+  }
+}
+
 void ReplayEngine::SegmentMaybeClosed(ShmSegment* segment) {
   if (segment == nullptr || !segment->closed() || segment->eviction_queued) return;
   segment->eviction_queued = true;
@@ -632,19 +645,8 @@ void ReplayEngine::HandleShm(ProcessState& process, const Event& event) {
       if (segment != nullptr && shm.op() != trace::SHM_OPEN && segment->closed()) segment = nullptr;
       if (segment == nullptr) segment = NewSegment(process, shm, event.time_ns);
       if (segment->name.empty()) segment->name = shm.name();
-      if (shm.fd() >= 0) {
-        auto [it, inserted] = process.fds_.try_emplace(shm.fd(), segment);
-        if (!inserted && it->second != segment) {
-          // The fd was closed without a record and reused.
-          ShmSegment* previous = it->second;
-          --previous->open_fds;
-          it->second = segment;
-          ++segment->open_fds;
-          SegmentMaybeClosed(previous);
-        } else if (inserted) {
-          ++segment->open_fds;
-        }
-      }
+      // An fd already known was closed without a record and reused.
+      if (shm.fd() >= 0) BindFd(process, shm.fd(), segment);
       break;
     }
     case trace::SHM_TRUNCATE:
@@ -659,17 +661,9 @@ void ReplayEngine::HandleShm(ProcessState& process, const Event& event) {
       // Mapped through an fd we never saw opened (received from another
       // process, or from before tracing): the segment starts here.
       if (segment == nullptr) segment = NewSegment(process, shm, event.time_ns);
-      if (shm.pool() && shm.fd() >= 0) {
-        // A worker's swap: the program's fd now names the slot.
-        auto it = process.fds_.find(shm.fd());
-        if (it != process.fds_.end() && it->second != segment) {
-          ShmSegment* previous = it->second;
-          --previous->open_fds;
-          it->second = segment;
-          ++segment->open_fds;
-          SegmentMaybeClosed(previous);
-        }
-      }
+      // A worker's swap: the program's fd now names the slot.
+      if (shm.pool() && shm.fd() >= 0 && process.fds_.count(shm.fd()) > 0)
+        BindFd(process, shm.fd(), segment);
       grow(segment, shm.offset() + shm.size());
       ShmMapping mapping{segment, shm.address(), shm.offset(), event.time_ns, shm.pool()};
       const uint64_t end = shm.address() + std::max<uint64_t>(shm.size(), 1);

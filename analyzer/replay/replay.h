@@ -334,6 +334,9 @@ class ReplayEngine {
   // EvictClosedSegments, called by Run() between events, forgets the
   // oldest beyond closed_segments_kept.
   void SegmentMaybeClosed(ShmSegment* segment);
+  // `fd` of `process` names `segment` from now on; a segment it named before
+  // (closed without a record, or dup'd over) loses that fd.
+  void BindFd(ProcessState& process, int fd, ShmSegment* segment);
   void EvictClosedSegments();
   // Tells options_.progress the bytes consumed of every file so far.
   void TellProgress(const std::vector<Stream>& streams) const;

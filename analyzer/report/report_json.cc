@@ -359,28 +359,27 @@ nlohmann::ordered_json JsonReport(const Report& report) {
   json call_sites = json::array();
   for (const CallSite& site : report.call_sites().sites()) {
     const BufferSite& buffer = site.buffer;
-    call_sites.push_back(
-        {{"python", site.python.empty() ? json(nullptr) : json(site.python)},
-         {"native", site.native.empty() ? json(nullptr) : json(site.native)},
-         {"frames", site.frames},
-         {"pids", site.pids},
-         {"copies", site.copies},
-         {"h2d", site.h2d},
-         {"d2h", site.d2h},
-         {"bytes", site.bytes},
-         {"blocked_ns", site.blocked_ns},
-         {"pinned_estimate_ns", site.pinned_estimate_ns},
-         {"loss_ns", site.loss_ns},
-         {"buffer",
-          {{"kind", buffer.kind == HostBuffer::Kind::kAlloc ? "alloc"
-                    : buffer.kind == HostBuffer::Kind::kShm ? "shm"
-                                                            : "unknown"},
-           {"site", buffer.site.empty() || buffer.pool ? json(nullptr) : json(buffer.site)},
-           {"copies", buffer.copies},
-           {"pids", buffer.pids},
-           {"in_workers", buffer.in_workers},
-           {"pool", buffer.pool}}},
-         {"buffer_sites", site.buffer_sites}});
+    call_sites.push_back({{"python", site.python.empty() ? json(nullptr) : json(site.python)},
+                          {"native", site.native.empty() ? json(nullptr) : json(site.native)},
+                          {"frames", site.frames},
+                          {"pids", site.pids},
+                          {"copies", site.copies},
+                          {"h2d", site.h2d},
+                          {"d2h", site.d2h},
+                          {"bytes", site.bytes},
+                          {"blocked_ns", site.blocked_ns},
+                          {"pinned_estimate_ns", site.pinned_estimate_ns},
+                          {"loss_ns", site.loss_ns},
+                          {"buffer",
+                           {{"kind", buffer.kind == HostBuffer::Kind::kAlloc ? "alloc"
+                                     : buffer.kind == HostBuffer::Kind::kShm ? "shm"
+                                                                             : "unknown"},
+                            {"site", buffer.site.empty() ? json(nullptr) : json(buffer.site)},
+                            {"copies", buffer.copies},
+                            {"pids", buffer.pids},
+                            {"in_workers", buffer.in_workers},
+                            {"pool", buffer.pool}}},
+                          {"buffer_sites", site.buffer_sites}});
   }
   j["call_sites"] = call_sites;
 
