@@ -99,6 +99,7 @@ void ProcessDeviceAnalysis::OnRecording(const RecordingSwitch& change) {
     detached_ = false;
     detached_spans_.push_back({detached_since_ns_, change.time_ns});
   }
+  first_switch_ns_ = std::min(first_switch_ns_, change.time_ns);
   if (change.reason == "attached") ++windows_.windows;
   recording_.peak_kernel_rate = std::max(recording_.peak_kernel_rate, change.kernel_rate);
   if (!change.kernels && !busy_.blind_open()) {
@@ -145,6 +146,10 @@ ProcessDeviceResult ProcessDeviceAnalysis::Finish(Interval window) {
     const uint64_t a = std::max(span.start_ns, window.start_ns);
     const uint64_t b = std::min(span.end_ns, window.end_ns);
     if (b > a) r.windows.detached_ns += b - a;
+  }
+  const bool windowed = windows_.windows > 0 || r.windows.detached_ns > 0;
+  if (windowed && first_switch_ns_ != UINT64_MAX && first_switch_ns_ > window.start_ns) {
+    r.windows.before_first_ns = std::min(first_switch_ns_, window.end_ns) - window.start_ns;
   }
   return r;
 }

@@ -61,8 +61,14 @@ struct DeviceWindows {
   // counted as unmatched.
   uint64_t host_calls_between = 0;
   uint64_t span_ns = 0;  // the window the figures are over (the process's life)
+  // Time before CUPTI was loaded (its first DeviceRecording packet, at the
+  // first CUDA hook), which a job with a long start-up makes late; 0
+  // without windows. From then to the first window is detached time (a
+  // shim that waits for the loop says so: reason "awaiting_loop").
+  uint64_t before_first_ns = 0;
+  uint64_t unrecorded_ns() const { return std::min(detached_ns + before_first_ns, span_ns); }
   double recorded_fraction() const {
-    return span_ns ? 1.0 - static_cast<double>(std::min(detached_ns, span_ns)) / static_cast<double>(span_ns)
+    return span_ns ? 1.0 - static_cast<double>(unrecorded_ns()) / static_cast<double>(span_ns)
                    : 1.0;
   }
   bool sampled() const { return detached_ns > 0 || host_calls_between > 0; }
@@ -172,6 +178,7 @@ class ProcessDeviceAnalysis {
   DeviceWindows windows_;
   bool detached_ = false;
   uint64_t detached_since_ns_ = 0;
+  uint64_t first_switch_ns_ = UINT64_MAX;  // the first DeviceRecording packet (none yet)
   std::vector<Interval> detached_spans_;  // closed ones; few (one per period)
 };
 

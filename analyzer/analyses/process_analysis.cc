@@ -89,6 +89,42 @@ void ProcessAnalysis::OnNotice(const Event& event, const trace::Notice& notice) 
   ++notices_[it->second].count;
 }
 
+void ProcessAnalysis::OnCounters(const Event& event, const trace::Counters& counters) {
+  if (event.process.origin() == trace::ORIGIN_FORK) return;
+  if (counters.hook_calls() == 0 && counters.own_threads_cpu_ns() == 0) return;  // older shims
+  // A sample is a span of zero length at the packet's time: totals so far.
+  OwnCostSpan sample;
+  sample.start_ns = sample.end_ns = event.time_ns;
+  sample.hook_calls = counters.hook_calls();
+  sample.hook_ns = counters.hook_ns();
+  sample.stack_capture_ns = counters.stack_capture_ns();
+  sample.own_threads_cpu_ns = counters.own_threads_cpu_ns();
+  counter_samples_[event.process.index()].push_back(sample);
+}
+
+std::optional<OwnCostSpan> ProcessAnalysis::OwnCostBetween(int process_index, uint64_t start_ns,
+                                                           uint64_t end_ns) const {
+  auto it = counter_samples_.find(process_index);
+  if (it == counter_samples_.end()) return std::nullopt;
+  const std::vector<OwnCostSpan>& samples = it->second;
+  const auto first = std::find_if(samples.begin(), samples.end(),
+                                  [&](const OwnCostSpan& s) { return s.end_ns >= start_ns; });
+  const auto last = std::find_if(samples.rbegin(), samples.rend(),
+                                 [&](const OwnCostSpan& s) { return s.end_ns <= end_ns; });
+  if (first == samples.end() || last == samples.rend() || last->end_ns <= first->end_ns) {
+    return std::nullopt;
+  }
+  const auto delta = [](uint64_t a, uint64_t b) { return b > a ? b - a : 0; };
+  OwnCostSpan span;
+  span.start_ns = first->end_ns;
+  span.end_ns = last->end_ns;
+  span.hook_calls = delta(first->hook_calls, last->hook_calls);
+  span.hook_ns = delta(first->hook_ns, last->hook_ns);
+  span.stack_capture_ns = delta(first->stack_capture_ns, last->stack_capture_ns);
+  span.own_threads_cpu_ns = delta(first->own_threads_cpu_ns, last->own_threads_cpu_ns);
+  return span;
+}
+
 void ProcessAnalysis::OnProcessEnd(const ProcessState& process) {
   ProcessSummary& summary = processes_[process.index()];
   summary.end_ns = process.end_ns();

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -73,6 +74,14 @@ struct NoticeRecord {
   uint64_t first_time_ns = 0;
 };
 
+// pinscope's own-cost counters of one process over a span of its life: the
+// difference of two of its Counters packets (cumulative totals, one a flush).
+struct OwnCostSpan {
+  uint64_t start_ns = 0, end_ns = 0;  // the two packets' times
+  uint64_t hook_calls = 0, hook_ns = 0, stack_capture_ns = 0, own_threads_cpu_ns = 0;
+  uint64_t length_ns() const { return end_ns - start_ns; }
+};
+
 class ProcessAnalysis : public Analysis {
  public:
   void OnProcess(const ProcessState& process) override;
@@ -80,6 +89,7 @@ class ProcessAnalysis : public Analysis {
   void OnAlloc(const Event& event, const LiveAlloc& alloc) override;
   void OnShm(const ShmContext& shm) override;
   void OnNotice(const Event& event, const trace::Notice& notice) override;
+  void OnCounters(const Event& event, const trace::Counters& counters) override;
   void OnProcessEnd(const ProcessState& process) override;
   void Finish(const RunInfo& run) override;
 
@@ -103,11 +113,19 @@ class ProcessAnalysis : public Analysis {
   uint64_t own_threads_cpu_ns() const;
   // True when a process's shim wrote the own-cost fields.
   bool has_own_cost() const;
+  // The own-cost counters of a process (not a forked one: workers' are not
+  // kept) between its first Counters packet at or after start_ns and its
+  // last at or before end_ns; nullopt without two such packets.
+  std::optional<OwnCostSpan> OwnCostBetween(int process_index, uint64_t start_ns,
+                                            uint64_t end_ns) const;
 
  private:
   // A counter of ProcessSummary summed over the processes.
   uint64_t Sum(uint64_t ProcessSummary::*field) const;
   std::vector<ProcessSummary> processes_;
+  // Every own-cost Counters packet of the processes not forked, in time
+  // order (one a flush, about one a second), for OwnCostBetween.
+  std::map<int, std::vector<OwnCostSpan>> counter_samples_;
   std::vector<NoticeRecord> notices_;
   std::map<std::tuple<uint32_t, std::string, std::string>, size_t> notice_index_;
   int root_index_ = -1;

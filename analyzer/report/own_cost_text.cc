@@ -2,6 +2,7 @@
 #include "analyzer/report/own_cost_text.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "analyzer/common/doc_path.h"
 #include "analyzer/common/format.h"
@@ -41,6 +42,24 @@ std::vector<OwnCostParagraph> StacksOnly(const Report& report) {
   return out;
 }
 
+// A per-step figure: microseconds below a millisecond.
+std::string PerStep(double ns) {
+  return ns < 1e6 ? StringPrintf("%.1f us", ns / 1e3) : FormatDuration(static_cast<uint64_t>(ns));
+}
+
+std::string LoopLine(const LoopOwnCost& loop) {
+  const OwnCostSpan& s = loop.span;
+  return "In the steady loop (" + FormatDuration(s.length_ns()) +
+         " of it between two of the shim's flushes, about " +
+         FormatCount(static_cast<uint64_t>(s.length_ns() / loop.step_ns + 0.5)) + " steps of " +
+         FormatDuration(static_cast<uint64_t>(loop.step_ns)) + "): the hooks took " +
+         PerStep(loop.PerStep(s.hook_ns)) + " of each step (" + FormatPercent(loop.HookShare()) +
+         " of it, " + StringPrintf("%.1f", loop.PerStep(s.hook_calls)) +
+         " calls a step), call stacks " + PerStep(loop.PerStep(s.stack_capture_ns)) +
+         " a step (the copies' inside the hooks' time), pinscope's own threads " +
+         PerStep(loop.PerStep(s.own_threads_cpu_ns)) + " of CPU a step (on other cores).";
+}
+
 }  // namespace
 
 std::vector<OwnCostParagraph> OwnCostParagraphs(const Report& report) {
@@ -69,6 +88,8 @@ std::vector<OwnCostParagraph> OwnCostParagraphs(const Report& report) {
           "below PINSCOPE_TRACE_MIN (" +
           DocPath("benchmarks.md") + ").";
   out.push_back({text});
+  if (const std::optional<LoopOwnCost> loop = LoopOwnCostOf(report))
+    out.push_back({LoopLine(*loop)});
   const auto& processes = report.processes();
   const auto with_cost = std::count_if(processes.begin(), processes.end(),
                                        [](const ProcessSummary& p) { return p.has_own_cost(); });

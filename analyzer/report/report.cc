@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "analyzer/common/doc_path.h"
 #include "analyzer/common/format.h"
 
 namespace pinscope {
@@ -169,6 +170,38 @@ void Report::BuildModel() {
       f.evidence += " Not on the critical path: the step waits on " + model_.critical + ".";
     }
   }
+}
+
+std::string DeviceWindowsSentence(uint32_t pid, const device::DeviceWindows& w) {
+  const std::string loaded = w.before_first_ns > 0 ? "CUPTI was loaded at the first CUDA call, " +
+                                                         FormatDuration(w.before_first_ns) +
+                                                         " into it, and detached for "
+                                                   : "CUPTI was detached for the other ";
+  const std::string taken =
+      w.windows == 0 ? ": no device records: CUPTI waited for the loop (hooked copies and syncs in "
+                       "three flush periods; PINSCOPE_CUPTI_START) and it did not come; "
+                     : ": device records taken in " + FormatCount(w.windows) +
+                           (w.windows == 1 ? " window" : " windows") + ", " +
+                           FormatPercent(w.recorded_fraction()) + " of the process's life; ";
+  return "pid " + std::to_string(pid) + taken + loaded + FormatDuration(w.detached_ns) +
+         " (its cost on every kernel launch with it; PINSCOPE_CUPTI_WINDOW_MS, "
+         "PINSCOPE_CUPTI_PERIOD_S, " +
+         DocPath("device-activity.md") + "). " + FormatCount(w.host_calls_between) +
+         " host copy and sync calls made between windows have no device record: the figures "
+         "below are the windows'.";
+}
+
+std::optional<LoopOwnCost> LoopOwnCostOf(const Report& report) {
+  const double step_ns = report.model_inputs().main.step_ns;
+  const PipelineAnalysis& pipeline = report.pipeline();
+  if (step_ns <= 0 || report.root_index() < 0 ||
+      pipeline.window_end_ns() <= pipeline.window_start_ns()) {
+    return std::nullopt;
+  }
+  const std::optional<OwnCostSpan> span = report.process_analysis().OwnCostBetween(
+      report.root_index(), pipeline.window_start_ns(), pipeline.window_end_ns());
+  if (!span || static_cast<double>(span->length_ns()) < 2 * step_ns) return std::nullopt;
+  return LoopOwnCost{*span, step_ns};
 }
 
 std::string MeasuredInRun(const Report& report, const std::string& change) {

@@ -136,6 +136,30 @@ std::vector<std::string> SteadyWindowNotes(const Report& report);
 // of its own with it: PipelineAnalysis::LoopWith), else empty; text and HTML.
 std::string MeasuredInRun(const Report& report, const std::string& change);
 
+// What a process's device-record windows covered (Device activity): how
+// many, their share of its life, when CUPTI was loaded, the detached time.
+std::string DeviceWindowsSentence(uint32_t pid, const device::DeviceWindows& w);
+
+// pinscope's own cost per step of the modelled loop: the root's own-cost
+// counters between two of its flushes inside the pipeline's steady window,
+// scaled to its steady step. What the run's totals hide where start-up is
+// long and the loop short (a run's 0.3% can be 2% of each step).
+struct LoopOwnCost {
+  OwnCostSpan span;    // the counters' span inside the steady window
+  double step_ns = 0;  // the model's steady step
+  double PerStep(uint64_t total) const {
+    return static_cast<double>(total) * step_ns / static_cast<double>(span.length_ns());
+  }
+  // The hooks' time as a share of the step (of the job's threads' time in
+  // them, whichever thread; most are the loop's own).
+  double HookShare() const {
+    return static_cast<double>(span.hook_ns) / static_cast<double>(span.length_ns());
+  }
+};
+// Nothing without the counters (older shims), without a steady step, or
+// when the window holds less than two steps between two flushes.
+std::optional<LoopOwnCost> LoopOwnCostOf(const Report& report);
+
 // The text report for a person (100 columns, colour when `color`).
 void WriteTextReport(const Report& report, bool color, std::ostream& out);
 // The JSON report (schema_version 1, docs/report.md).

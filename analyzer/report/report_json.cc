@@ -463,6 +463,17 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                      {"own_threads_cpu_ns", analysis.own_threads_cpu_ns()},
                      {"stack_capture_ns", analysis.stack_capture_ns()},
                      {"by_process", by_process}};
+    if (const std::optional<LoopOwnCost> loop = LoopOwnCostOf(report)) {
+      const OwnCostSpan& s = loop->span;
+      j["own_cost"]["loop"] = {{"span_ns", s.length_ns()},
+                               {"step_ns", loop->step_ns},
+                               {"hook_calls", s.hook_calls},
+                               {"hook_ns", s.hook_ns},
+                               {"stack_capture_ns", s.stack_capture_ns},
+                               {"own_threads_cpu_ns", s.own_threads_cpu_ns},
+                               {"hook_ns_per_step", loop->PerStep(s.hook_ns)},
+                               {"hook_fraction_of_step", fraction(s.hook_ns, s.length_ns())}};
+    }
   }
 
   const ShmAnalysis& shm = report.shm();
@@ -700,6 +711,7 @@ nlohmann::ordered_json JsonReport(const Report& report) {
           const device::DeviceWindows& w = pd.result.windows;
           devices.back()["device_windows"] = {{"windows", w.windows},
                                               {"detached_ns", w.detached_ns},
+                                              {"before_first_ns", w.before_first_ns},
                                               {"recorded_fraction", w.recorded_fraction()},
                                               {"host_calls_between", w.host_calls_between}};
         }

@@ -743,14 +743,7 @@ void TextWriter::DeviceSection() {
            ").");
     }
     if (const device::DeviceWindows& w = p.result.windows; w.sampled()) {
-      Para("pid " + std::to_string(p.pid) + ": device records taken in " + FormatCount(w.windows) +
-           (w.windows == 1 ? " window" : " windows") + ", " + FormatPercent(w.recorded_fraction()) +
-           " of the process's life; CUPTI was detached for the other " +
-           FormatDuration(w.detached_ns) + " (its cost on every kernel launch with it; " +
-           "PINSCOPE_CUPTI_WINDOW_MS, PINSCOPE_CUPTI_PERIOD_S, " + DocPath("device-activity.md") +
-           "). " + FormatCount(w.host_calls_between) +
-           " host copy and sync calls made between windows have no device record: the figures "
-           "below are the windows'.");
+      Para(DeviceWindowsSentence(p.pid, w));
     }
     for (const device::CopyClassStats& c : p.result.copy_classes) {
       Para("pid " + std::to_string(p.pid) + " " +

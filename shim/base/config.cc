@@ -147,7 +147,17 @@ void LoadConfig(Config* c) {
   }
   BoolVar("PINSCOPE_CUPTI_RUNTIME", &c->cupti_runtime);
   UintVar("PINSCOPE_CUPTI_WINDOW_MS", 3600000, &c->cupti_window_ms);
+  UintVar("PINSCOPE_CUPTI_WINDOW_CALLS", 1000000, &c->cupti_window_calls);
   UintVar("PINSCOPE_CUPTI_PERIOD_S", 86400, &c->cupti_period_s);
+  if (const char* s = getenv("PINSCOPE_CUPTI_START"); s && *s) {
+    if (!strcasecmp(s, "loop")) {
+      c->cupti_start_at_loop = true;
+    } else if (!strcasecmp(s, "first")) {
+      c->cupti_start_at_loop = false;
+    } else {
+      Log("PINSCOPE_CUPTI_START=\"%s\" is not loop or first; using loop", s);
+    }
+  }
   if (c->cupti_period_s && uint64_t{c->cupti_period_s} * 1000 <= c->cupti_window_ms) {
     Log("PINSCOPE_CUPTI_PERIOD_S=%u is not longer than PINSCOPE_CUPTI_WINDOW_MS=%u; "
         "recording device activity all the time", c->cupti_period_s, c->cupti_window_ms);

@@ -47,11 +47,17 @@ struct Config {
   KernelRecording cupti_kernels = KernelRecording::kOff;  // PINSCOPE_CUPTI_KERNELS
   uint32_t cupti_kernel_rate = 1000;  // PINSCOPE_CUPTI_KERNEL_RATE (records/s, auto)
   bool cupti_runtime = false;        // PINSCOPE_CUPTI_RUNTIME (1: RUNTIME kind, exact joins; issue 16)
-  // Device records in windows (issue 16): CUPTI attached for cupti_window_ms,
-  // then detached (cuptiFinalize: its cost on every launch goes with it) until
-  // cupti_period_s after the window began. 0 ms: attached all the time.
-  uint32_t cupti_window_ms = 2000;   // PINSCOPE_CUPTI_WINDOW_MS
+  // Device records in windows (issue 16): CUPTI attached for cupti_window_ms
+  // and at least cupti_window_calls hooked copies and syncs (at most
+  // max(cupti_window_ms, 2 s)), then detached (cuptiFinalize: its cost on
+  // every launch goes with it) until cupti_period_s after the window began.
+  // The first window waits for the loop (cupti_start_at_loop): hooked calls
+  // in three flush periods, not the start-up's first call. 0 ms: attached
+  // all the time, from the first CUDA call.
+  uint32_t cupti_window_ms = 100;    // PINSCOPE_CUPTI_WINDOW_MS
+  uint32_t cupti_window_calls = 32;  // PINSCOPE_CUPTI_WINDOW_CALLS
   uint32_t cupti_period_s = 120;     // PINSCOPE_CUPTI_PERIOD_S (0: one window, never again)
+  bool cupti_start_at_loop = true;   // PINSCOPE_CUPTI_START=loop (default) or first
   bool nvml = true;                  // PINSCOPE_NVML (GPU utilization samples)
   char nvml_path[4096] = {};         // PINSCOPE_NVML_PATH
   PinMode pin = PinMode::kOff;       // PINSCOPE_PIN

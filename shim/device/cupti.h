@@ -35,6 +35,13 @@ void PopSlow();
 // (cupti_windows.cc); served by the next hooked call's CuptiAfterCall.
 extern std::atomic<int> g_window_request;
 void ServeWindow();
+// Hooked copies and syncs made so far (every thread), for where the first
+// window goes (the loop: calls in three flush periods) and its length.
+extern std::atomic<uint64_t> g_hooked_calls;
+// While a window is open: the call count from which a call checks whether
+// the window has lasted PINSCOPE_CUPTI_WINDOW_MS (UINT64_MAX otherwise).
+extern std::atomic<uint64_t> g_window_calls_due;
+void WindowDueSlow();
 }  // namespace cupti_internal
 
 // Around the real copy/sync call: makes the shim's call_id CUPTI's external
@@ -50,10 +57,17 @@ inline void CuptiPopCall() {
 
 // Right after a hooked CUDA call returned, on the program's thread, guard
 // set: where CUPTI is detached at the end of a device-record window and
-// attached again at the next (PINSCOPE_CUPTI_WINDOW_MS). One relaxed load
-// unless a switch is due.
+// attached again at the next (PINSCOPE_CUPTI_WINDOW_MS). One relaxed
+// increment and two relaxed loads unless a switch is due; a clock read per
+// call only inside a window past its PINSCOPE_CUPTI_WINDOW_CALLS calls.
 inline void CuptiAfterCall() {
-  if (cupti_internal::g_window_request.load(std::memory_order_relaxed)) cupti_internal::ServeWindow();
+  using namespace cupti_internal;
+  const uint64_t calls = g_hooked_calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (g_window_request.load(std::memory_order_relaxed)) {
+    ServeWindow();
+  } else if (calls >= g_window_calls_due.load(std::memory_order_relaxed)) {
+    WindowDueSlow();
+  }
 }
 
 // From the flusher thread (shim/process), every flush period: asks CUPTI for the

@@ -41,6 +41,7 @@ void ChildAfterFork() {
   s.state.store(kOff);
   g_pushing.store(false);
   g_window_request.store(0);
+  g_window_calls_due.store(UINT64_MAX);
   t_pushed = false;
   pthread_mutex_init(&s.mu, nullptr);
   pthread_mutex_init(&s.pool_mu, nullptr);
@@ -164,10 +165,23 @@ void StartLocked() {
   atexit(AtExit);
   pthread_atfork(nullptr, nullptr, ChildAfterFork);
   StartKernelsLocked(kernels);
-  StartWindowsLocked(kernels);
+  const bool at_loop = cfg.cupti_start_at_loop && WindowsWanted();
+  if (at_loop) {
+    StartWindowsAwaitingLoopLocked(kernels);
+  } else {
+    StartWindowsLocked(kernels);
+  }
   s.state.store(kActive);
   g_pushing.store(true);
-  snprintf(why, sizeof why, "device activity from %s (CUPTI API version %u)%s", s.lib_path, version,
+  char windows[160] = "";
+  if (at_loop) {
+    snprintf(windows, sizeof windows,
+             "; in windows of %u ms, the first once the job's copies and syncs recur "
+             "(PINSCOPE_CUPTI_START=loop)",
+             cfg.cupti_window_ms);
+  }
+  snprintf(why, sizeof why, "device activity from %s (CUPTI API version %u)%s%s", s.lib_path,
+           version, windows,
            cfg.cupti_runtime ? ""
                              : "; runtime records off (the default; PINSCOPE_CUPTI_RUNTIME=1 "
                                "turns them on): device copies join their host calls by order");

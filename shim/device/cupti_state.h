@@ -105,11 +105,25 @@ struct CuptiState {
   // (CuptiAfterCall), where NVIDIA's documentation of cuptiFinalize asks for
   // it. Each switch is a DeviceRecording packet (detached: no device records
   // of any kind until the next one). Guarded by mu.
+  //
+  // Where the first window goes (PINSCOPE_CUPTI_START=loop, the default):
+  // not at the first CUDA call, which in a PyTorch job is often the model's
+  // .to("cuda") at start-up, followed by seconds of warm-up (on the H100 the
+  // 2 s window recorded 100 weight copies and no copy of the loop), but
+  // once hooked calls came in three flush periods: the loop. Until then
+  // CUPTI is detached (awaiting_loop), after one check at the first CUDA
+  // call: attached, then finalized right after that call returns.
   struct Windows {
-    bool on = false;        // windows in use in this process
-    bool attached = true;   // CUPTI attached (a window) or finalized (a gap)
-    uint64_t since_ns = 0;  // when the current window began
-    uint32_t count = 0;     // windows so far
+    bool on = false;              // windows in use in this process
+    bool attached = true;         // CUPTI attached (a window) or finalized (a gap)
+    bool awaiting_loop = false;   // no window yet: waiting for the loop
+    uint64_t since_ns = 0;        // when the current window began
+    uint64_t calls_at_start = 0;  // g_hooked_calls then
+    uint32_t count = 0;           // windows so far
+    // Awaiting the loop: flush periods that saw hooked calls, and the count
+    // at the last tick.
+    uint32_t active_ticks = 0;
+    uint64_t calls_at_tick = 0;
   } windows;
 
   // Records CUPTI dropped (no buffer), reported once at exit.
@@ -177,6 +191,13 @@ bool EnableOurKindsLocked(bool kernels, char* why, size_t cap);
 void StartWindowsLocked(bool kernels);
 // From the flusher, attached or not: asks for the next switch when it is due.
 void TickWindowsLocked(uint64_t now);
+// PINSCOPE_CUPTI_START=loop: CUPTI attached and checked at the first CUDA
+// call, detached right after it ("check", then "awaiting_loop"); the first
+// window begins once the loop shows (TickWindowsLocked).
+void StartWindowsAwaitingLoopLocked(bool kernels);
+// True when windows are wanted: a window length, cuptiFinalize to end one,
+// and not PINSCOPE_CUPTI_KERNELS=all.
+bool WindowsWanted();
 // At exit: true when CUPTI is detached (nothing to flush, and any CUPTI call
 // would attach it again).
 bool DetachedLocked();

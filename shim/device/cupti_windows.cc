@@ -1,4 +1,5 @@
-// Device records in windows (CuptiState::windows, PINSCOPE_CUPTI_WINDOW_MS and
+// Device records in windows (CuptiState::windows, PINSCOPE_CUPTI_WINDOW_MS,
+// PINSCOPE_CUPTI_WINDOW_CALLS, PINSCOPE_CUPTI_START and
 // PINSCOPE_CUPTI_PERIOD_S; docs/device-activity.md, "Windows"): CUPTI attached
 // for a window, then detached with cuptiFinalize - the only way found to take
 // its cost off every kernel launch (issue 16) - and attached again a period
@@ -22,14 +23,37 @@
 namespace pinscope::shim::cupti_internal {
 
 std::atomic<int> g_window_request{0};
+std::atomic<uint64_t> g_hooked_calls{0};
+std::atomic<uint64_t> g_window_calls_due{UINT64_MAX};
 
 namespace {
 
 enum Request : int { kNone = 0, kDetach = 1, kAttach = 2 };
 
+// Flush periods with hooked calls before the first window (the loop shows).
+constexpr uint32_t kLoopTicks = 3;
+// The longest window, whatever its calls: a window waits for
+// PINSCOPE_CUPTI_WINDOW_CALLS calls, so that it holds some of the loop's
+// copies, but a job with few calls must not stay attached for long.
+constexpr uint64_t kMaxWindowNs = 2000000000;
+
 uint64_t WindowNs() { return uint64_t{GetConfig().cupti_window_ms} * 1000000; }
+uint64_t MaxWindowNs() { return WindowNs() > kMaxWindowNs ? WindowNs() : kMaxWindowNs; }
 uint64_t PeriodNs() { return uint64_t{GetConfig().cupti_period_s} * 1000000000; }
 bool Kernels() { return GetConfig().cupti_kernels != KernelRecording::kOff; }
+std::atomic<uint64_t> g_window_since_ns{0};  // the open window's start, for WindowDueSlow
+
+// A window has begun at `now`: from its PINSCOPE_CUPTI_WINDOW_CALLS-th call
+// on, each hooked call checks whether it has lasted long enough.
+void OpenWindow(uint64_t now) {
+  CuptiState& s = Cupti();
+  s.windows.attached = true;
+  s.windows.since_ns = now;
+  s.windows.calls_at_start = g_hooked_calls.load(std::memory_order_relaxed);
+  g_window_since_ns.store(now, std::memory_order_relaxed);
+  g_window_calls_due.store(s.windows.calls_at_start + GetConfig().cupti_window_calls,
+                           std::memory_order_relaxed);
+}
 
 // Ends the window: what CUPTI holds is flushed into the trace, then CUPTI is
 // finalized. A copy still in flight loses its record (never waited for: the
@@ -50,6 +74,11 @@ void DetachLocked() {
     return;
   }
   s.windows.attached = false;
+  g_window_calls_due.store(UINT64_MAX, std::memory_order_relaxed);
+  if (s.windows.awaiting_loop) {  // the start's check: no window yet
+    WriteRecording(false, "awaiting_loop", 0, 0, now, true);
+    return;
+  }
   const uint64_t period = PeriodNs();
   const uint64_t gap = period ? s.windows.since_ns + period - now : 0;
   WriteRecording(false, "detached", 0, period ? (gap > period ? 0 : gap) : 0, now, true);
@@ -79,8 +108,8 @@ void AttachLocked() {
   }
   MeasureOffset();
   const uint64_t now = MonoNs();
-  s.windows.attached = true;
-  s.windows.since_ns = now;
+  OpenWindow(now);
+  s.windows.awaiting_loop = false;
   ++s.windows.count;
   s.kernels.on = Kernels();
   g_pushing.store(true);
@@ -89,26 +118,68 @@ void AttachLocked() {
 
 }  // namespace
 
-void StartWindowsLocked(bool kernels) {
+bool WindowsWanted() {
   const Config& cfg = GetConfig();
-  CuptiState& s = Cupti();
   // PINSCOPE_CUPTI_KERNELS=all asks for every kernel: attached throughout.
-  s.windows.on = cfg.cupti_window_ms > 0 && s.api.Finalize != nullptr &&
-                 cfg.cupti_kernels != KernelRecording::kAll;
-  s.windows.attached = true;
-  s.windows.since_ns = MonoNs();
+  return cfg.cupti_window_ms > 0 && Cupti().api.Finalize != nullptr &&
+         cfg.cupti_kernels != KernelRecording::kAll;
+}
+
+void StartWindowsLocked(bool kernels) {
+  CuptiState& s = Cupti();
+  s.windows.on = WindowsWanted();
   s.windows.count = 1;
-  if (s.windows.on) WriteRecording(kernels, "attached", 0, WindowNs(), s.windows.since_ns);
+  if (!s.windows.on) return;
+  OpenWindow(MonoNs());
+  WriteRecording(kernels, "attached", 0, WindowNs(), s.windows.since_ns);
+}
+
+void StartWindowsAwaitingLoopLocked(bool kernels) {
+  CuptiState& s = Cupti();
+  s.windows.on = true;
+  s.windows.awaiting_loop = true;
+  s.windows.count = 0;
+  s.windows.active_ticks = 0;
+  s.windows.calls_at_tick = 0;  // the call that started CUPTI counts at the first tick
+  // Attached and checked (a CUPTI that cannot record says so now, once),
+  // then detached right after the call that started it returns.
+  OpenWindow(MonoNs());
+  WriteRecording(kernels, "check", 0, 0, s.windows.since_ns);
+  g_window_request.store(kDetach);
 }
 
 void TickWindowsLocked(uint64_t now) {
   CuptiState& s = Cupti();
   if (!s.windows.on || s.program_owns.load()) return;
+  if (s.windows.attached && s.windows.awaiting_loop) return;  // the check: its end is asked
   if (s.windows.attached) {
-    if (now - s.windows.since_ns >= WindowNs()) g_window_request.store(kDetach);
+    // Past its length and calls (WindowDueSlow ends it at that call), or
+    // past the longest a window may last.
+    const uint64_t length = now - s.windows.since_ns;
+    const uint64_t calls =
+        g_hooked_calls.load(std::memory_order_relaxed) - s.windows.calls_at_start;
+    if (length >= MaxWindowNs() ||
+        (length >= WindowNs() && calls >= GetConfig().cupti_window_calls)) {
+      g_window_request.store(kDetach);
+    }
+  } else if (s.windows.awaiting_loop) {  // detached since the start's check
+    const uint64_t calls = g_hooked_calls.load(std::memory_order_relaxed);
+    if (calls != s.windows.calls_at_tick) ++s.windows.active_ticks;
+    s.windows.calls_at_tick = calls;
+    if (s.windows.active_ticks >= kLoopTicks) g_window_request.store(kAttach);
   } else if (PeriodNs() && now - s.windows.since_ns >= PeriodNs()) {
     g_window_request.store(kAttach);
   }
+}
+
+void WindowDueSlow() {
+  const uint64_t since = g_window_since_ns.load(std::memory_order_relaxed);
+  if (MonoNs() - since < WindowNs()) return;
+  // Once: the window's end is asked; the switch runs here (ServeWindow).
+  g_window_calls_due.store(UINT64_MAX, std::memory_order_relaxed);
+  int none = kNone;
+  g_window_request.compare_exchange_strong(none, kDetach);
+  ServeWindow();
 }
 
 bool DetachedLocked() { return Cupti().windows.on && !Cupti().windows.attached; }

@@ -839,9 +839,50 @@ TEST(Process, CallsBetweenWindowsAreNotUnmatched) {
   EXPECT_EQ(r.windows.host_calls_between, 6u);
   EXPECT_EQ(r.windows.detached_ns, 900 * ms + 400 * ms);  // [100, 1000) and [1100, 1500)
   EXPECT_DOUBLE_EQ(r.windows.recorded_fraction(), 200.0 / 1500.0);
+  EXPECT_EQ(r.windows.before_first_ns, 0u);  // attached at the process's start
   EXPECT_TRUE(r.windows.sampled());
   ASSERT_EQ(r.copy_classes.size(), 1u);
   EXPECT_EQ(r.copy_classes[0].count, 2u);
+
+  // A long start-up: the first CUDA hook, and the first window, 4 s in.
+  // The time before it is not recorded either (it was counted as recorded
+  // before 2026-12-05: "79% of the process's life" for a 2 s window of 24 s).
+  ProcessDeviceAnalysis late(AlignedOptions(), 1 * kSec);
+  late.NoCorrelations();
+  late.OnRecording(change(4000 * ms, "attached", false));
+  late.OnRecording(change(6000 * ms, "detached", true));
+  ProcessDeviceResult l = late.Finish({0, 10000 * ms});
+  EXPECT_EQ(l.windows.before_first_ns, 4000 * ms);
+  EXPECT_EQ(l.windows.detached_ns, 4000 * ms);
+  EXPECT_EQ(l.windows.unrecorded_ns(), 8000 * ms);
+  EXPECT_DOUBLE_EQ(l.windows.recorded_fraction(), 0.2);
+
+  // A shim that waits for the loop (PINSCOPE_CUPTI_START=loop): loaded at
+  // the first CUDA call (1 s), detached until the loop shows (4 s), a
+  // window of 100 ms. And one whose job never showed a loop: no window.
+  ProcessDeviceAnalysis loop(AlignedOptions(), 1 * kSec);
+  loop.NoCorrelations();
+  loop.OnRecording(change(1000 * ms, "awaiting_loop", true));
+  loop.OnHostCall(Copy(1, 1010 * ms, 1011 * ms, 4096));
+  loop.OnRecording(change(4000 * ms, "attached", false));
+  loop.OnRecording(change(4100 * ms, "detached", true));
+  ProcessDeviceResult w = loop.Finish({0, 10000 * ms});
+  EXPECT_EQ(w.windows.windows, 1u);
+  EXPECT_EQ(w.windows.before_first_ns, 1000 * ms);
+  EXPECT_EQ(w.windows.detached_ns, 3000 * ms + 5900 * ms);
+  EXPECT_EQ(w.windows.host_calls_between, 1u);
+  EXPECT_NEAR(w.windows.recorded_fraction(), 0.01, 1e-12);
+  ProcessDeviceAnalysis never(AlignedOptions(), 1 * kSec);
+  never.NoCorrelations();
+  never.OnRecording(change(1000 * ms, "awaiting_loop", true));
+  never.OnHostCall(Copy(1, 1010 * ms, 1011 * ms, 4096));
+  ProcessDeviceResult n = never.Finish({0, 2000 * ms});
+  EXPECT_EQ(n.windows.windows, 0u);
+  EXPECT_EQ(n.windows.before_first_ns, 1000 * ms);
+  EXPECT_EQ(n.windows.detached_ns, 1000 * ms);
+  EXPECT_EQ(n.join.host_copies_unmatched, 0u);
+  EXPECT_TRUE(n.windows.sampled());
+  EXPECT_DOUBLE_EQ(n.windows.recorded_fraction(), 0.0);
 
   // Attached throughout: nothing of this shows.
   ProcessDeviceAnalysis q(AlignedOptions(), 1 * kSec);

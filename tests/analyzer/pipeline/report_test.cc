@@ -419,5 +419,32 @@ TEST(ReportTest, BadCalibrationPathIsAnError) {
   EXPECT_EQ(err.str(), "pinscope report: calibration /nonexistent/cal.json: cannot open\n");
 }
 
+// The Device activity sentence on device-record windows: the time before
+// CUPTI was loaded is not recorded (a 2 s window of a 24.5 s run whose first
+// CUDA call came 17.4 s in is 8.4% of it, not 79%), and a job whose loop
+// never came (PINSCOPE_CUPTI_START=loop) is told it has no device records.
+TEST(ReportTest, DeviceWindowsSayWhatTheRecordsCover) {
+  device::DeviceWindows w;
+  w.windows = 1;
+  w.span_ns = 24490 * kMs;
+  w.before_first_ns = 17360 * kMs;
+  w.detached_ns = 5070 * kMs;
+  w.host_calls_between = 1885;
+  EXPECT_EQ(DeviceWindowsSentence(9857, w).substr(0, 186),
+            "pid 9857: device records taken in 1 window, 8.4% of the process's life; CUPTI was "
+            "loaded at the first CUDA call, 17.36 s into it, and detached for 5.07 s (its cost on "
+            "every kernel launch");
+  device::DeviceWindows never;
+  never.span_ns = 3000 * kMs;
+  never.before_first_ns = 1000 * kMs;
+  never.detached_ns = 2000 * kMs;
+  never.host_calls_between = 5;
+  const std::string text = DeviceWindowsSentence(1, never);
+  EXPECT_EQ(text.find("pid 1: no device records: CUPTI waited for the loop"), 0u) << text;
+  EXPECT_NE(text.find("5 host copy and sync calls made between windows have no device record"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace pinscope

@@ -3,6 +3,7 @@
 // exact numbers in the report model, the text report and the JSON.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -201,6 +202,89 @@ TEST(OwnCostTest, JsonHasTheSumAndEachProcess) {
                                       {"hook_fraction_of_life", 0.001},
                                       {"own_threads_cpu_ns", 4 * kMs}}}}};
   EXPECT_EQ(j["own_cost"], expected);
+}
+
+// A DataLoader loop (pinscope's Python hook: LOADER_ITER, then 300
+// __next__ spans of 1 ms, one every 10 ms, from 10 ms to 3.0 s) after 5 s
+// of start-up that made 1,000 hooked calls (a model's weights), and the
+// shim's counters at each flush (every 500 ms): in the loop 4 hooked calls
+// a step, 25 us each, 10 us of stacks and 50 us of pinscope's own threads'
+// CPU a step. The run's totals say 0.2% of the run; the loop's step pays 1%.
+std::string WriteLoopRun(uint64_t flush_every_ns) {
+  const std::string dir = MakeTempDir("own_cost_loop");
+  TraceBuilder main(100, "r", kT0);
+  testing::SetHostFacts(&main.header(), 0, 0);
+  constexpr uint64_t kStartup = 5000 * kMs, kStep = 10 * kMs, kSteps = 300;
+  const uint64_t loop = kT0 + kStartup;
+  auto counters_at = [&](uint64_t t) {
+    const uint64_t steps = t <= loop ? 0 : std::min<uint64_t>((t - loop) / kStep, kSteps);
+    trace::Counters* c = AddCounters(main, t, 1000 + steps, kMs + steps * 10000).mutable_counters();
+    c->set_hook_calls(1000 + 4 * steps);
+    c->set_hook_ns(50 * kMs + 4 * steps * 25000);
+    c->set_own_threads_cpu_ns(20 * kMs + steps * 50000);
+  };
+  for (uint64_t t = kT0 + flush_every_ns; t < loop; t += flush_every_ns) counters_at(t);
+  trace::TracePacket& iter = main.Add(loop, 100);
+  trace::LoaderEvent* l = iter.mutable_loader();
+  l->set_kind(trace::LOADER_ITER);
+  l->set_loader_id(7);
+  l->set_num_workers(0);
+  l->set_batch_size(32);
+  l->set_dataset_length(32 * kSteps);
+  for (uint64_t k = 0; k < kSteps; ++k) {
+    const uint64_t t = loop + 10 * kMs + k * kStep;
+    trace::TracePacket& p = main.Add(t, 100);
+    trace::LoaderEvent* n = p.mutable_loader();
+    n->set_kind(trace::LOADER_NEXT);
+    n->set_loader_id(7);
+    n->set_index(k);
+    n->set_end_ns(t + kMs);
+    n->mutable_usage_begin()->set_cpu_ns(k * kMs);
+    n->mutable_usage_end()->set_cpu_ns((k + 1) * kMs);
+  }
+  for (uint64_t t = loop; t <= loop + 3500 * kMs; t += flush_every_ns) counters_at(t);
+  main.SortByTime();
+  main.Exit(loop + 3600 * kMs);
+  main.Write(dir);
+  return dir;
+}
+
+TEST(OwnCostTest, TheLoopsStepSaysWhatTheHooksCostIt) {
+  const std::string dir = WriteLoopRun(500 * kMs);
+  const std::string text = Flat(ReportOf(dir, false));
+  // The run's figure: 80 ms of hooks (1,200 in the loop) in an 8.6 s run.
+  EXPECT_NE(text.find("pinscope's own cost: 80.0 ms of the job's threads in 2,200 copy and wait "
+                      "hooks (36.4 us a call), 0.9% of the run's 8.60 s wall time"),
+            std::string::npos)
+      << text;
+  const size_t at = text.find("In the steady loop (");
+  ASSERT_NE(at, std::string::npos) << text;
+  const std::string line = text.substr(at, text.find('.', text.find("(on other cores")) - at);
+  EXPECT_NE(line.find("steps of 10.0 ms): the hooks took 100.0 us of each step (1.0% of it, 4.0 "
+                      "calls a step), call stacks 10.0 us a step (the copies' inside the hooks' "
+                      "time), pinscope's own threads 50.0 us of CPU a step (on other cores)"),
+            std::string::npos)
+      << line;
+  const nlohmann::json j = nlohmann::json::parse(ReportOf(dir, true));
+  const nlohmann::json& loop = j["own_cost"]["loop"];
+  ASSERT_TRUE(loop.is_object()) << j["own_cost"].dump();
+  const double span = loop["span_ns"].get<double>();
+  EXPECT_GE(span, 2000.0 * kMs);  // two flushes or more inside the steady window
+  EXPECT_EQ(static_cast<uint64_t>(span) % (500 * kMs), 0u);
+  EXPECT_DOUBLE_EQ(loop["step_ns"].get<double>(), 10.0 * kMs);
+  EXPECT_NEAR(loop["hook_ns_per_step"].get<double>(), 100000.0, 1e-6);
+  EXPECT_DOUBLE_EQ(loop["hook_fraction_of_step"].get<double>(), 0.01);
+  EXPECT_EQ(loop["hook_calls"].get<uint64_t>() * 25000, loop["hook_ns"].get<uint64_t>());
+  EXPECT_EQ(loop["hook_calls"].get<uint64_t>(), static_cast<uint64_t>(span / kMs * 0.4));
+}
+
+TEST(OwnCostTest, NoLoopLineWithoutTwoFlushesInTheSteadyWindow) {
+  // Flushes 4 s apart: at most one falls inside the loop's 3 s.
+  const std::string dir = WriteLoopRun(4000 * kMs);
+  EXPECT_EQ(ReportOf(dir, false).find("In the steady loop"), std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(ReportOf(dir, true));
+  ASSERT_TRUE(j.contains("own_cost"));
+  EXPECT_FALSE(j["own_cost"].contains("loop"));
 }
 
 TEST(OwnCostTest, OlderShimsGetTheStacksParagraphAlone) {
