@@ -301,5 +301,32 @@ TEST(PipelineDiff, TwoRunsOfDifferentJobsAreNotAPrediction) {
             std::string::npos);
 }
 
+// pinscope's own cost as a recorded run states it (H100, 2026-12-05,
+// tools/gpu_cost_final.sh hf: the Hugging Face Trainer, small BERT, batch 64,
+// 4 workers, 200 steps, pinscope's defaults of that day). Its one 2 s device
+// window was 8.4% of the process's life, not the 79% the report said before
+// (the 17.4 s before the first CUDA call counted as recorded), and its hooks
+// cost 0.7% of each steady step where the run's share says 0.3%: what that
+// run paid (+9.7% over no tool) was its window, inside a 5 s training.
+TEST(RecordedCost, TheHfTrainersWindowAndHooksAsTheReportStatesThem) {
+  const nlohmann::json j = Report(kData + "/h100/cost/hf_trainer");
+  EXPECT_EQ(j["verdict"]["id"], "host_bound") << j["verdict"]["text"];
+  const nlohmann::json& d = j["device_activity"];
+  ASSERT_EQ(d.size(), 1u);
+  const nlohmann::json& w = d[0]["device_windows"];
+  EXPECT_EQ(w["windows"].get<int>(), 1);
+  EXPECT_NEAR(w["before_first_ns"].get<double>(), 17.364e9, 0.001e9);
+  EXPECT_NEAR(w["detached_ns"].get<double>(), 5.069e9, 0.001e9);
+  EXPECT_NEAR(w["recorded_fraction"].get<double>(), 0.0839, 0.0005);
+  EXPECT_EQ(w["host_calls_between"].get<int>(), 1885);
+  const nlohmann::json& loop = j["own_cost"]["loop"];
+  ASSERT_TRUE(loop.is_object()) << j["own_cost"].dump();
+  EXPECT_EQ(loop["hook_calls"].get<int>(), 1760);       // 12.2 a step
+  EXPECT_EQ(loop["hook_ns"].get<uint64_t>(), 21579698u);  // over 3.01 s of the loop
+  EXPECT_NEAR(loop["hook_ns_per_step"].get<double>(), 148.9e3, 0.1e3);
+  EXPECT_NEAR(loop["hook_fraction_of_step"].get<double>(), 0.0072, 0.0001);
+  EXPECT_NEAR(j["own_cost"]["hook_fraction_of_run"].get<double>(), 0.0033, 0.0001);
+}
+
 }  // namespace
 }  // namespace pinscope
