@@ -370,6 +370,23 @@ TEST(CuptiKernels, DefaultsRecordCopiesWithoutRuntimeOrKernelRecords) {
 
 // --- Device-record windows (issue 16) ---------------------------------------------
 
+// The paced job ran to its end, as without pinscope, and pinscope said
+// nothing on stderr.
+void ExpectPaced(const Result& r) {
+  ASSERT_EQ(r.status, 3) << r.err;
+  ASSERT_EQ(r.Diag("paced_copies"), 130);
+  EXPECT_EQ(CountLines(r.err, "pinscope"), 0) << r.err;
+}
+
+// The window switches (DeviceRecording) with their times, after the
+// "disabled" of the kernel kind (off by default).
+std::vector<std::pair<uint64_t, const t::DeviceRecording*>> Switches(const ProcessTrace& p) {
+  std::vector<std::pair<uint64_t, const t::DeviceRecording*>> sw;
+  for (const t::TracePacket* q : p.Of(t::TracePacket::kRecording))
+    if (q->recording().reason() != "disabled") sw.push_back({q->timestamp_ns(), &q->recording()});
+  return sw;
+}
+
 // CUPTI attached for PINSCOPE_CUPTI_WINDOW_MS, then detached with cuptiFinalize
 // (the only way found to take its cost off every kernel launch on the H200),
 // attached again PINSCOPE_CUPTI_PERIOD_S after the window began. Device records
@@ -381,14 +398,9 @@ TEST(CuptiWindows, DeviceRecordsOnlyInWindowsAndNoCuptiCallBetween) {
   e.Set("PINSCOPE_CUPTI_PERIOD_S", "1").Set("PINSCOPE_CUPTI_START", "first");
   e.Set("PINSCOPE_CUPTI_WINDOW_CALLS", "0");  // 100 ms, however few calls
   Result r = RunJob(CUPTI_JOB, {"paced"}, e);
-  ASSERT_EQ(r.status, 3) << r.err;
-  ASSERT_EQ(r.Diag("paced_copies"), 130);
-  EXPECT_EQ(CountLines(r.err, "pinscope"), 0) << r.err;
+  ASSERT_NO_FATAL_FAILURE(ExpectPaced(r));
   const ProcessTrace& p = r.root();
-  // The switches, after the "disabled" of the kernel kind (off by default).
-  std::vector<std::pair<uint64_t, const t::DeviceRecording*>> sw;
-  for (const t::TracePacket* q : p.Of(t::TracePacket::kRecording))
-    if (q->recording().reason() != "disabled") sw.push_back({q->timestamp_ns(), &q->recording()});
+  const auto sw = Switches(p);
   // 1.3 s of copies after start: windows at 0 and 1 s, each detached ~100 ms in.
   ASSERT_GE(sw.size(), 4u);
   ASSERT_LE(sw.size(), 4u + 1u);
@@ -453,13 +465,9 @@ TEST(CuptiWindows, TheFirstWindowWaitsForTheLoop) {
   Env e = WithFakeDefaults();
   e.Set("PINSCOPE_FLUSH_MS", "20");
   Result r = RunJob(CUPTI_JOB, {"paced"}, e);
-  ASSERT_EQ(r.status, 3) << r.err;
-  ASSERT_EQ(r.Diag("paced_copies"), 130);
-  EXPECT_EQ(CountLines(r.err, "pinscope"), 0) << r.err;
+  ASSERT_NO_FATAL_FAILURE(ExpectPaced(r));
   const ProcessTrace& p = r.root();
-  std::vector<std::pair<uint64_t, const t::DeviceRecording*>> sw;
-  for (const t::TracePacket* q : p.Of(t::TracePacket::kRecording))
-    if (q->recording().reason() != "disabled") sw.push_back({q->timestamp_ns(), &q->recording()});
+  const auto sw = Switches(p);
   // The check at the first CUDA call (attached, detached when that call
   // returned), awaiting the loop, one window, detached (the next is 120 s
   // away).
