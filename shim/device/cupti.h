@@ -35,8 +35,10 @@ void PopSlow();
 // (cupti_windows.cc); served by the next hooked call's CuptiAfterCall.
 extern std::atomic<int> g_window_request;
 void ServeWindow();
-// Hooked copies and syncs made so far (every thread), for where the first
+// Hooked copies and syncs made so far (every thread), counted only while a
+// window is open or the first is awaited (g_counting): for where the first
 // window goes (the loop: calls in three flush periods) and its length.
+extern std::atomic<bool> g_counting;
 extern std::atomic<uint64_t> g_hooked_calls;
 // While a window is open: the call count from which a call checks whether
 // the window has lasted PINSCOPE_CUPTI_WINDOW_MS (UINT64_MAX otherwise).
@@ -57,12 +59,15 @@ inline void CuptiPopCall() {
 
 // Right after a hooked CUDA call returned, on the program's thread, guard
 // set: where CUPTI is detached at the end of a device-record window and
-// attached again at the next (PINSCOPE_CUPTI_WINDOW_MS). One relaxed
-// increment and two relaxed loads unless a switch is due; a clock read per
-// call only inside a window past its PINSCOPE_CUPTI_WINDOW_CALLS calls.
+// attached again at the next (PINSCOPE_CUPTI_WINDOW_MS). Two relaxed loads
+// unless a switch is due or calls are counted (inside a window, or before
+// the first): then one relaxed increment more, and a clock read per call
+// inside a window past its PINSCOPE_CUPTI_WINDOW_CALLS calls.
 inline void CuptiAfterCall() {
   using namespace cupti_internal;
-  const uint64_t calls = g_hooked_calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t calls = g_counting.load(std::memory_order_relaxed)
+                             ? g_hooked_calls.fetch_add(1, std::memory_order_relaxed) + 1
+                             : 0;
   if (g_window_request.load(std::memory_order_relaxed)) {
     ServeWindow();
   } else if (calls >= g_window_calls_due.load(std::memory_order_relaxed)) {

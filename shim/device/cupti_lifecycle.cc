@@ -42,6 +42,7 @@ void ChildAfterFork() {
   g_pushing.store(false);
   g_window_request.store(0);
   g_window_calls_due.store(UINT64_MAX);
+  g_counting.store(false);
   t_pushed = false;
   pthread_mutex_init(&s.mu, nullptr);
   pthread_mutex_init(&s.pool_mu, nullptr);

@@ -23,6 +23,7 @@
 namespace pinscope::shim::cupti_internal {
 
 std::atomic<int> g_window_request{0};
+std::atomic<bool> g_counting{false};
 std::atomic<uint64_t> g_hooked_calls{0};
 std::atomic<uint64_t> g_window_calls_due{UINT64_MAX};
 
@@ -49,6 +50,7 @@ void OpenWindow(uint64_t now) {
   CuptiState& s = Cupti();
   s.windows.attached = true;
   s.windows.since_ns = now;
+  g_counting.store(true, std::memory_order_relaxed);
   s.windows.calls_at_start = g_hooked_calls.load(std::memory_order_relaxed);
   g_window_since_ns.store(now, std::memory_order_relaxed);
   g_window_calls_due.store(s.windows.calls_at_start + GetConfig().cupti_window_calls,
@@ -75,6 +77,8 @@ void DetachLocked() {
   }
   s.windows.attached = false;
   g_window_calls_due.store(UINT64_MAX, std::memory_order_relaxed);
+  // Between windows nothing is counted; before the first, the loop is looked for.
+  g_counting.store(s.windows.awaiting_loop, std::memory_order_relaxed);
   if (s.windows.awaiting_loop) {  // the start's check: no window yet
     WriteRecording(false, "awaiting_loop", 0, 0, now, true);
     return;
