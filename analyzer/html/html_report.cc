@@ -208,7 +208,12 @@ void HtmlWriter::Changes() {
   }
   out_ << "</ol>\n";
   if (n == 0) {
-    if (m.valid && m.verdict == model::Class::kGpuBound)
+    const std::string rest = GpuBoundRest(m, report_.model_inputs().main.step_ns);
+    if (m.valid && m.verdict == model::Class::kGpuBound && !rest.empty())
+      out_ << "<p>The GPU sets the pace: faster kernels (bf16/TF32, fused ops, torch.compile) "
+              "are what would help most."
+           << E(rest) << "</p>\n";
+    else if (m.valid && m.verdict == model::Class::kGpuBound)
       out_ << "<p>Nothing in the input pipeline: the GPU sets the pace. Faster kernels "
               "(bf16/TF32, fused ops, torch.compile) are what would help.</p>\n";
     else

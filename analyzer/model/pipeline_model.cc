@@ -173,11 +173,14 @@ Result Build(const Inputs& in, const Calibration& cal) {
       r.critical = "producers";
       r.critical_share = d.producers / d.s;
     }
-  } else if (gpu_share >= 0.85) {
+  } else if (Today(d).Stream() >= 0.85 * d.s && d.gpu >= d.copy_device) {
+    // The stream the kernels and the batch's copy share (Timing) is busy
+    // nearly all the step, mostly with kernels: the GPU is the limit. A
+    // per-step sync then only adds the main thread's own time to it.
     r.verdict = Class::kGpuBound;
     r.critical = "gpu";
-    r.critical_share = gpu_share;
-  } else if (copy_share >= 0.85 && pinned_batch) {
+    r.critical_share = Today(d).Stream() / d.s;
+  } else if (Today(d).Stream() >= 0.85 * d.s && pinned_batch) {
     // A pinned batch whose DMA fills the step: the link is the limit.
     r.verdict = Class::kCopyBound;
     r.critical = "copy";
@@ -394,8 +397,11 @@ Result Build(const Inputs& in, const Calibration& cal) {
               Ms(d.producers);
       break;
     case Class::kGpuBound:
-      text += "the GPU is busy " + share(d.gpu) + " of each " + Ms(d.s) +
-              " step: the input pipeline is not what limits it";
+      text += "the GPU is busy " + share(d.gpu) + " of each " + Ms(d.s) + " step" +
+              (d.copy_device >= 0.01 * d.s
+                   ? " and the batch's copy on its stream " + share(d.copy_device)
+                   : std::string()) +
+              ": the input pipeline is not what limits it";
       break;
     case Class::kMainProcess:
       text += "the main thread makes each batch itself, " + Ms(d.make) + " of each " + Ms(d.s) +

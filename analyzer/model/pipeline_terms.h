@@ -88,22 +88,29 @@ struct Derived {
 Derived Derive(const Inputs& in);
 
 // The pipeline's step for given stage times.
+//
+// The GPU's kernels and the batch's DMA are one stage, not two: PyTorch
+// copies a batch (`.to("cuda")`, pinned and non_blocking or not) on the
+// current stream, the one its kernels run on, so the copy of the next batch
+// waits for this step's kernels and the next step's kernels for the copy.
+// The stream's work per step is their sum - unless the run shows them
+// overlapping (their sum longer than the measured step: a job that copies on
+// a stream of its own, a prefetcher), then the longer of the two.
 struct Timing {
   double producers = 0, pin = 0, loop = 0, gpu = 0, cpu_floor = 0, extra = 0;
-  double copy_engine = 0;  // the batch's DMA: no step is shorter
+  double copy_engine = 0;      // the batch's DMA, on the kernels' stream
+  bool copy_overlaps = false;  // the DMA runs beside the kernels (Today says)
   const char* extra_name = "";
-  double Step() const {
-    return std::max({producers, pin, loop, gpu, cpu_floor, extra, copy_engine});
-  }
+  double Stream() const { return copy_overlaps ? std::max(gpu, copy_engine) : gpu + copy_engine; }
+  double Step() const { return std::max({producers, pin, loop, Stream(), cpu_floor, extra}); }
   std::string Limit() const {
     const double s = Step();
     if (s <= 0) return "";
     if (loop >= s) return "the main thread";
     if (producers >= s) return "the workers";
     if (pin >= s) return "the pin thread";
-    if (gpu >= s) return "the GPU";
+    if (Stream() >= s) return gpu >= copy_engine ? "the GPU" : "the host-to-device copy (PCIe)";
     if (cpu_floor >= s) return "the CPU cores";
-    if (copy_engine >= s) return "the host-to-device copy (PCIe)";
     return extra_name;
   }
 };

@@ -172,6 +172,17 @@ void Report::BuildModel() {
   }
 }
 
+std::string GpuBoundRest(const model::Result& m, double step_ns) {
+  if (m.predictions.empty() || m.predictions.front().speedup < 1.05) return {};
+  const model::Prediction& p = m.predictions.front();
+  return StringPrintf(
+      " The rest of the step is the main thread's own work, which the GPU waits "
+      "for: the best change there, %s, takes the step from %s to %s (%.2fx)%s.",
+      p.change.what.c_str(), FormatDuration(static_cast<uint64_t>(step_ns)).c_str(),
+      FormatDuration(static_cast<uint64_t>(p.step_ns)).c_str(), p.speedup,
+      p.limit_next.empty() ? "" : (", then the limit is " + p.limit_next).c_str());
+}
+
 std::string DeviceWindowsSentence(uint32_t pid, const device::DeviceWindows& w) {
   const std::string loaded = w.before_first_ns > 0 ? "CUPTI was loaded at the first CUDA call, " +
                                                          FormatDuration(w.before_first_ns) +

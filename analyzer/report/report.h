@@ -136,6 +136,12 @@ std::vector<std::string> SteadyWindowNotes(const Report& report);
 // of its own with it: PipelineAnalysis::LoopWith), else empty; text and HTML.
 std::string MeasuredInRun(const Report& report, const std::string& change);
 
+// A GPU-bound step's rest, for the text and HTML reports: where the best
+// input change still shortens it by 5% or more (the main thread's own work
+// serialized with the GPU's by a wait each step), " The rest of the step
+// ..." with that change and its step; else empty.
+std::string GpuBoundRest(const model::Result& m, double step_ns);
+
 // What a process's device-record windows covered (Device activity): how
 // many, their share of its life, when CUPTI was loaded, the detached time.
 std::string DeviceWindowsSentence(uint32_t pid, const device::DeviceWindows& w);

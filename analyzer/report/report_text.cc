@@ -168,9 +168,13 @@ void TextWriter::ModelChanges() {
     if (n == 5) break;
   }
   if (n == 0) {
+    const std::string rest = GpuBoundRest(m, step);
     Para(m.verdict == model::Class::kGpuBound
-             ? std::string("Nothing in the input pipeline: the GPU sets the pace. Faster "
-                           "kernels (bf16/TF32, fused ops, torch.compile) are what would help.")
+             ? (rest.empty() ? "Nothing in the input pipeline: the GPU sets the pace. Faster "
+                               "kernels (bf16/TF32, fused ops, torch.compile) are what would help."
+                             : "The GPU sets the pace: faster kernels (bf16/TF32, fused ops, "
+                               "torch.compile) are what would help most." +
+                                   rest)
              : "No change pinscope can time saves more than " +
                    FormatDuration(static_cast<uint64_t>(m.floor_ns)) + " a step.",
          "  ");

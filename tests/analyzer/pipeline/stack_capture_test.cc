@@ -11,6 +11,7 @@
 #include "analyzer/read/run_loader.h"
 #include "analyzer/report/report.h"
 #include "analyzer/report/report_command.h"
+#include "tests/common/recorded_report.h"
 #include "trace_builder.h"
 
 namespace pinscope {
@@ -147,20 +148,7 @@ std::string WriteOwnCostRun() {
   return dir;
 }
 
-// The text with its wrapping undone: each line break and the indent after it
-// become one space.
-std::string Flat(const std::string& text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '\n') {
-      out += text[i];
-      continue;
-    }
-    while (i + 1 < text.size() && text[i + 1] == ' ') ++i;
-    out += ' ';
-  }
-  return out;
-}
+std::string Flat(const std::string& text) { return test_util::Unwrapped(text); }
 
 TEST(OwnCostTest, TextSaysTheHooksStacksAndOwnThreads) {
   const std::string text = Flat(ReportOf(WriteOwnCostRun(), false));

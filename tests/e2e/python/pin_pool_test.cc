@@ -6,6 +6,7 @@
 // on the main process's SHM_MAP), how many slots were registered
 // (PinEvent REGISTER "pool") and how many batches were registered one by one.
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "pin_loader_fixture.h"
@@ -367,12 +368,21 @@ TEST_F(PinPoolTest, ForkOfTheMainProcessKeepsTheHeldBatch) {
 TEST_F(PinPoolTest, BatchSentToAnotherProcessStaysIntact) {
   // Late in the second epoch, whose workers find the slots the first grew
   // (whether an earlier batch is a slot depends on the machine's load: CI
-  // once saw the second epoch's batch 4 miss).
-  RunBoth(
-      {"--workers", "2", "--batches", "12", "--epochs", "2", "--send-epoch", "1", "--send-at", "8"},
-      24);
-  EXPECT_EQ(Lines(pinned_.out, "sent batch intact"), std::vector<std::string>{"sent batch intact"});
-  const PoolStats s = Stats();
+  // once saw the second epoch's batch 4 miss, and once, loaded by a second
+  // build, batch 8). The batch must come back intact every run; the run is
+  // made again (at most twice) only when the sent batch was no slot, which
+  // leaves the case untested rather than failed.
+  PoolStats s;
+  for (int run = 0; run < 3; ++run) {
+    std::filesystem::remove_all(dir_.path() + "/run");  // the last run's trace only
+    RunBoth({"--workers", "2", "--batches", "12", "--epochs", "2", "--send-epoch", "1", "--send-at",
+             "8"},
+            24);
+    EXPECT_EQ(Lines(pinned_.out, "sent batch intact"),
+              std::vector<std::string>{"sent batch intact"});
+    s = Stats();
+    if (s.order.size() > 20 && s.order[20]) break;
+  }
   ASSERT_TRUE(s.order.size() > 20 && s.order[20]) << "batch 20 was not a slot: " << Describe(s);
   EXPECT_GE(s.detached, 1) << Describe(s);
 }
