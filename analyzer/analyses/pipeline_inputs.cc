@@ -16,6 +16,9 @@ namespace pinscope {
 namespace {
 
 constexpr uint64_t kMinBatchBytes = StepCalls::kMinBatchBytes;
+// A tail of calls after the largest copies longer than this can say they
+// were a burst, not the loop's batches (BuildInputs, no hook).
+constexpr uint64_t kBurstTailNs = 1000000000;
 
 template <typename T>
 double MedianOf(std::vector<T> v) {
@@ -175,6 +178,7 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
       if (run.root != nullptr && t != run.root->pid()) continue;
       const uint64_t largest = thread.calls.largest_h2d();
       if (largest < kMinBatchBytes) continue;
+      const size_t before = groups.size();
       for (const StepCalls::Segment& seg : thread.calls.segments()) {
         uint64_t count = 0;
         for (const StepCalls::Copies& c : seg.copies)
@@ -182,6 +186,19 @@ void PipelineAnalysis::BuildInputs(const RunInfo& run) {
         if (count > 0) groups.push_back({seg.start, count, 0});
       }
       tid = t;
+      // The largest copies stopped long before the thread's calls did (more
+      // than a second, and four times as long as they lasted): a burst, such
+      // as a model's weights moved at start-up before a loop of smaller
+      // copies (the H100's mlp12 loop: 12 copies of 1 MiB in 8 ms, then
+      // 19 s of steps), not the loop's batches.
+      if (groups.size() > before) {
+        const uint64_t first = groups[before].start, last = groups.back().start;
+        const uint64_t tail = thread.last_call_start > last ? thread.last_call_start - last : 0;
+        if (tail > kBurstTailNs && tail > 4 * (last - first)) {
+          groups.resize(before);
+          in.main.largest_copies_burst = true;
+        }
+      }
     }
   }
   std::stable_sort(groups.begin(), groups.end(),

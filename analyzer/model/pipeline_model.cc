@@ -114,6 +114,13 @@ Result Build(const Inputs& in, const Calibration& cal) {
         "cannot tie the batches to the steps";
     return r;
   }
+  if ((in.main.steps < 3 || d.s <= 0) && in.main.largest_copies_burst) {
+    r.why_not =
+        "no DataLoader was seen, and the job's largest host-to-device copies came in a burst "
+        "long before its other copies and syncs ended (a model's weights moved at start-up): "
+        "they are not its steps, and its loop's copies are too small to mark them (under 1 MiB)";
+    return r;
+  }
   if (in.main.steps < 3 || d.s <= 0) {
     r.why_not = "no step loop: fewer than 3 steps (DataLoader batches or batch copies) were seen";
     return r;

@@ -101,6 +101,11 @@ struct MainStep {
   // The DataLoader is iterated on a thread apart from the one that makes
   // the CUDA calls (a prefetching wrapper): the steps are the batch copies.
   bool loader_thread_apart = false;
+  // No hook, and the largest H2D copies came in a burst that ended long
+  // before the thread's copies and syncs did (a model's weights at start-up,
+  // then a loop of smaller copies): they are not the loop's batches, and no
+  // step is inferred from them.
+  bool largest_copies_burst = false;
   // The trace has the threads' CPU time at its events (ThreadUsage): a
   // trace from an older shim does not, and then the model cannot tell work
   // from waiting.

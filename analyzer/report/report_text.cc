@@ -196,8 +196,13 @@ void TextWriter::ModelChanges() {
 
 void TextWriter::PipelineSection() {
   const model::Result& m = report_.model();
-  if (!m.valid || m.stages.empty()) return;
   const model::Inputs& in = report_.model_inputs();
+  // A loop the model saw but could not time: said, not left out silently.
+  if (!m.valid && (in.main.largest_copies_burst || in.main.loader_thread_apart)) {
+    Title("The step as a pipeline");
+    Para("Not modelled: " + m.why_not + ".", "  ");
+  }
+  if (!m.valid || m.stages.empty()) return;
   Title("The step as a pipeline (" + FormatCount(in.main.steps) + " steady steps, " +
         (in.main.timed_by_hook ? "DataLoader timed by pinscope's Python hook"
                                : "steps inferred from the batch copies") +

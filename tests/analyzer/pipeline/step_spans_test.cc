@@ -554,6 +554,53 @@ TEST(StepSpansTest, ADataLoaderIteratedOnABackgroundThreadIsNotTheLoop) {
   EXPECT_NEAR(in.main.next_ns, 18.0 * kMs, 1.0);
 }
 
+// No DataLoader (no hook): the steps are the recurring largest H2D copies -
+// unless those came in a burst long before the loop's calls ended (a
+// model's 12 weights of 1 MiB moved at start-up, then 2,000 steps of a 128
+// KiB copy each, 5 ms apart: the H100's mlp12 loop in small). No step is
+// inferred from the burst, and the report says why. Where the 1 MiB copies
+// recur through the loop, they are its steps.
+TEST(StepSpansTest, ABurstOfLargeCopiesAtStartIsNotTheLoop) {
+  constexpr uint64_t kT0 = 1000 * kMs, kStep = 5 * kMs;
+  for (const bool recur : {false, true}) {
+    const std::string dir = testing::MakeTempDir("step_spans_burst");
+    {
+      FileStream out(dir, "step-spans-burst", kT0);
+      ASSERT_TRUE(out.ok());
+      uint64_t id = 1, t = kT0 + 10 * kMs;
+      for (int w = 0; w < 12; ++w, t += kMs)
+        PutCopy(out, 100, t, t + kUs / 2, kMiBytes, 0x600000000ull, id++, 0, 0);
+      t += 100 * kMs;
+      for (uint64_t k = 0; k < 2000; ++k, t += kStep) {
+        const uint64_t bytes = recur ? kMiBytes : 128 * 1024;
+        PutCopy(out, 100, t, t + 50 * kUs, bytes, 0x700000000ull, id++, k * kMs,
+                k * kMs + 50 * kUs);
+      }
+      PutExit(out, 100, t + kMs);
+    }
+    ReportOptions options;
+    options.run_dir = dir;
+    options.color = ColorMode::kNever;
+    std::ostringstream text, err;
+    RunReport(options, text, err);
+    PipelineAnalysis pipeline;
+    Analyze(dir, &pipeline);
+    const model::Inputs& in = pipeline.inputs();
+    EXPECT_FALSE(in.main.timed_by_hook);
+    EXPECT_EQ(in.main.largest_copies_burst, !recur) << recur;
+    if (recur) {
+      EXPECT_GT(in.main.steps, 1000u);
+      EXPECT_NEAR(in.main.step_ns, static_cast<double>(kStep), 0.01 * kStep);
+      continue;
+    }
+    EXPECT_EQ(in.main.steps, 0u);
+    EXPECT_NE(text.str().find("The step as a pipeline\n  Not modelled: no DataLoader was seen, and "
+                              "the job's largest host-to-device copies came in a burst"),
+              std::string::npos)
+        << text.str();
+  }
+}
+
 // A loop that stops mid-epoch for an evaluation pass (another DataLoader's
 // batches on the same thread, 300 ms of evaluation): the steady window is
 // the longest stretch between passes, so the step is the training step's
