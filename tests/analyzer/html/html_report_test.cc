@@ -141,6 +141,22 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"input_starvation", "input_starvation", "num_workers=15", {"2228", "2229"}}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.run; });
 
+// A GPU-bound step whose best input change still gains 13% (the H100's
+// gpu_bound job: the main thread's own work serialized with the stream by a
+// loss.item() each step): the page names the GPU and that change, as the
+// text report does, and lists no change of its own.
+TEST(HtmlRecordedGpuBound, TheRestOfTheStepIsSaid) {
+  const std::string page = HtmlPage(kData + "/h100/pipeline/gpu_bound");
+  EXPECT_NE(page.find("data-verdict=\"gpu_bound\""), std::string::npos);
+  const std::string changes = Between(page, "id=\"changes-h\"", "id=\"pipeline-h\"");
+  EXPECT_NE(changes.find("<p>The GPU sets the pace: faster kernels"), std::string::npos) << changes;
+  EXPECT_NE(
+      changes.find("takes the step from 72.7 ms to 64.5 ms (1.13x), then the limit is the GPU."),
+      std::string::npos)
+      << changes;
+  EXPECT_EQ(changes.find("Nothing in the input pipeline"), std::string::npos) << changes;
+}
+
 TEST(HtmlRecordedExample, ExampleLinkIsTheImagenetRun) {
   // examples/h200-imagenet-resnet18 is a link to the imagenet run: the same page.
   const std::string example =
