@@ -107,22 +107,19 @@ Result Build(const Inputs& in, const Calibration& cal) {
     }
     return r;
   }
-  if ((in.main.steps < 3 || d.s <= 0) && in.main.loader_thread_apart) {
-    r.why_not =
-        "the DataLoader is iterated on a thread apart from the one that makes the CUDA calls (a "
-        "prefetching wrapper), and no recurring batch copy marks the training steps: pinscope "
-        "cannot tie the batches to the steps";
-    return r;
-  }
-  if ((in.main.steps < 3 || d.s <= 0) && in.main.largest_copies_burst) {
-    r.why_not =
-        "no DataLoader was seen, and the job's largest host-to-device copies came in a burst "
-        "long before its other copies and syncs ended (a model's weights moved at start-up): "
-        "they are not its steps, and its loop's copies are too small to mark them (under 1 MiB)";
-    return r;
-  }
   if (in.main.steps < 3 || d.s <= 0) {
-    r.why_not = "no step loop: fewer than 3 steps (DataLoader batches or batch copies) were seen";
+    // Why no loop was found, where the trace can tell.
+    r.why_not =
+        in.main.loader_thread_apart
+            ? "the DataLoader is iterated on a thread apart from the one that makes the CUDA "
+              "calls (a prefetching wrapper), and no recurring batch copy marks the training "
+              "steps: pinscope cannot tie the batches to the steps"
+        : in.main.largest_copies_burst
+            ? "no DataLoader was seen, and the job's largest host-to-device copies came in a "
+              "burst long before its other copies and syncs ended (a model's weights moved at "
+              "start-up): they are not its steps, and its loop's copies are too small to mark "
+              "them (under 1 MiB)"
+            : "no step loop: fewer than 3 steps (DataLoader batches or batch copies) were seen";
     return r;
   }
   if (!in.main.usage_recorded) {
@@ -170,6 +167,7 @@ Result Build(const Inputs& in, const Calibration& cal) {
   const double gpu_share = d.gpu / d.s;
   const double copy_share = d.copy_device / d.s;
   const bool pinned_batch = in.main.batch_pinned || in.main.batch_pinscope;
+  const double stream = Today(d).Stream();  // kernels and the batch's copy (Timing)
   if (input_share >= 0.15) {
     if (d.pin_thread && d.pin >= d.producers) {
       r.verdict = Class::kPinThread;
@@ -180,14 +178,14 @@ Result Build(const Inputs& in, const Calibration& cal) {
       r.critical = "producers";
       r.critical_share = d.producers / d.s;
     }
-  } else if (Today(d).Stream() >= 0.85 * d.s && d.gpu >= d.copy_device) {
+  } else if (stream >= 0.85 * d.s && d.gpu >= d.copy_device) {
     // The stream the kernels and the batch's copy share (Timing) is busy
     // nearly all the step, mostly with kernels: the GPU is the limit. A
     // per-step sync then only adds the main thread's own time to it.
     r.verdict = Class::kGpuBound;
     r.critical = "gpu";
-    r.critical_share = Today(d).Stream() / d.s;
-  } else if (Today(d).Stream() >= 0.85 * d.s && pinned_batch) {
+    r.critical_share = stream / d.s;
+  } else if (stream >= 0.85 * d.s && pinned_batch) {
     // A pinned batch whose DMA fills the step: the link is the limit.
     r.verdict = Class::kCopyBound;
     r.critical = "copy";

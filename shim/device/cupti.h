@@ -65,14 +65,15 @@ inline void CuptiPopCall() {
 // inside a window past its PINSCOPE_CUPTI_WINDOW_CALLS calls.
 inline void CuptiAfterCall() {
   using namespace cupti_internal;
-  const uint64_t calls = g_counting.load(std::memory_order_relaxed)
-                             ? g_hooked_calls.fetch_add(1, std::memory_order_relaxed) + 1
-                             : 0;
-  if (g_window_request.load(std::memory_order_relaxed)) {
-    ServeWindow();
-  } else if (calls >= g_window_calls_due.load(std::memory_order_relaxed)) {
-    WindowDueSlow();
+  if (g_counting.load(std::memory_order_relaxed)) {
+    const uint64_t calls = g_hooked_calls.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (!g_window_request.load(std::memory_order_relaxed) &&
+        calls >= g_window_calls_due.load(std::memory_order_relaxed)) {
+      WindowDueSlow();  // ends the window here when it has lasted long enough
+      return;
+    }
   }
+  if (g_window_request.load(std::memory_order_relaxed)) ServeWindow();
 }
 
 // From the flusher thread (shim/process), every flush period: asks CUPTI for the
