@@ -136,9 +136,18 @@ loop = o.get("loop")
 in_loop = ("; in the steady loop %.1f us a step (%.2f%% of its %.2f ms step)" % (
     loop["hook_ns_per_step"] / 1e3, 100 * loop["hook_fraction_of_step"], loop["step_ns"] / 1e6)
     if loop else "; no steady loop with two flushes")
-print("  %s: %d hooks, %.2f us a call, %.3f%% of the run%s; stacks %.1f ms; own threads %.1f ms CPU" % (
+if loop and loop.get("pointer_queries"):
+    in_loop += ", of it pointer queries %.1f us (%.1f a step)" % (
+        loop["pointer_query_ns"] * loop["step_ns"] / loop["span_ns"] / 1e3,
+        loop["pointer_queries"] * loop["step_ns"] / loop["span_ns"])
+# Of the hooks: the driver queries classifying pointers (shims since
+# 2026-12-05, the seventeenth session).
+queries = ("; pointer queries %d, %.2f us each" % (
+    o["pointer_queries"], o["pointer_query_ns"] / o["pointer_queries"] / 1e3)
+    if o.get("pointer_queries") else "")
+print("  %s: %d hooks, %.2f us a call, %.3f%% of the run%s; stacks %.1f ms%s; own threads %.1f ms CPU" % (
     name, o["hook_calls"], o["hook_ns"] / max(1, o["hook_calls"]) / 1e3, 100 * o["hook_fraction_of_run"],
-    in_loop, o["stack_capture_ns"] / 1e6, o["own_threads_cpu_ns"] / 1e6))' "$r" | tee -a "$W/own-cost.txt"
+    in_loop, o["stack_capture_ns"] / 1e6, queries, o["own_threads_cpu_ns"] / 1e6))' "$r" | tee -a "$W/own-cost.txt"
 done
 
 step "summary"

@@ -7,6 +7,12 @@
 # and gdb's backtraces where gdb exists.
 #
 #   OUT=$OUT bash tools/gpu_hang_probe.sh [TEST_ID...]     (carry [".gpu"]; /tmp/ps built)
+#
+# DUMP_AT=S: the same listing once, S seconds into each run, for a run that
+# is slow rather than hung (it goes on to its end). Modes (MODES): plain,
+# default (preloaded), nvml0, cupti0, both0, compress0, stacks0, and pin
+# (PINSCOPE_PIN=1, PIN_MIN 4K), pool (the pool of registered slots, every
+# batch: PIN_MIN 1, as tools/torch_tests.py's pool mode), pool4k (PIN_MIN 4K).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/pinscope-out}"
@@ -44,6 +50,9 @@ for id in "${ids[@]}"; do
       cupti0) envs+=(LD_PRELOAD=$SHIM PINSCOPE_OUT=$W/run-$m PINSCOPE_CUPTI=0) ;;
       both0) envs+=(LD_PRELOAD=$SHIM PINSCOPE_OUT=$W/run-$m PINSCOPE_CUPTI=0 PINSCOPE_NVML=0) ;;
       compress0) envs+=(LD_PRELOAD=$SHIM PINSCOPE_OUT=$W/run-$m PINSCOPE_COMPRESS=0) ;;
+      pin) envs+=(LD_PRELOAD=$SHIM PINSCOPE_OUT=$W/run-$m PINSCOPE_PIN=1 PINSCOPE_PIN_MIN=4K) ;;
+      pool) envs+=(LD_PRELOAD=$SHIM PINSCOPE_OUT=$W/run-$m PINSCOPE_PIN=1 PINSCOPE_PIN_POOL=1 PINSCOPE_PIN_MIN=1) ;;
+      pool4k) envs+=(LD_PRELOAD=$SHIM PINSCOPE_OUT=$W/run-$m PINSCOPE_PIN=1 PINSCOPE_PIN_POOL=1 PINSCOPE_PIN_MIN=4K) ;;
       stacks0) envs+=(LD_PRELOAD=$SHIM PINSCOPE_OUT=$W/run-$m PINSCOPE_CUPTI=0 PINSCOPE_NVML=0 PINSCOPE_STACKS=0) ;;
     esac
     echo; echo "=== $m: $id ($(date +%T))"
@@ -53,7 +62,16 @@ for id in "${ids[@]}"; do
     (cd "$TESTS" && exec setsid -w env "${envs[@]}" python3 -m pytest -q -p no:cacheprovider \
       -o addopts= "$id" > "$W/$m.$(echo "$id" | sed 's/.*:://').log" 2>&1) &
     pid=$!
-    while kill -0 $pid 2>/dev/null && [ $((SECONDS - t0)) -lt "${TEST_TIMEOUT:-45}" ]; do sleep 0.5; done
+    dumped=0
+    while kill -0 $pid 2>/dev/null && [ $((SECONDS - t0)) -lt "${TEST_TIMEOUT:-45}" ]; do
+      sleep 0.5
+      if [ -n "${DUMP_AT:-}" ] && [ "$dumped" = 0 ] && [ $((SECONDS - t0)) -ge "$DUMP_AT" ] && kill -0 $pid 2>/dev/null; then
+        dumped=1; echo "[$m] still running at ${DUMP_AT} s:"
+        sid=$(ps -o sid= -p $pid | tr -d ' ')
+        if [ "$sid" != "$pid" ]; then c=$(pgrep -P $pid | head -1); sid=$(ps -o sid= -p "$c" | tr -d ' '); fi
+        dump "$sid"; GDB_DONE=1
+      fi
+    done
     if kill -0 $pid 2>/dev/null; then
       echo "[$m] TIMEOUT after ${TEST_TIMEOUT:-45} s"
       sid=$(ps -o sid= -p $pid | tr -d ' ')

@@ -99,6 +99,8 @@ void ProcessAnalysis::OnCounters(const Event& event, const trace::Counters& coun
   sample.hook_ns = counters.hook_ns();
   sample.stack_capture_ns = counters.stack_capture_ns();
   sample.own_threads_cpu_ns = counters.own_threads_cpu_ns();
+  sample.pointer_queries = counters.pointer_queries();
+  sample.pointer_query_ns = counters.pointer_query_ns();
   counter_samples_[event.process.index()].push_back(sample);
 }
 
@@ -122,6 +124,8 @@ std::optional<OwnCostSpan> ProcessAnalysis::OwnCostBetween(int process_index, ui
   span.hook_ns = delta(first->hook_ns, last->hook_ns);
   span.stack_capture_ns = delta(first->stack_capture_ns, last->stack_capture_ns);
   span.own_threads_cpu_ns = delta(first->own_threads_cpu_ns, last->own_threads_cpu_ns);
+  span.pointer_queries = delta(first->pointer_queries, last->pointer_queries);
+  span.pointer_query_ns = delta(first->pointer_query_ns, last->pointer_query_ns);
   return span;
 }
 
@@ -144,6 +148,8 @@ void ProcessAnalysis::OnProcessEnd(const ProcessState& process) {
     summary.hook_calls = counters.hook_calls();
     summary.hook_ns = counters.hook_ns();
     summary.own_threads_cpu_ns = counters.own_threads_cpu_ns();
+    summary.pointer_queries = counters.pointer_queries();
+    summary.pointer_query_ns = counters.pointer_query_ns();
   }
   if (summary.dropped_events > 0) {
     NoticeRecord record;
@@ -172,6 +178,10 @@ uint64_t ProcessAnalysis::stacks_captured() const { return Sum(&ProcessSummary::
 uint64_t ProcessAnalysis::stack_capture_ns() const { return Sum(&ProcessSummary::stack_capture_ns); }
 uint64_t ProcessAnalysis::hook_calls() const { return Sum(&ProcessSummary::hook_calls); }
 uint64_t ProcessAnalysis::hook_ns() const { return Sum(&ProcessSummary::hook_ns); }
+uint64_t ProcessAnalysis::pointer_queries() const { return Sum(&ProcessSummary::pointer_queries); }
+uint64_t ProcessAnalysis::pointer_query_ns() const {
+  return Sum(&ProcessSummary::pointer_query_ns);
+}
 uint64_t ProcessAnalysis::own_threads_cpu_ns() const {
   return Sum(&ProcessSummary::own_threads_cpu_ns);
 }

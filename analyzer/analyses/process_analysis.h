@@ -59,6 +59,10 @@ struct ProcessSummary {
   uint64_t hook_calls = 0;
   uint64_t hook_ns = 0;
   uint64_t own_threads_cpu_ns = 0;
+  // Of the hooks' time: the driver queries classifying pointers (Counters
+  // of shims since 2026-12-05; 0 without).
+  uint64_t pointer_queries = 0;
+  uint64_t pointer_query_ns = 0;
   bool has_own_cost() const { return hook_calls > 0 || own_threads_cpu_ns > 0; }
 
   // "root", "worker" (forked), "exec", "helper".
@@ -79,6 +83,7 @@ struct NoticeRecord {
 struct OwnCostSpan {
   uint64_t start_ns = 0, end_ns = 0;  // the two packets' times
   uint64_t hook_calls = 0, hook_ns = 0, stack_capture_ns = 0, own_threads_cpu_ns = 0;
+  uint64_t pointer_queries = 0, pointer_query_ns = 0;
   uint64_t length_ns() const { return end_ns - start_ns; }
 };
 
@@ -110,6 +115,8 @@ class ProcessAnalysis : public Analysis {
   // Summed over the processes (ProcessSummary's own-cost fields).
   uint64_t hook_calls() const;
   uint64_t hook_ns() const;
+  uint64_t pointer_queries() const;
+  uint64_t pointer_query_ns() const;
   uint64_t own_threads_cpu_ns() const;
   // True when a process's shim wrote the own-cost fields.
   bool has_own_cost() const;

@@ -56,8 +56,13 @@ std::string LoopLine(const LoopOwnCost& loop) {
          PerStep(loop.PerStep(s.hook_ns)) + " of each step (" + FormatPercent(loop.HookShare()) +
          " of it, " + StringPrintf("%.1f", loop.PerStep(s.hook_calls)) +
          " calls a step), call stacks " + PerStep(loop.PerStep(s.stack_capture_ns)) +
-         " a step (the copies' inside the hooks' time), pinscope's own threads " +
-         PerStep(loop.PerStep(s.own_threads_cpu_ns)) + " of CPU a step (on other cores).";
+         (s.pointer_queries > 0
+              ? " and pointer queries " + PerStep(loop.PerStep(s.pointer_query_ns)) + " a step (" +
+                    StringPrintf("%.1f", loop.PerStep(s.pointer_queries)) +
+                    " queries; both inside the hooks' time)"
+              : " a step (the copies' inside the hooks' time)") +
+         ", pinscope's own threads " + PerStep(loop.PerStep(s.own_threads_cpu_ns)) +
+         " of CPU a step (on other cores).";
 }
 
 }  // namespace
@@ -81,6 +86,12 @@ std::vector<OwnCostParagraph> OwnCostParagraphs(const Report& report) {
     text += "; call stacks " + FormatDuration(analysis.stack_capture_ns()) + " (" +
             FormatCount(analysis.stacks_captured()) +
             " captured; the copies' are part of the hooks' time)";
+  }
+  if (const uint64_t queries = analysis.pointer_queries(); queries > 0) {
+    const uint64_t each = analysis.pointer_query_ns() / queries;
+    text += "; pointer queries " + FormatDuration(analysis.pointer_query_ns()) + " (" +
+            FormatCount(queries) + " driver queries classifying a copy's memory, " +
+            StringPrintf("%.1f us", each / 1e3) + " each; part of the hooks' time)";
   }
   text += "; pinscope's own threads " + FormatDuration(analysis.own_threads_cpu_ns()) +
           " of CPU (trace writing and compression, device records, GPU samples, pin-ahead "

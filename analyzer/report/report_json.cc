@@ -462,6 +462,8 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                      {"hook_fraction_of_run", fraction(analysis.hook_ns(), report.duration_ns())},
                      {"own_threads_cpu_ns", analysis.own_threads_cpu_ns()},
                      {"stack_capture_ns", analysis.stack_capture_ns()},
+                     {"pointer_queries", analysis.pointer_queries()},
+                     {"pointer_query_ns", analysis.pointer_query_ns()},
                      {"by_process", by_process}};
     if (const std::optional<LoopOwnCost> loop = LoopOwnCostOf(report)) {
       const OwnCostSpan& s = loop->span;
@@ -470,6 +472,8 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                                {"hook_calls", s.hook_calls},
                                {"hook_ns", s.hook_ns},
                                {"stack_capture_ns", s.stack_capture_ns},
+                               {"pointer_queries", s.pointer_queries},
+                               {"pointer_query_ns", s.pointer_query_ns},
                                {"own_threads_cpu_ns", s.own_threads_cpu_ns},
                                {"hook_ns_per_step", loop->PerStep(s.hook_ns)},
                                {"hook_fraction_of_step", fraction(s.hook_ns, s.length_ns())}};

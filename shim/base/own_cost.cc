@@ -11,6 +11,7 @@ namespace {
 constexpr int kThreads = static_cast<int>(OwnThread::kCount);
 
 std::atomic<uint64_t> g_hook_calls{0}, g_hook_ns{0};
+std::atomic<uint64_t> g_pointer_queries{0}, g_pointer_query_ns{0};
 std::atomic<uint64_t> g_thread_cpu[kThreads] = {};
 
 }  // namespace
@@ -18,6 +19,11 @@ std::atomic<uint64_t> g_thread_cpu[kThreads] = {};
 void AddHookCost(uint64_t ns) {
   g_hook_calls.fetch_add(1, std::memory_order_relaxed);
   g_hook_ns.fetch_add(ns, std::memory_order_relaxed);
+}
+
+void AddPointerQueryCost(uint64_t ns) {
+  g_pointer_queries.fetch_add(1, std::memory_order_relaxed);
+  g_pointer_query_ns.fetch_add(ns, std::memory_order_relaxed);
 }
 
 void NoteOwnThreadCpu(OwnThread which) {
@@ -33,12 +39,16 @@ OwnCost GetOwnCost() {
   c.hook_calls = g_hook_calls.load(std::memory_order_relaxed);
   c.hook_ns = g_hook_ns.load(std::memory_order_relaxed);
   for (const auto& t : g_thread_cpu) c.threads_cpu_ns += t.load(std::memory_order_relaxed);
+  c.pointer_queries = g_pointer_queries.load(std::memory_order_relaxed);
+  c.pointer_query_ns = g_pointer_query_ns.load(std::memory_order_relaxed);
   return c;
 }
 
 void OwnCostResetInChild() {
   g_hook_calls.store(0, std::memory_order_relaxed);
   g_hook_ns.store(0, std::memory_order_relaxed);
+  g_pointer_queries.store(0, std::memory_order_relaxed);
+  g_pointer_query_ns.store(0, std::memory_order_relaxed);
   for (auto& t : g_thread_cpu) t.store(0, std::memory_order_relaxed);
 }
 

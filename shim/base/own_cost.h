@@ -17,6 +17,10 @@ namespace pinscope::shim {
 // One copy or wait hook's own time, ns (CLOCK_MONOTONIC on the calling thread).
 void AddHookCost(uint64_t ns);
 
+// One driver query classifying a copy's pointer (a cache miss of
+// ClassifyPointer, shim/cuda), ns: part of the hook's time.
+void AddPointerQueryCost(uint64_t ns);
+
 // pinscope's threads, each noting its own CPU time so far.
 enum class OwnThread { kFlusher = 0, kPinAhead = 1, kCount = 2 };
 // Called by that thread: stores its CLOCK_THREAD_CPUTIME_ID.
@@ -26,6 +30,8 @@ struct OwnCost {
   uint64_t hook_calls = 0;
   uint64_t hook_ns = 0;
   uint64_t threads_cpu_ns = 0;  // the own threads' CPU time, as last noted
+  uint64_t pointer_queries = 0;
+  uint64_t pointer_query_ns = 0;
 };
 OwnCost GetOwnCost();
 

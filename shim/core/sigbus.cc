@@ -109,20 +109,6 @@ void RecordSigbus(uint64_t address, const ShmMapping& m, const char* text, size_
   if (e.ok()) AppendPackets(buf, e.size());
 }
 
-void RecordExit(int sig) {
-  uint8_t buf[128];
-  Encoder e(buf, sizeof buf);
-  size_t outer = e.BeginNested(f::kTracePacket);
-  e.Varint(f::packet::kTimestamp, MonoNs());
-  e.Varint(f::packet::kTid, CurrentTid());
-  size_t d = e.BeginNested(f::packet::kExit);
-  e.Varint(f::exit::kHow, f::kSignal);
-  e.Int32(f::exit::kStatus, sig);
-  e.EndNested(d);
-  e.EndNested(outer);
-  if (e.ok()) AppendPackets(buf, e.size());
-}
-
 // Lets the signal take the course it had without pinscope.
 void Chain(int sig, siginfo_t* info, void* ctx) {
   struct sigaction prev = g_prev;
@@ -175,7 +161,7 @@ void SigbusHandler(int sig, siginfo_t* info, void* ctx) {
     struct sigaction now;
     if (sigaction(sig, nullptr, &now) == 0 && !(now.sa_flags & SA_SIGINFO) &&
         (now.sa_handler == SIG_DFL || now.sa_handler == SIG_IGN))
-      RecordExit(sig);
+      RecorderFinishFromSignal(f::kSignal, sig);
   }
   --t_hook_depth;
   errno = saved_errno;

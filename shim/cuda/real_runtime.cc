@@ -11,6 +11,7 @@
 #include "shim/base/clock.h"
 #include "shim/base/guard.h"
 #include "shim/base/log.h"
+#include "shim/base/own_cost.h"
 #include "shim/record/recorder.h"
 #include "shim/record/trace_fields.h"
 
@@ -115,7 +116,10 @@ PointerInfo ClassifyPointer(const void* p) {
   cudaPointerAttributes attr;
   memset(&attr, 0, sizeof attr);
   PointerInfo info{fields::kMemUnknown, -1};
-  if (get_attr(&attr, p) != cudaSuccess) {
+  const uint64_t t0 = MonoNs();
+  const cudaError_t rc = get_attr(&attr, p);
+  AddPointerQueryCost(MonoNs() - t0);
+  if (rc != cudaSuccess) {
     get_last();
     info = {fields::kPageable, -1};  // pre-CUDA-11 answer for unregistered host memory
   } else {

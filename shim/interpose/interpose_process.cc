@@ -3,16 +3,17 @@
 // exit/_exit (flush and write ProcessExit), and the exec family (flush
 // before the image is replaced). fork is handled by pthread_atfork handlers
 // registered in InitProcess, plus fork() itself for pinning (below).
+#include <alloca.h>
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <alloca.h>
 #include <cstdlib>
 
 #include "shim/base/guard.h"
 #include "shim/base/log.h"
+#include "shim/base/signal_context.h"
 #include "shim/cuda/real_runtime.h"
 #include "shim/pin/pinning.h"
 #include "shim/process/process.h"
@@ -66,8 +67,18 @@ PINSCOPE_EXPORT void exit(int status) {
   __builtin_unreachable();
 }
 
+// From a signal handler (PyTorch's DataLoader workers leave so, on their
+// parent's SIGTERM) or from inside a hook, the interrupted frame may hold a
+// lock the full finish takes: then only the exit packet, with try-locks.
+// Waiting there hung a worker, and the parent joining it, for ever
+// (PyTorch's test_large_sampler_indices on the H200, 2026-12-05).
 PINSCOPE_EXPORT void _exit(int status) {
-  if (IsTracedProcess()) FinishProcess(fields::kUnderscoreExit, status);
+  if (IsTracedProcess()) {
+    if (InHook() || InSignalHandler())
+      FinishProcessFromSignal(fields::kUnderscoreExit, status);
+    else
+      FinishProcess(fields::kUnderscoreExit, status);
+  }
   static auto real = Next<void (*)(int)>("_exit");
   if (real) real(status);
   syscall(SYS_exit_group, status);

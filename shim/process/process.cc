@@ -194,6 +194,8 @@ void WriteCounters() {
   p.e().Varint(c::kHookCalls, own.hook_calls);
   p.e().Varint(c::kHookNs, own.hook_ns);
   p.e().Varint(c::kOwnThreadsCpuNs, own.threads_cpu_ns);
+  p.e().Varint(c::kPointerQueries, own.pointer_queries);
+  p.e().Varint(c::kPointerQueryNs, own.pointer_query_ns);
   p.Commit();
 }
 
@@ -344,6 +346,12 @@ void FinishProcess(uint32_t how, int status) {
   }
   WriteCounters();
   RecorderFinish(how, status);
+}
+
+void FinishProcessFromSignal(uint32_t how, int status) {
+  if (!RecorderOpen() || !Recording()) return;
+  HookScope scope;
+  RecorderFinishFromSignal(how, status);
 }
 
 void ResumeAfterFailedExec(const char* path, int err) {

@@ -33,6 +33,12 @@ void ForkChild();
 // Last device records, counters and ProcessExit; `how` is a
 // fields::ExitHow. After kUnderscoreExit the file is closed.
 void FinishProcess(uint32_t how, int status);
+// FinishProcess where waiting on a lock could hang the process for ever: a
+// signal handler or a hook of this thread was interrupted, and the frame
+// below may hold the trace writer's lock, malloc's, or the CUDA driver's.
+// Writes only ProcessExit, with try-locks (RecorderFinishFromSignal): no
+// last device records, thread samples or counters.
+void FinishProcessFromSignal(uint32_t how, int status);
 
 // One period's work of the flusher thread: idle pinned blocks, device
 // records (CuptiFlushPeriodic), the thread sample and counters, then the

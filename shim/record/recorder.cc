@@ -76,6 +76,11 @@ bool EnsureOpen() {
     e.EndNested(m);
     e.EndNested(outer);
     g_writer.Append(hbuf, e.size());
+    // The header on disk at once (one write a process): a process that
+    // ends in a signal handler before its first flush, holding the
+    // buffer's lock, can still leave a trace of its header and its exit
+    // (RecorderFinishFromSignal) instead of an empty file.
+    g_writer.Flush();
     g_open.store(true, std::memory_order_release);
     if (g_callbacks.on_open) g_callbacks.on_open();
     ok = true;
@@ -231,6 +236,39 @@ bool AppendFromSignal(const uint8_t* framed, size_t n) {
       !g_open.load(std::memory_order_acquire))
     return false;
   return g_writer.TryAppendAndFlush(framed, n);
+}
+
+bool RecorderFinishFromSignal(uint32_t how, int status) {
+  uint8_t buf[128];
+  Encoder e(buf, sizeof buf);
+  const size_t outer = e.BeginNested(fields::kTracePacket);
+  e.Varint(fields::packet::kTimestamp, MonoNs());
+  e.Varint(fields::packet::kTid, CurrentTid());
+  const size_t d = e.BeginNested(fields::packet::kExit);
+  e.Varint(fields::exit::kHow, how);
+  e.Int32(fields::exit::kStatus, status);
+  e.Varint(fields::exit::kDropped, g_dropped.load(std::memory_order_relaxed));
+  e.EndNested(d);
+  e.EndNested(outer);
+  if (!e.ok()) return false;
+  // A lock another thread holds is released soon (that thread runs): up to
+  // 250 tries 2 ms apart. One this thread holds never is.
+  for (int attempt = 0; attempt < 250; ++attempt) {
+    if (g_state.load(std::memory_order_relaxed) != kActive ||
+        !g_open.load(std::memory_order_acquire))
+      return false;
+    switch (g_writer.TryWriteFromSignal(buf, e.size())) {
+      case TraceWriter::SignalWrite::kWritten:
+        return true;
+      case TraceWriter::SignalWrite::kNever:
+        return false;
+      case TraceWriter::SignalWrite::kBusy:
+        break;
+    }
+    timespec ts{0, 2 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  return false;
 }
 
 // --- packets --------------------------------------------------------------

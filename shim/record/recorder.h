@@ -82,6 +82,14 @@ uint64_t TraceInlineWrites();
 // and the writer's lock is free (try-lock); never opens the file. Returns
 // false when it skipped (the caller may retry briefly).
 bool AppendFromSignal(const uint8_t* framed, size_t n);
+// RecorderFinish for a context that must not block: a signal handler (the
+// SIGBUS diagnosis; a program's handler that calls _exit, as PyTorch's
+// DataLoader workers' SIGTERM handler does), where the interrupted frame
+// may hold the writer's lock. Only the ProcessExit packet
+// (TraceWriter::TryWriteFromSignal), tried for at most 0.5 s while another
+// thread holds a lock; false when it could not be written (the reader then
+// sees a trace without its end).
+bool RecorderFinishFromSignal(uint32_t how, int status);
 
 // Goes passive for the rest of the process, saying why once on stderr and
 // (if the file is open) in the trace.

@@ -59,7 +59,8 @@ constexpr uint32_t kHow = 1, kStatus = 2, kDropped = 3;
 namespace counters {
 constexpr uint32_t kCopies = 1, kAllocsRecorded = 2, kAllocsSeen = 3, kBytesWritten = 4,
                    kDropped = 5, kPinnedBytes = 6, kStacksCaptured = 7, kStackCaptureNs = 8,
-                   kHookCalls = 9, kHookNs = 10, kOwnThreadsCpuNs = 11;
+                   kHookCalls = 9, kHookNs = 10, kOwnThreadsCpuNs = 11, kPointerQueries = 12,
+                   kPointerQueryNs = 13;
 }
 namespace usage {
 constexpr uint32_t kUserNs = 1, kSysNs = 2, kMinorFaults = 3, kMajorFaults = 4, kCpuNs = 5;

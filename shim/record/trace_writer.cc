@@ -13,6 +13,7 @@
 #define ZSTD_STATIC_LINKING_ONLY  // ZSTD_initStaticCCtx, ZSTD_estimateCStreamSize
 #include <zstd.h>
 
+#include "shim/base/guard.h"
 #include "shim/base/log.h"
 
 namespace pinscope::shim {
@@ -31,6 +32,26 @@ void EncodePreamble(uint8_t out[kTracePreambleBytes]) {
   PutLe32(out + 20, kTraceCompressionZstd);
 }
 
+// Which of the writer's locks this thread holds (one writer a process).
+constexpr uint8_t kHoldsMu = 1, kHoldsIo = 2;
+PINSCOPE_TLS uint8_t t_holds = 0;
+
+void Hold(pthread_mutex_t* mu, uint8_t bit) {
+  pthread_mutex_lock(mu);
+  t_holds |= bit;
+}
+
+void Release(pthread_mutex_t* mu, uint8_t bit) {
+  t_holds &= static_cast<uint8_t>(~bit);
+  pthread_mutex_unlock(mu);
+}
+
+bool TryHold(pthread_mutex_t* mu, uint8_t bit) {
+  if (pthread_mutex_trylock(mu) != 0) return false;
+  t_holds |= bit;
+  return true;
+}
+
 void* MapAnonymous(size_t n) {
   void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? nullptr : p;
@@ -39,8 +60,8 @@ void* MapAnonymous(size_t n) {
 }  // namespace
 
 int TraceWriter::Open(int dir_fd, const char* dir, uint32_t pid, bool compress) {
-  pthread_mutex_lock(&io_mu_);
-  pthread_mutex_lock(&mu_);
+  LockIo();
+  LockMu();
   int err = 0;
   if (fd_ < 0) {
     char pidbuf[24];
@@ -85,8 +106,8 @@ int TraceWriter::Open(int dir_fd, const char* dir, uint32_t pid, bool compress) 
       }
     }
   }
-  pthread_mutex_unlock(&mu_);
-  pthread_mutex_unlock(&io_mu_);
+  UnlockMu();
+  UnlockIo();
   return err;
 }
 
@@ -176,31 +197,38 @@ void TraceWriter::QueueActiveLocked() {
 }
 
 bool TraceWriter::DrainQueuedLocked() {
-  pthread_mutex_lock(&mu_);
+  LockMu();
   const bool queued = queued_;
   const uint8_t* data = bufs_[active_ ^ 1];
   const size_t n = queued_len_;
-  pthread_mutex_unlock(&mu_);
+  UnlockMu();
   if (!queued) return true;
   // Appends never touch the queued buffer: it is read here without mu_.
   const bool ok = EmitLocked(data, n);
-  pthread_mutex_lock(&mu_);
+  LockMu();
   queued_ = false;
   queued_len_ = 0;
-  pthread_mutex_unlock(&mu_);
+  UnlockMu();
   return ok;
 }
+
+void TraceWriter::LockMu() { Hold(&mu_, kHoldsMu); }
+void TraceWriter::UnlockMu() { Release(&mu_, kHoldsMu); }
+bool TraceWriter::TryLockMu() { return TryHold(&mu_, kHoldsMu); }
+void TraceWriter::LockIo() { Hold(&io_mu_, kHoldsIo); }
+void TraceWriter::UnlockIo() { Release(&io_mu_, kHoldsIo); }
+bool TraceWriter::TryLockIo() { return TryHold(&io_mu_, kHoldsIo); }
 
 bool TraceWriter::Append(const uint8_t* data, size_t n) {
   if (failure_.load(std::memory_order_relaxed)) return false;
   if (n > kBufferSize) return false;  // packets are at most 32 KiB: never
-  pthread_mutex_lock(&mu_);
+  LockMu();
   for (;;) {
     if (fd_ < 0) break;
     if (len_ + n <= kBufferSize) {
       memcpy(bufs_[active_] + len_, data, n);
       len_ += n;
-      pthread_mutex_unlock(&mu_);
+      UnlockMu();
       return true;
     }
     if (!queued_) {
@@ -210,36 +238,36 @@ bool TraceWriter::Append(const uint8_t* data, size_t n) {
     }
     // The flusher is a whole buffer behind (or there is none): this thread
     // writes the older buffer itself, as every append did before issue 18.
-    pthread_mutex_unlock(&mu_);
-    pthread_mutex_lock(&io_mu_);
-    pthread_mutex_lock(&mu_);
+    UnlockMu();
+    LockIo();
+    LockMu();
     const bool still_queued = queued_;
-    pthread_mutex_unlock(&mu_);
+    UnlockMu();
     bool ok = true;
     if (still_queued) {
       inline_writes_.fetch_add(1, std::memory_order_relaxed);
       ok = DrainQueuedLocked();
     }
-    pthread_mutex_unlock(&io_mu_);
+    UnlockIo();
     if (!ok) return false;
-    pthread_mutex_lock(&mu_);
+    LockMu();
   }
-  pthread_mutex_unlock(&mu_);
+  UnlockMu();
   return false;
 }
 
 bool TraceWriter::Flush() {
-  pthread_mutex_lock(&io_mu_);
+  LockIo();
   bool ok = DrainQueuedLocked();
   if (ok) {
     // An append may have queued the active buffer meanwhile: then that one
     // holds what was appended before this call, and is written next.
-    pthread_mutex_lock(&mu_);
+    LockMu();
     if (!queued_ && len_ > 0) QueueActiveLocked();
-    pthread_mutex_unlock(&mu_);
+    UnlockMu();
     ok = DrainQueuedLocked();
   }
-  pthread_mutex_unlock(&io_mu_);
+  UnlockIo();
   return ok && !failure_.load(std::memory_order_relaxed);
 }
 
@@ -257,17 +285,17 @@ bool TraceWriter::WaitForFullBuffer(uint64_t deadline_mono_ns) {
 }
 
 bool TraceWriter::WriteFullBuffer() {
-  pthread_mutex_lock(&io_mu_);
+  LockIo();
   const bool ok = DrainQueuedLocked();
-  pthread_mutex_unlock(&io_mu_);
+  UnlockIo();
   return ok;
 }
 
 bool TraceWriter::TryAppendAndFlush(const uint8_t* data, size_t n) {
   if (failure_.load(std::memory_order_relaxed)) return false;
-  if (pthread_mutex_trylock(&io_mu_) != 0) return false;
-  if (pthread_mutex_trylock(&mu_) != 0) {
-    pthread_mutex_unlock(&io_mu_);
+  if (!TryLockIo()) return false;
+  if (!TryLockMu()) {
+    UnlockIo();
     return false;
   }
   // Both locks held: nobody else compresses or writes, nobody appends.
@@ -283,19 +311,34 @@ bool TraceWriter::TryAppendAndFlush(const uint8_t* data, size_t n) {
     ok = EmitLocked(bufs_[active_], len_) && EmitLocked(data, n);
   }
   len_ = 0;
-  pthread_mutex_unlock(&mu_);
-  pthread_mutex_unlock(&io_mu_);
+  UnlockMu();
+  UnlockIo();
   return ok;
 }
 
+TraceWriter::SignalWrite TraceWriter::TryWriteFromSignal(const uint8_t* data, size_t n) {
+  if (failure_.load(std::memory_order_relaxed)) return SignalWrite::kNever;
+  if (t_holds & kHoldsIo) return SignalWrite::kNever;
+  if (t_holds & kHoldsMu) {
+    if (!TryLockIo()) return SignalWrite::kBusy;
+    // A file without its first frame would get a frame without the header
+    // (still in the buffer): leave it empty, as a kill there would.
+    const bool ok =
+        fd_ >= 0 && bytes_written_.load(std::memory_order_relaxed) > 0 && EmitLocked(data, n);
+    UnlockIo();
+    return ok ? SignalWrite::kWritten : SignalWrite::kNever;
+  }
+  return TryAppendAndFlush(data, n) ? SignalWrite::kWritten : SignalWrite::kBusy;
+}
+
 void TraceWriter::LockForFork() {
-  pthread_mutex_lock(&io_mu_);
-  pthread_mutex_lock(&mu_);
+  LockIo();
+  LockMu();
 }
 
 void TraceWriter::UnlockInParent() {
-  pthread_mutex_unlock(&mu_);
-  pthread_mutex_unlock(&io_mu_);
+  UnlockMu();
+  UnlockIo();
 }
 
 void TraceWriter::ResetInChild() {
@@ -304,6 +347,7 @@ void TraceWriter::ResetInChild() {
   // The parent's flusher may have been waiting on the condition: a new one.
   pthread_mutex_init(&io_mu_, nullptr);
   pthread_mutex_init(&mu_, nullptr);
+  t_holds = 0;  // the forking thread's, from LockForFork
   pthread_cond_init(&full_cv_, nullptr);
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
@@ -320,17 +364,17 @@ void TraceWriter::ResetInChild() {
 }
 
 void TraceWriter::CloseFile() {
-  pthread_mutex_lock(&io_mu_);
+  LockIo();
   DrainQueuedLocked();
-  pthread_mutex_lock(&mu_);
+  LockMu();
   if (fd_ >= 0) {
     EmitLocked(bufs_[active_], len_);
     len_ = 0;
     close(fd_);
     fd_ = -1;
   }
-  pthread_mutex_unlock(&mu_);
-  pthread_mutex_unlock(&io_mu_);
+  UnlockMu();
+  UnlockIo();
 }
 
 }  // namespace pinscope::shim

@@ -64,6 +64,14 @@ class TraceWriter {
   // instead of waiting when a lock is taken, since the interrupted
   // thread may hold it. pthread_mutex_trylock is one atomic exchange.
   bool TryAppendAndFlush(const uint8_t* data, size_t n);
+  // The exit packet from a signal handler (RecorderFinishFromSignal): never
+  // waits. Where this thread was interrupted inside Append (it holds mu_,
+  // the buffers are mid-change and stay so), the packet is written alone,
+  // as its own frame after those the file holds, losing what was buffered;
+  // where it was interrupted while writing (it holds io_mu_: the compressor
+  // is mid-use), nothing can be written. Else TryAppendAndFlush.
+  enum class SignalWrite { kWritten, kBusy, kNever };
+  SignalWrite TryWriteFromSignal(const uint8_t* data, size_t n);
   // errno of the first failed write, 0 if none.
   int failure() const { return failure_.load(std::memory_order_relaxed); }
   // Read without the lock (the flusher's counters): atomic. Bytes in the
@@ -94,6 +102,15 @@ class TraceWriter {
   // With mu_ held: makes the active buffer the queued one (queued_ false).
   void QueueActiveLocked();
   bool EnsureMemoryLocked();
+  // The locks, noting in the thread's TLS which of them it holds (for
+  // TryWriteFromSignal). The flusher's condition wait takes mu_ directly:
+  // pinscope's threads block every signal.
+  void LockMu();
+  void UnlockMu();
+  bool TryLockMu();
+  void LockIo();
+  void UnlockIo();
+  bool TryLockIo();
   void Fail(int err);
 
   pthread_mutex_t io_mu_ = PTHREAD_MUTEX_INITIALIZER;

@@ -136,12 +136,16 @@ std::string WriteOwnCostRun() {
   c->set_hook_calls(400);
   c->set_hook_ns(2 * kMs);
   c->set_own_threads_cpu_ns(30 * kMs);
+  c->set_pointer_queries(200);
+  c->set_pointer_query_ns(kMs * 4 / 5);
   main.Exit(kT0 + 1000 * kMs);
   TraceBuilder worker(101, "r", kT0 + 100 * kMs, trace::ORIGIN_FORK, 100);
   c = AddCounters(worker, kT0 + 590 * kMs, 0, 0).mutable_counters();
   c->set_hook_calls(100);
   c->set_hook_ns(kMs / 2);
   c->set_own_threads_cpu_ns(4 * kMs);
+  c->set_pointer_queries(50);
+  c->set_pointer_query_ns(kMs / 5);
   worker.Exit(kT0 + 600 * kMs);
   main.Write(dir);
   worker.Write(dir);
@@ -155,7 +159,9 @@ TEST(OwnCostTest, TextSaysTheHooksStacksAndOwnThreads) {
   EXPECT_NE(
       text.find(" pinscope's own cost: 2.50 ms of the job's threads in 500 copy and wait hooks "
                 "(5.0 us a call), 0.2% of the run's 1.00 s wall time; call stacks 0.500 ms "
-                "(100 captured; the copies' are part of the hooks' time); pinscope's own "
+                "(100 captured; the copies' are part of the hooks' time); pointer queries "
+                "1.00 ms (250 driver queries classifying a copy's memory, 4.0 us each; part "
+                "of the hooks' time); pinscope's own "
                 "threads 34.0 ms of CPU (trace writing and compression, device records, GPU "
                 "samples, pin-ahead registrations). Not timed per call: the malloc family's "
                 "hooks, about 1 ns a call below PINSCOPE_TRACE_MIN ("),
@@ -178,6 +184,8 @@ TEST(OwnCostTest, JsonHasTheSumAndEachProcess) {
                                    {"hook_fraction_of_run", 0.0025},
                                    {"own_threads_cpu_ns", 34 * kMs},
                                    {"stack_capture_ns", kMs / 2},
+                                   {"pointer_queries", 250},
+                                   {"pointer_query_ns", kMs},
                                    {"by_process",
                                     {{{"pid", 100},
                                       {"hook_calls", 400},
@@ -198,7 +206,8 @@ TEST(OwnCostTest, JsonHasTheSumAndEachProcess) {
 // shim's counters at each flush (every 500 ms): in the loop 4 hooked calls
 // a step, 25 us each, 10 us of stacks and 50 us of pinscope's own threads'
 // CPU a step. The run's totals say 0.2% of the run; the loop's step pays 1%.
-std::string WriteLoopRun(uint64_t flush_every_ns) {
+// `with_queries`: 2 driver pointer queries a step, 5 us each.
+std::string WriteLoopRun(uint64_t flush_every_ns, bool with_queries = false) {
   const std::string dir = MakeTempDir("own_cost_loop");
   TraceBuilder main(100, "r", kT0);
   testing::SetHostFacts(&main.header(), 0, 0);
@@ -210,6 +219,10 @@ std::string WriteLoopRun(uint64_t flush_every_ns) {
     c->set_hook_calls(1000 + 4 * steps);
     c->set_hook_ns(50 * kMs + 4 * steps * 25000);
     c->set_own_threads_cpu_ns(20 * kMs + steps * 50000);
+    if (with_queries) {
+      c->set_pointer_queries(100 + 2 * steps);
+      c->set_pointer_query_ns(kMs + 2 * steps * 5000);
+    }
   };
   for (uint64_t t = kT0 + flush_every_ns; t < loop; t += flush_every_ns) counters_at(t);
   trace::TracePacket& iter = main.Add(loop, 100);
@@ -264,6 +277,26 @@ TEST(OwnCostTest, TheLoopsStepSaysWhatTheHooksCostIt) {
   EXPECT_DOUBLE_EQ(loop["hook_fraction_of_step"].get<double>(), 0.01);
   EXPECT_EQ(loop["hook_calls"].get<uint64_t>() * 25000, loop["hook_ns"].get<uint64_t>());
   EXPECT_EQ(loop["hook_calls"].get<uint64_t>(), static_cast<uint64_t>(span / kMs * 0.4));
+}
+
+TEST(OwnCostTest, TheLoopsStepSaysWhatThePointerQueriesCostIt) {
+  const std::string dir = WriteLoopRun(500 * kMs, true);
+  const std::string text = Flat(ReportOf(dir, false));
+  EXPECT_NE(text.find("; pointer queries 4.00 ms (700 driver queries classifying a copy's "
+                      "memory, 5.7 us each; part of the hooks' time)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("calls a step), call stacks 10.0 us and pointer queries 10.0 us a step "
+                      "(2.0 queries; both inside the hooks' time), pinscope's own threads 50.0 "
+                      "us of CPU a step"),
+            std::string::npos)
+      << text;
+  const nlohmann::json j = nlohmann::json::parse(ReportOf(dir, true));
+  EXPECT_EQ(j["own_cost"]["pointer_queries"].get<uint64_t>(), 700u);
+  const nlohmann::json& loop = j["own_cost"]["loop"];
+  EXPECT_EQ(loop["pointer_queries"].get<uint64_t>() * 5000,
+            loop["pointer_query_ns"].get<uint64_t>());
+  EXPECT_EQ(loop["pointer_queries"].get<uint64_t>() * 2, loop["hook_calls"].get<uint64_t>());
 }
 
 TEST(OwnCostTest, NoLoopLineWithoutTwoFlushesInTheSteadyWindow) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "e2e_util.h"
@@ -255,6 +256,55 @@ TEST_F(E2eAlloc, ForkExecAndUnderscoreExit) {
   EXPECT_EQ(own, Expected(parent, false));
   EXPECT_EQ(churn, Count(ExpectFor(parent), "thread_allocs"));
   CheckPairs(events);
+}
+
+// PyTorch's DataLoader workers leave with _exit(0) from their SIGTERM
+// handler (SA_NODEFER). The signal lands anywhere, often inside a recorded
+// allocation with the trace writer's lock held; before the _exit hook
+// told a signal handler apart, about 4 children in 100 hung there for ever
+// (8 of 200 on the 2-core VM; on the H200, PyTorch's
+// test_large_sampler_indices). Now none may, and a child's trace still
+// ends with its exit where the writer's lock was free.
+TEST_F(E2eAlloc, AnUnderscoreExitFromASignalHandlerNeverHangs) {
+  constexpr int kChildren = 150;
+  RunResult r = RunPreloaded({Program("sigterm_exit"), std::to_string(kChildren)},
+                             {"PINSCOPE_TRACE_MIN=4K", "PINSCOPE_STACKS=0"});
+  EXPECT_EQ(r.out, "children 150 hung 0\n");
+  ASSERT_TRUE(r.Exited(0)) << r.err;
+  // The header reaches the disk when the file is made, so a file is empty
+  // only where the signal came inside that first write (as SIGKILL there
+  // would leave it): the reader says so; every other file is whole.
+  int empty = 0, files = 0;
+  for (const auto& f : std::filesystem::directory_iterator(run_)) {
+    ++files;
+    if (std::filesystem::file_size(f.path()) == 0) ++empty;
+  }
+  EXPECT_EQ(files, kChildren + 1);
+  std::string error;
+  auto run = ReadRun(run_, &error);
+  size_t problems = 0;
+  for (size_t at = 0; (at = error.find(" does not start with a header; ", at)) != std::string::npos;
+       ++at)
+    ++problems;
+  EXPECT_EQ(problems, static_cast<size_t>(empty)) << error;
+  EXPECT_EQ(run.size() + empty, static_cast<size_t>(kChildren + 1));
+  int children = 0, ended = 0;
+  for (const auto& [pid, t] : run) {
+    if (t.header.origin() != trace::ORIGIN_FORK) continue;
+    ++children;
+    if (t.Exit() == nullptr) continue;
+    SCOPED_TRACE(t.path);
+    EXPECT_EQ(t.Exit()->how(), trace::ProcessExit::UNDERSCORE_EXIT);
+    EXPECT_EQ(t.Exit()->status(), 0);
+    ++ended;
+  }
+  EXPECT_EQ(children + empty, kChildren);
+  // The exit packet is lost only where the interrupted frame was writing
+  // (it holds the compressor): none in 150 alone, 9 in 150 with three busy
+  // loops on the 2-core VM; where it was appending, the exit is written
+  // alone and the buffered events are lost.
+  EXPECT_GE(ended, kChildren * 8 / 10);
+  EXPECT_LE(empty, kChildren / 10);
 }
 
 TEST_F(E2eAlloc, SharedMemoryEvents) {

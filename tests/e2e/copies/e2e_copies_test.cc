@@ -408,6 +408,12 @@ TEST_F(E2ECopies, HostBlockedTimeOfPageableAndPinnedAsync) {
   EXPECT_EQ(c.hook_calls(), 4u);
   EXPECT_GT(c.hook_ns(), 0u);
   EXPECT_LT(c.hook_ns(), 20 * ms);
+  // Of it, the driver queries classifying the copies' pointers: the device
+  // buffer and the pageable one at the first copy, the pinned one at the
+  // second (the device buffer's answer is in the thread's cache by then).
+  EXPECT_EQ(c.pointer_queries(), 3u);
+  EXPECT_GT(c.pointer_query_ns(), 0u);
+  EXPECT_LE(c.pointer_query_ns(), c.hook_ns());
 }
 
 // cudaHostRegister / cudaHostUnregister change a pointer's kind between two

@@ -544,6 +544,8 @@ std::vector<Case> AllCases() {
                      c->set_hook_calls(9);
                      c->set_hook_ns(kMax64);
                      c->set_own_threads_cpu_ns(11);
+                     c->set_pointer_queries(12);
+                     c->set_pointer_query_ns(kMax64 - 13);
                    },
                    [](const pt::TracePacket& p, Encoder* e) {
                      namespace k = f::counters;
@@ -559,6 +561,8 @@ std::vector<Case> AllCases() {
                      e->Varint(k::kHookCalls, c.hook_calls());
                      e->Varint(k::kHookNs, c.hook_ns());
                      e->Varint(k::kOwnThreadsCpuNs, c.own_threads_cpu_ns());
+                     e->Varint(k::kPointerQueries, c.pointer_queries());
+                     e->Varint(k::kPointerQueryNs, c.pointer_query_ns());
                    }});
   cases.push_back({f::packet::kRecording,
                    [](pt::TracePacket* p) {
