@@ -14,8 +14,9 @@
 #          no tool, pinscope's default
 #   hf     tests/gpu/hf_trainer_job.py (issue 16's second row: the Hugging
 #          Face Trainer, small BERT, batch 64, 4 workers, HF_STEPS=200
-#          steps): no tool, pinscope's default; ms a step from the
-#          Trainer's train_samples_per_second
+#          steps): no tool, pinscope's default (and, with HF_NOSTACKS=1,
+#          PINSCOPE_STACKS=0); ms a step from the Trainer's
+#          train_samples_per_second
 #   busy   tests/gpu/pipeline_job.py gpu_bound under PINSCOPE_CUPTI_KERNELS=all:
 #          the kernel records' busy share and NVML's, from one run (the
 #          report's --json: busy_fraction and nvml_busy_fraction); and the
@@ -94,6 +95,12 @@ for rep in $(seq "$REPS"); do
   if has hf; then
     one hf "$rep" plain hf_trainer $PY tests/gpu/hf_trainer_job.py --batch 64 --workers 4 --steps "${HF_STEPS:-200}"
     one hf "$rep" pinscope hf_trainer $PY tests/gpu/hf_trainer_job.py --batch 64 --workers 4 --steps "${HF_STEPS:-200}"
+    # HF_NOSTACKS=1: also pinscope without call stacks, so that one call
+    # splits a hook's time (the report's own-cost line: stacks, pointer
+    # queries, the rest).
+    if [ "${HF_NOSTACKS:-0}" = 1 ]; then
+      one hf "$rep" pinscope:PINSCOPE_STACKS=0 hf_trainer $PY tests/gpu/hf_trainer_job.py --batch 64 --workers 4 --steps "${HF_STEPS:-200}"
+    fi
   fi
 done
 if has busy; then

@@ -12,10 +12,11 @@ namespace pinscope::shim {
 
 // True when a signal frame (the kernel's return trampoline, glibc's
 // __restore_rt) is on this thread's stack within its innermost 64 frames.
-// Async-signal-safe: walks the stack with the compiler runtime's unwinder
-// (_Unwind_Backtrace, as glibc's backtrace() does), reads code bytes only
-// where they cannot fault, allocates nothing. False where the architecture
-// is not known (x86_64 and aarch64 are).
+// Callable from a signal handler as glibc's backtrace() is: it walks the
+// stack with the same unwinder (_Unwind_Backtrace; libgcc finds frames
+// through _dl_find_object, without a lock, since glibc 2.35 and GCC 12),
+// reads code bytes only where they cannot fault, allocates nothing. False
+// where the architecture is not known (x86_64 and aarch64 are).
 bool InSignalHandler();
 
 }  // namespace pinscope::shim
