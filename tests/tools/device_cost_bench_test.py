@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """tools/bench/device_cost_bench in smoke mode (a few iterations) against the
 CUDA runtime and CUPTI test doubles: every row of its table is printed and
-every figure in it is positive. No timing is asserted (the CI machine is
+every figure in it is positive, and the cache-miss rows made one driver
+pointer query a call, plus the device pointer's where it was evicted (the
+shim's own count). No timing is asserted (the CI machine is
 shared); docs/benchmarks.md has the measured figures.
 
     device_cost_bench_test.py BENCH LIBCUDART LIBCUPTI
@@ -15,6 +17,8 @@ ROWS = [
     "copy hook, whole path, no-op real call, stacks off, CUPTI off",
     "copy hook, whole path, no-op real call, stacks off, CUPTI on",
     "copy hook, whole path, no-op real call, stacks on (32), CUPTI off",
+    "copy hook, whole path, host pointer not in the cache (pageable)",
+    "copy hook, whole path, host pointer not in the cache (pinned)",
     "CaptureStack, same stack again",
     "HandleRecord: kernel record",
     "HandleRecord: memcpy record",
@@ -54,6 +58,13 @@ def main():
             problems.append(f"row '{name}': a figure is not positive: {cells}")
     if len(rows) != len(ROWS):
         problems.append(f"{len(rows)} rows printed, {len(ROWS)} expected")
+    # The miss rows miss: the shim counted one driver pointer query a call
+    # for the host pointer, and the device pointer's again where a host
+    # pointer took its slot of the 64-entry cache (1 call in 64: 1.016).
+    for key in ("copy_hook_miss_pageable_queries_per_call", "copy_hook_miss_pinned_queries_per_call"):
+        got = [float(l.split()[1]) for l in p.stdout.splitlines() if l.startswith(key + " ")]
+        if len(got) != 1 or not 1.0 <= got[0] <= 1.0 + 2.0 / 64:
+            problems.append(f"{key}: {got}, expected one value in [1, 1 + 2/64]")
     for pr in problems:
         print("FAIL:", pr)
     return 1 if problems else 0

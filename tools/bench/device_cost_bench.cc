@@ -31,6 +31,7 @@
 
 #include "shim/base/clock.h"
 #include "shim/base/guard.h"
+#include "shim/base/own_cost.h"
 #include "shim/base/usage.h"
 #include "shim/core/copy_path.h"
 #include "shim/device/cupti.h"
@@ -77,6 +78,23 @@ double TracedCopyLoop(int n) {
   for (int i = 0; i < n; ++i) {
     shim::CopyCall r = shim::MakeCopyCall(shim::fields::kMemcpyAsync, false, 1, 64, 0);
     shim::TracedCopy(r, {g_dev, false}, {g_host, false}, [] { return 0; });
+  }
+  return double(ThreadCpuNs() - t0) / n;
+}
+
+// The same path with a host pointer new to the thread's pointer cache at
+// every call (kMissAddresses addresses 64 B apart in one buffer against the
+// cache's 64 entries): one driver query (cudaPointerGetAttributes) a copy,
+// as a loop whose batches and .item() results land at changing addresses
+// pays it. `host`: pageable (malloc) or pinned (cudaHostAlloc).
+constexpr size_t kMissAddresses = 4096;
+
+double TracedCopyMissLoop(int n, char* host) {
+  uint64_t t0 = ThreadCpuNs();
+  for (int i = 0; i < n; ++i) {
+    char* p = host + (static_cast<size_t>(i) % kMissAddresses) * 64;
+    shim::CopyCall r = shim::MakeCopyCall(shim::fields::kMemcpyAsync, false, 1, 64, 0);
+    shim::TracedCopy(r, {g_dev, false}, {p, false}, [] { return 0; });
   }
   return double(ThreadCpuNs() - t0) / n;
 }
@@ -235,6 +253,34 @@ void MeasureCopyPath(bool cupti) {
     return double(total) / (n / 10);
   };
   Out(cupti ? "copy_hook_on" : "copy_hook_off", Runs(copies));
+  if (cupti) return;
+  // The cache-miss path, pageable and pinned host memory; and the queries
+  // the shim counted per call (1.0: every call missed).
+  using HostAllocFn = int (*)(void**, size_t, unsigned int);
+  auto host_alloc = reinterpret_cast<HostAllocFn>(dlsym(RTLD_DEFAULT, "cudaHostAlloc"));
+  void* pinned = nullptr;
+  std::vector<char> pageable(kMissAddresses * 64);
+  const char* keys[2] = {"copy_hook_miss_pageable", "copy_hook_miss_pinned"};
+  char* hosts[2] = {pageable.data(), nullptr};
+  if (host_alloc && host_alloc(&pinned, kMissAddresses * 64, 0) == 0)
+    hosts[1] = static_cast<char*>(pinned);
+  for (int h = 0; h < 2; ++h) {
+    if (!hosts[h]) continue;
+    const uint64_t queries_before = shim::GetOwnCost().pointer_queries;
+    uint64_t calls = 0;
+    Out(keys[h], Runs([&] {
+          uint64_t total = 0;
+          int done = 0;
+          for (; done < n / 10; done += 1000) {
+            total += uint64_t(TracedCopyMissLoop(1000, hosts[h]) * 1000);
+            shim::FlushTrace();
+          }
+          calls += static_cast<uint64_t>(done);
+          return double(total) / done;
+        }));
+    printf("%s_queries_per_call %.3f\n", keys[h],
+           double(shim::GetOwnCost().pointer_queries - queries_before) / double(calls));
+  }
 }
 
 // The clocks a copy or sync reads: CLOCK_MONOTONIC at enter and exit (and
@@ -342,6 +388,12 @@ const Row kRows[] = {
     {"copy_hook_on", "copy hook, whole path, no-op real call, stacks off, CUPTI on", "C",
      [](double, double c, double) { return c; }},
     {"copy_hook_stacks", "copy hook, whole path, no-op real call, stacks on (32), CUPTI off", "C",
+     [](double, double c, double) { return c; }},
+    {"copy_hook_miss_pageable",
+     "copy hook, whole path, host pointer not in the cache (pageable): a pointer query", "C",
+     [](double, double c, double) { return c; }},
+    {"copy_hook_miss_pinned",
+     "copy hook, whole path, host pointer not in the cache (pinned): a pointer query", "C",
      [](double, double c, double) { return c; }},
     {"stack_16", "CaptureStack, same stack again, 16 frames below", "C",
      [](double, double c, double) { return c; }},
@@ -501,5 +553,11 @@ int main(int argc, char** argv) {
     printf("| %s | %.1f | %s | %.4g | %.3g |\n", r.operation, it->second, r.per_step, ops,
            it->second * ops / 1e6);
   }
+  // The shim's own count of the miss rows' driver queries (Counters.pointer_queries).
+  for (const char* key :
+       {"copy_hook_miss_pageable_queries_per_call", "copy_hook_miss_pinned_queries_per_call"}) {
+    if (values.count(key)) printf("\n%s %.3f", key, values[key]);
+  }
+  printf("\n");
   return failed ? 1 : 0;
 }
