@@ -59,17 +59,6 @@ size_t Diagnose(uint64_t address, const ShmMapping& m, char* buf, size_t cap) {
   return shm::FormatShmDiagnosis(buf, cap, fl, shm::ReadShmSpace(), job);
 }
 
-// Appends framed packets without blocking; waits a little for a writer lock
-// held by another (running) thread, never for one this thread might hold.
-void AppendPackets(const uint8_t* data, size_t n) {
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    if (AppendFromSignal(data, n)) return;
-    if (!Recording()) return;
-    timespec ts{0, 2 * 1000 * 1000};
-    nanosleep(&ts, nullptr);
-  }
-}
-
 void RecordSigbus(uint64_t address, const ShmMapping& m, const char* text, size_t text_len) {
   uint8_t buf[2048];
   Encoder e(buf, sizeof buf);
@@ -106,7 +95,7 @@ void RecordSigbus(uint64_t address, const ShmMapping& m, const char* text, size_
   e.StringN(f::notice::kText, body, len);
   e.EndNested(d);
   e.EndNested(outer);
-  if (e.ok()) AppendPackets(buf, e.size());
+  if (e.ok()) AppendFromSignal(buf, e.size());
 }
 
 // Lets the signal take the course it had without pinscope.

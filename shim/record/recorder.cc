@@ -232,10 +232,24 @@ void WriteFullTraceBuffer() {
 uint64_t TraceInlineWrites() { return g_writer.inline_writes(); }
 
 bool AppendFromSignal(const uint8_t* framed, size_t n) {
-  if (g_state.load(std::memory_order_relaxed) != kActive ||
-      !g_open.load(std::memory_order_acquire))
-    return false;
-  return g_writer.TryAppendAndFlush(framed, n);
+  // A lock another thread holds is released soon (that thread runs): up to
+  // 250 tries 2 ms apart. One this thread holds never is (kNever).
+  for (int attempt = 0; attempt < 250; ++attempt) {
+    if (g_state.load(std::memory_order_relaxed) != kActive ||
+        !g_open.load(std::memory_order_acquire))
+      return false;
+    switch (g_writer.TryWriteFromSignal(framed, n)) {
+      case TraceWriter::SignalWrite::kWritten:
+        return true;
+      case TraceWriter::SignalWrite::kNever:
+        return false;
+      case TraceWriter::SignalWrite::kBusy:
+        break;
+    }
+    timespec ts{0, 2 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  return false;
 }
 
 bool RecorderFinishFromSignal(uint32_t how, int status) {
@@ -250,25 +264,7 @@ bool RecorderFinishFromSignal(uint32_t how, int status) {
   e.Varint(fields::exit::kDropped, g_dropped.load(std::memory_order_relaxed));
   e.EndNested(d);
   e.EndNested(outer);
-  if (!e.ok()) return false;
-  // A lock another thread holds is released soon (that thread runs): up to
-  // 250 tries 2 ms apart. One this thread holds never is.
-  for (int attempt = 0; attempt < 250; ++attempt) {
-    if (g_state.load(std::memory_order_relaxed) != kActive ||
-        !g_open.load(std::memory_order_acquire))
-      return false;
-    switch (g_writer.TryWriteFromSignal(buf, e.size())) {
-      case TraceWriter::SignalWrite::kWritten:
-        return true;
-      case TraceWriter::SignalWrite::kNever:
-        return false;
-      case TraceWriter::SignalWrite::kBusy:
-        break;
-    }
-    timespec ts{0, 2 * 1000 * 1000};
-    nanosleep(&ts, nullptr);
-  }
-  return false;
+  return e.ok() && AppendFromSignal(buf, e.size());
 }
 
 // --- packets --------------------------------------------------------------

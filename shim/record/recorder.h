@@ -77,17 +77,18 @@ void WriteFullTraceBuffer();
 // Buffers a program's thread had to write itself (the flusher a whole
 // buffer behind; trace_writer.h): 0 in a healthy run.
 uint64_t TraceInlineWrites();
-// Async-signal-safe (the SIGBUS diagnosis, sigbus.cc): appends already
-// framed packets and writes the buffer out, only if the trace file is open
-// and the writer's lock is free (try-lock); never opens the file. Returns
-// false when it skipped (the caller may retry briefly).
+// Async-signal-safe (the SIGBUS diagnosis, an _exit from a signal handler):
+// writes already framed packets out through TraceWriter::TryWriteFromSignal
+// (try-locks; alone as their own frame where this thread was interrupted
+// inside an append), only if the trace file is open; never opens it.
+// Retries for at most 0.5 s while another thread holds a lock; false when
+// the packets could not be written.
 bool AppendFromSignal(const uint8_t* framed, size_t n);
 // RecorderFinish for a context that must not block: a signal handler (the
 // SIGBUS diagnosis; a program's handler that calls _exit, as PyTorch's
 // DataLoader workers' SIGTERM handler does), where the interrupted frame
-// may hold the writer's lock. Only the ProcessExit packet
-// (TraceWriter::TryWriteFromSignal), tried for at most 0.5 s while another
-// thread holds a lock; false when it could not be written (the reader then
+// may hold the writer's lock. Only the ProcessExit packet, through
+// AppendFromSignal; false when it could not be written (the reader then
 // sees a trace without its end).
 bool RecorderFinishFromSignal(uint32_t how, int status);
 
