@@ -9,7 +9,8 @@
 #          step) and many (2,000+ kernels a step): no tool, pinscope's
 #          default, torch.profiler (CPU+CUDA)
 #          (VARIANTS="mlp12 many", PROFILER_REPS=3: the first reps that
-#          also run torch.profiler; ROUNDS=5 rounds of MLP_STEPS=150 steps)
+#          also run torch.profiler; ROUNDS=5 rounds of MLP_STEPS=150 steps;
+#          LOOP_MODES="plain pinscope" the modes of each rep)
 #   input  tests/gpu/pipeline_job.py input_starvation (DataLoader-bound):
 #          no tool, pinscope's default
 #   hf     tests/gpu/hf_trainer_job.py (issue 16's second row: the Hugging
@@ -21,6 +22,9 @@
 #          the kernel records' busy share and NVML's, from one run (the
 #          report's --json: busy_fraction and nvml_busy_fraction); and the
 #          same job at the default, for the busy share the report states
+#
+# PIN_CPUS=4-11: every run (no tool, pinscope, torch.profiler alike) under
+# taskset -c PIN_CPUS, so that both sides of a pair run on the same cores.
 #
 # $OUT gets cost-final.tgz: the log, results.jsonl, summary.txt, the runs.
 set -uo pipefail
@@ -54,11 +58,13 @@ one() {
   # torch.profiler's event processing of a 10 x 300-step loop ran past 120 s
   # on 2026-12-05 (exit 124 twice): it runs fewer rounds, with more time.
   [ "$mode" = profiler ] && limit=${PROFILER_TIMEOUT:-300}
+  local pre=()
+  [ -n "${PIN_CPUS:-}" ] && pre=(taskset -c "$PIN_CPUS")
   case "$mode" in
-    plain|profiler) timeout -k 5 "$limit" "$@" > "$base.out" 2> "$base.err"; rc=$? ;;
+    plain|profiler) timeout -k 5 "$limit" "${pre[@]}" "$@" > "$base.out" 2> "$base.err"; rc=$? ;;
     pinscope*)
       IFS=, read -ra envs <<< "${mode#pinscope}"; envs=("${envs[@]#:}")
-      timeout -k 5 120 env "${envs[@]}" "$PS" run --no-report -o "$base.run" -- "$@" > "$base.out" 2> "$base.err"; rc=$? ;;
+      timeout -k 5 120 "${pre[@]}" env "${envs[@]}" "$PS" run --no-report -o "$base.run" -- "$@" > "$base.out" 2> "$base.err"; rc=$? ;;
   esac
   local job=$(grep '^{' "$base.out" | tail -1)
   echo "{\"kind\": \"$kind\", \"rep\": $rep, \"mode\": \"$mode\", \"name\": \"$name\", \"rc\": $rc, \"job\": ${job:-null}}" >> "$W/results.jsonl"
@@ -76,8 +82,11 @@ for rep in $(seq "$REPS"); do
   if has loops; then
     for v in ${VARIANTS:-mlp12 many}; do
       steps=${MLP_STEPS:-150}; [ $v = many ] && steps=30
-      one loop "$rep" plain "$v" $PY $LOOP --variant $v --steps $steps --mode plain
-      one loop "$rep" pinscope "$v" $PY $LOOP --variant $v --steps $steps --mode pinscope
+      # LOOP_MODES: the modes of each rep, e.g. "plain pinscope
+      # pinscope:PINSCOPE_CUPTI=0" (pinscope[:ENV=V,...] as in one()).
+      for m in ${LOOP_MODES:-plain pinscope}; do
+        one loop "$rep" "$m" "$v" $PY $LOOP --variant $v --steps $steps --mode "${m%%:*}"
+      done
       # torch.profiler for comparison: 3 runs of the mlp12 loop (its event
       # processing on 2,000-kernel steps takes longer than the call allows)
       if [ $v = mlp12 ] && [ "$rep" -le "${PROFILER_REPS:-3}" ]; then
@@ -147,11 +156,19 @@ if loop and loop.get("pointer_queries"):
     in_loop += ", of it pointer queries %.1f us (%.1f a step)" % (
         loop["pointer_query_ns"] * loop["step_ns"] / loop["span_ns"] / 1e3,
         loop["pointer_queries"] * loop["step_ns"] / loop["span_ns"])
+# CUPTI switched on or off on the program threads (shims since the eighteenth
+# session): a window attach and detach, inside the hook time.
+if loop and loop.get("cupti_switches"):
+    in_loop += ", of it CUPTI switches %.1f us (%d in the span, %.1f ms)" % (
+        loop["cupti_switch_ns"] * loop["step_ns"] / loop["span_ns"] / 1e3,
+        loop["cupti_switches"], loop["cupti_switch_ns"] / 1e6)
 # Of the hooks: the driver queries classifying pointers (shims since
 # 2026-12-05, the seventeenth session).
 queries = ("; pointer queries %d, %.2f us each" % (
     o["pointer_queries"], o["pointer_query_ns"] / o["pointer_queries"] / 1e3)
     if o.get("pointer_queries") else "")
+if o.get("cupti_switches"):
+    queries += "; CUPTI switches %d, %.1f ms" % (o["cupti_switches"], o["cupti_switch_ns"] / 1e6)
 print("  %s: %d hooks, %.2f us a call, %.3f%% of the run%s; stacks %.1f ms%s; own threads %.1f ms CPU" % (
     name, o["hook_calls"], o["hook_ns"] / max(1, o["hook_calls"]) / 1e3, 100 * o["hook_fraction_of_run"],
     in_loop, o["stack_capture_ns"] / 1e6, queries, o["own_threads_cpu_ns"] / 1e6))' "$r" | tee -a "$W/own-cost.txt"

@@ -52,6 +52,9 @@ if has bench; then
   major=$(basename "$cudart" | sed 's/libcudart.so.//')
   cupti=$(find $libdirs -path '*nvidia*' -name "libcupti.so.$major" -not -path '*triton*' 2>/dev/null | head -1)
   echo "cudart=$cudart cupti=$cupti"
+  # libunwind.so.8 of the build (next to libpinscope.so), so that the stack
+  # rows unwind native frames as a traced job does.
+  export LD_LIBRARY_PATH=/tmp/ps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   if [ -x "$BENCH" ] && [ -n "$cudart" ] && [ -n "$cupti" ]; then
     timeout 120 "$BENCH" --cudart "$cudart" --cupti "$cupti" --kernels 300 --copies 4 --step-ms 4.43 |
       tee "$W/bench-k300.md"

@@ -74,7 +74,7 @@ launch() {
   local config="$1" dir="$2"; shift 3
   case "$config" in
     plain|pm) timeout -k 5 200 $PY $SEED "$@" ;;
-    pin|pinpm) timeout -k 5 200 env PINSCOPE_PIN=1 "$PS" run --no-report -o "$dir" -- $PY $SEED "$@" ;;
+    pin|pinpm) timeout -k 5 200 env PINSCOPE_PIN=1 PINSCOPE_PIN_POOL=0 "$PS" run --no-report -o "$dir" -- $PY $SEED "$@" ;;
     pool|poolpm) timeout -k 5 200 env PINSCOPE_PIN=1 PINSCOPE_PIN_POOL=1 "$PS" run --no-report \
                    -o "$dir" -- $PY $SEED "$@" ;;
   esac

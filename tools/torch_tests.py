@@ -23,7 +23,8 @@ marked `crash`. The modes:
 
     plain    the tests as they are
     preload  LD_PRELOAD=LIB, PINSCOPE_OUT=W/runs/preload-FILE
-    pin      also PINSCOPE_PIN=1 PINSCOPE_PIN_MIN=4K: every copy's buffer pinned
+    pin      also PINSCOPE_PIN=1 PINSCOPE_PIN_POOL=0 PINSCOPE_PIN_MIN=4K: every
+             copy's buffer pinned, without the pool
     pool     PINSCOPE_PIN=1 PINSCOPE_PIN_POOL=1 PINSCOPE_PIN_MIN=1: DataLoader
              workers' batches, however small, in the pool of registered slots
              (issue 15; not in the default --modes)
@@ -177,6 +178,8 @@ def env_for(mode, args, file, tag="list"):
     if mode in ("pin", "pool"):
         env["PINSCOPE_PIN"] = "1"
         env["PINSCOPE_PIN_MIN"] = "4K"
+    if mode == "pin":
+        env["PINSCOPE_PIN_POOL"] = "0"  # pinning alone (the pool comes with it)
     if mode == "pool":
         # Every batch through the pool, however small (PyTorch's DataLoader
         # tests make batches of 8 bytes to 95 KB).

@@ -101,6 +101,8 @@ void ProcessAnalysis::OnCounters(const Event& event, const trace::Counters& coun
   sample.own_threads_cpu_ns = counters.own_threads_cpu_ns();
   sample.pointer_queries = counters.pointer_queries();
   sample.pointer_query_ns = counters.pointer_query_ns();
+  sample.cupti_switches = counters.cupti_switches();
+  sample.cupti_switch_ns = counters.cupti_switch_ns();
   counter_samples_[event.process.index()].push_back(sample);
 }
 
@@ -126,6 +128,8 @@ std::optional<OwnCostSpan> ProcessAnalysis::OwnCostBetween(int process_index, ui
   span.own_threads_cpu_ns = delta(first->own_threads_cpu_ns, last->own_threads_cpu_ns);
   span.pointer_queries = delta(first->pointer_queries, last->pointer_queries);
   span.pointer_query_ns = delta(first->pointer_query_ns, last->pointer_query_ns);
+  span.cupti_switches = delta(first->cupti_switches, last->cupti_switches);
+  span.cupti_switch_ns = delta(first->cupti_switch_ns, last->cupti_switch_ns);
   return span;
 }
 
@@ -150,6 +154,8 @@ void ProcessAnalysis::OnProcessEnd(const ProcessState& process) {
     summary.own_threads_cpu_ns = counters.own_threads_cpu_ns();
     summary.pointer_queries = counters.pointer_queries();
     summary.pointer_query_ns = counters.pointer_query_ns();
+    summary.cupti_switches = counters.cupti_switches();
+    summary.cupti_switch_ns = counters.cupti_switch_ns();
   }
   if (summary.dropped_events > 0) {
     NoticeRecord record;
@@ -182,6 +188,8 @@ uint64_t ProcessAnalysis::pointer_queries() const { return Sum(&ProcessSummary::
 uint64_t ProcessAnalysis::pointer_query_ns() const {
   return Sum(&ProcessSummary::pointer_query_ns);
 }
+uint64_t ProcessAnalysis::cupti_switches() const { return Sum(&ProcessSummary::cupti_switches); }
+uint64_t ProcessAnalysis::cupti_switch_ns() const { return Sum(&ProcessSummary::cupti_switch_ns); }
 uint64_t ProcessAnalysis::own_threads_cpu_ns() const {
   return Sum(&ProcessSummary::own_threads_cpu_ns);
 }

@@ -63,6 +63,10 @@ struct ProcessSummary {
   // of shims since 2026-12-05; 0 without).
   uint64_t pointer_queries = 0;
   uint64_t pointer_query_ns = 0;
+  // Of the hooks' time: CUPTI switched on and off on the program's threads
+  // (its start, device-record windows' attach and detach; 0 before).
+  uint64_t cupti_switches = 0;
+  uint64_t cupti_switch_ns = 0;
   bool has_own_cost() const { return hook_calls > 0 || own_threads_cpu_ns > 0; }
 
   // "root", "worker" (forked), "exec", "helper".
@@ -84,6 +88,7 @@ struct OwnCostSpan {
   uint64_t start_ns = 0, end_ns = 0;  // the two packets' times
   uint64_t hook_calls = 0, hook_ns = 0, stack_capture_ns = 0, own_threads_cpu_ns = 0;
   uint64_t pointer_queries = 0, pointer_query_ns = 0;
+  uint64_t cupti_switches = 0, cupti_switch_ns = 0;
   uint64_t length_ns() const { return end_ns - start_ns; }
 };
 
@@ -117,6 +122,8 @@ class ProcessAnalysis : public Analysis {
   uint64_t hook_ns() const;
   uint64_t pointer_queries() const;
   uint64_t pointer_query_ns() const;
+  uint64_t cupti_switches() const;
+  uint64_t cupti_switch_ns() const;
   uint64_t own_threads_cpu_ns() const;
   // True when a process's shim wrote the own-cost fields.
   bool has_own_cost() const;

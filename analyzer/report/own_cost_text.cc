@@ -61,6 +61,13 @@ std::string LoopLine(const LoopOwnCost& loop) {
                     StringPrintf("%.1f", loop.PerStep(s.pointer_queries)) +
                     " queries; both inside the hooks' time)"
               : " a step (the copies' inside the hooks' time)") +
+         (s.cupti_switches > 0
+              ? "; of the hooks' time, CUPTI switched on or off " + FormatCount(s.cupti_switches) +
+                    (s.cupti_switches == 1 ? " time, " : " times, ") +
+                    FormatDuration(s.cupti_switch_ns) + " (" +
+                    PerStep(loop.PerStep(s.cupti_switch_ns)) +
+                    " a step over this span; once a device-record window)"
+              : std::string()) +
          ", pinscope's own threads " + PerStep(loop.PerStep(s.own_threads_cpu_ns)) +
          " of CPU a step (on other cores).";
 }
@@ -92,6 +99,12 @@ std::vector<OwnCostParagraph> OwnCostParagraphs(const Report& report) {
     text += "; pointer queries " + FormatDuration(analysis.pointer_query_ns()) + " (" +
             FormatCount(queries) + " driver queries classifying a copy's memory, " +
             StringPrintf("%.1f us", each / 1e3) + " each; part of the hooks' time)";
+  }
+  if (const uint64_t switches = analysis.cupti_switches(); switches > 0) {
+    text += "; CUPTI switched on or off on the job's threads " + FormatCount(switches) +
+            (switches == 1 ? " time, " : " times, ") + FormatDuration(analysis.cupti_switch_ns()) +
+            " (its start at the first CUDA call, and each device-record window's start and end; "
+            "part of the hooks' time)";
   }
   text += "; pinscope's own threads " + FormatDuration(analysis.own_threads_cpu_ns()) +
           " of CPU (trace writing and compression, device records, GPU samples, pin-ahead "

@@ -464,6 +464,8 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                      {"stack_capture_ns", analysis.stack_capture_ns()},
                      {"pointer_queries", analysis.pointer_queries()},
                      {"pointer_query_ns", analysis.pointer_query_ns()},
+                     {"cupti_switches", analysis.cupti_switches()},
+                     {"cupti_switch_ns", analysis.cupti_switch_ns()},
                      {"by_process", by_process}};
     if (const std::optional<LoopOwnCost> loop = LoopOwnCostOf(report)) {
       const OwnCostSpan& s = loop->span;
@@ -474,6 +476,8 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                                {"stack_capture_ns", s.stack_capture_ns},
                                {"pointer_queries", s.pointer_queries},
                                {"pointer_query_ns", s.pointer_query_ns},
+                               {"cupti_switches", s.cupti_switches},
+                               {"cupti_switch_ns", s.cupti_switch_ns},
                                {"own_threads_cpu_ns", s.own_threads_cpu_ns},
                                {"hook_ns_per_step", loop->PerStep(s.hook_ns)},
                                {"hook_fraction_of_step", fraction(s.hook_ns, s.length_ns())}};

@@ -127,6 +127,7 @@ void LoadConfig(Config* c) {
   BoolVar("PINSCOPE_COMPRESS", &c->compress);
   UintVar("PINSCOPE_STACKS", 256, &c->stack_depth);
   BoolVar("PINSCOPE_PY_STACKS", &c->python_stacks);
+  BoolVar("PINSCOPE_STACK_CACHE", &c->stack_cache);
   BoolVar("PINSCOPE_CUPTI", &c->cupti);
   if (const char* s = getenv("PINSCOPE_CUPTI_PATH")) CopyString(c->cupti_path, sizeof c->cupti_path, s);
   if (const char* s = getenv("PINSCOPE_CUPTI_KERNELS"); s && *s) {
@@ -188,6 +189,9 @@ void LoadConfig(Config* c) {
   }
   SizeVar("PINSCOPE_PIN_KEEP", &c->pin_keep);
   BoolVar("PINSCOPE_PIN_AHEAD", &c->pin_ahead);
+  // The pool comes with pinning (issue 15: PyTorch's DataLoader tests pass
+  // under it on the GPU, docs/validation.md); PINSCOPE_PIN_POOL=0 turns it off.
+  c->pin_pool = c->pin != PinMode::kOff;
   BoolVar("PINSCOPE_PIN_POOL", &c->pin_pool);
   if (c->pin_pool && c->pin == PinMode::kOff) {
     Log("PINSCOPE_PIN_POOL=1 needs PINSCOPE_PIN=1 (or async); the pool stays off");

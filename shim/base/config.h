@@ -40,6 +40,7 @@ struct Config {
   bool compress = true;              // PINSCOPE_COMPRESS (zstd frames, shim/record/trace_writer.h)
   uint32_t stack_depth = 32;         // PINSCOPE_STACKS (0 = off)
   bool python_stacks = true;         // PINSCOPE_PY_STACKS
+  bool stack_cache = true;           // PINSCOPE_STACK_CACHE (shim/stacks/stacks.h)
   bool cupti = true;                 // PINSCOPE_CUPTI
   char cupti_path[4096] = {};        // PINSCOPE_CUPTI_PATH
   // Off by default: once enabled, CUPTI's kernel kind costs 15-20% of a

@@ -12,6 +12,7 @@ constexpr int kThreads = static_cast<int>(OwnThread::kCount);
 
 std::atomic<uint64_t> g_hook_calls{0}, g_hook_ns{0};
 std::atomic<uint64_t> g_pointer_queries{0}, g_pointer_query_ns{0};
+std::atomic<uint64_t> g_cupti_switches{0}, g_cupti_switch_ns{0};
 std::atomic<uint64_t> g_thread_cpu[kThreads] = {};
 
 }  // namespace
@@ -24,6 +25,11 @@ void AddHookCost(uint64_t ns) {
 void AddPointerQueryCost(uint64_t ns) {
   g_pointer_queries.fetch_add(1, std::memory_order_relaxed);
   g_pointer_query_ns.fetch_add(ns, std::memory_order_relaxed);
+}
+
+void AddCuptiSwitchCost(uint64_t ns) {
+  g_cupti_switches.fetch_add(1, std::memory_order_relaxed);
+  g_cupti_switch_ns.fetch_add(ns, std::memory_order_relaxed);
 }
 
 void NoteOwnThreadCpu(OwnThread which) {
@@ -41,6 +47,8 @@ OwnCost GetOwnCost() {
   for (const auto& t : g_thread_cpu) c.threads_cpu_ns += t.load(std::memory_order_relaxed);
   c.pointer_queries = g_pointer_queries.load(std::memory_order_relaxed);
   c.pointer_query_ns = g_pointer_query_ns.load(std::memory_order_relaxed);
+  c.cupti_switches = g_cupti_switches.load(std::memory_order_relaxed);
+  c.cupti_switch_ns = g_cupti_switch_ns.load(std::memory_order_relaxed);
   return c;
 }
 
@@ -49,6 +57,8 @@ void OwnCostResetInChild() {
   g_hook_ns.store(0, std::memory_order_relaxed);
   g_pointer_queries.store(0, std::memory_order_relaxed);
   g_pointer_query_ns.store(0, std::memory_order_relaxed);
+  g_cupti_switches.store(0, std::memory_order_relaxed);
+  g_cupti_switch_ns.store(0, std::memory_order_relaxed);
   for (auto& t : g_thread_cpu) t.store(0, std::memory_order_relaxed);
 }
 

@@ -21,6 +21,11 @@ void AddHookCost(uint64_t ns);
 // ClassifyPointer, shim/cuda), ns: part of the hook's time.
 void AddPointerQueryCost(uint64_t ns);
 
+// CUPTI switched on or off on the program's thread (its start at the first
+// CUDA call, a device-record window's attach or detach), ns: part of the
+// hook's time.
+void AddCuptiSwitchCost(uint64_t ns);
+
 // pinscope's threads, each noting its own CPU time so far.
 enum class OwnThread { kFlusher = 0, kPinAhead = 1, kCount = 2 };
 // Called by that thread: stores its CLOCK_THREAD_CPUTIME_ID.
@@ -32,6 +37,8 @@ struct OwnCost {
   uint64_t threads_cpu_ns = 0;  // the own threads' CPU time, as last noted
   uint64_t pointer_queries = 0;
   uint64_t pointer_query_ns = 0;
+  uint64_t cupti_switches = 0;
+  uint64_t cupti_switch_ns = 0;
 };
 OwnCost GetOwnCost();
 

@@ -19,8 +19,12 @@ namespace f = fields;
 
 // First CUDA use of the process: the runtime's facts, then device activity
 // (never from the constructor).
+// CUPTI's start is timed as a switch (own_cost.h), part of the hook's time.
 void NoteCuda() {
-  if (NoteCudaUse()) CuptiStart();
+  if (!NoteCudaUse()) return;
+  const uint64_t t0 = MonoNs();
+  CuptiStart();
+  AddCuptiSwitchCost(MonoNs() - t0);
 }
 
 // Fills the record from pointer kinds already known.

@@ -15,6 +15,7 @@
 #include "shim/base/clock.h"
 #include "shim/base/config.h"
 #include "shim/base/guard.h"
+#include "shim/base/own_cost.h"
 #include "shim/device/cupti.h"
 #include "shim/device/cupti_state.h"
 #include "shim/record/recorder.h"
@@ -200,8 +201,18 @@ void ServeWindow() {
   }
   // The program took CUPTI meanwhile (torch.profiler): never finalize its session.
   if (s.state.load() == kActive && s.windows.on && !s.program_owns.load()) {
-    if (request == kDetach && s.windows.attached) DetachLocked();
-    if (request == kAttach && !s.windows.attached) AttachLocked();
+    const uint64_t t0 = MonoNs();
+    bool switched = false;
+    if (request == kDetach && s.windows.attached) {
+      DetachLocked();
+      switched = true;
+    }
+    if (request == kAttach && !s.windows.attached) {
+      AttachLocked();
+      switched = true;
+    }
+    // On the program's thread, inside its hook: own_cost.h.
+    if (switched) AddCuptiSwitchCost(MonoNs() - t0);
   }
   pthread_mutex_unlock(&s.mu);
 }

@@ -1,5 +1,5 @@
 // The pool of registered slots for DataLoader worker batches
-// (PINSCOPE_PIN_POOL=1 with PINSCOPE_PIN on; docs/zero-copy-pool.md): the
+// (on with PINSCOPE_PIN unless PINSCOPE_PIN_POOL=0; docs/zero-copy-pool.md): the
 // calls the shm hooks (shim/core) and the process layer make. The state
 // machine is pool_table.h; this is the owner's side (slots made and
 // registered on the pinscope-pin thread, the program's mmap of a slot
@@ -30,7 +30,7 @@ inline bool PoolOn() { return g_pool.load(std::memory_order_relaxed) != nullptr;
 
 // The library constructor of every image (root or exec'd; forked children
 // share their parent's table): makes a new table, owned by this process,
-// when PINSCOPE_PIN is on and PINSCOPE_PIN_POOL=1. Says once on stderr if
+// when PINSCOPE_PIN is on and PINSCOPE_PIN_POOL is not 0. Says once on stderr if
 // it cannot (the pool stays off).
 void PoolInit();
 // True in the process that owns the table.

@@ -196,6 +196,11 @@ void WriteCounters() {
   p.e().Varint(c::kOwnThreadsCpuNs, own.threads_cpu_ns);
   p.e().Varint(c::kPointerQueries, own.pointer_queries);
   p.e().Varint(c::kPointerQueryNs, own.pointer_query_ns);
+  p.e().Varint(c::kCuptiSwitches, own.cupti_switches);
+  p.e().Varint(c::kCuptiSwitchNs, own.cupti_switch_ns);
+  const StackCacheStats cache = GetStackCacheStats();
+  p.e().Varint(c::kStackCacheHits, cache.hits);
+  p.e().Varint(c::kStackCacheChecks, cache.checks);
   p.Commit();
 }
 

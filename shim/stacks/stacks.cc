@@ -37,6 +37,7 @@
 #endif
 
 #include "shim/base/clock.h"
+#include "shim/base/guard.h"
 #include "shim/base/log.h"
 #include "shim/record/recorder.h"
 #include "shim/record/trace_fields.h"
@@ -160,6 +161,51 @@ __attribute__((noinline)) bool WriteStack(uint64_t id, const uint64_t* words, si
 
 std::atomic<uint64_t> g_captures{0}, g_capture_ns{0};
 
+// The stack cache (stacks.h): direct-mapped, per thread, keyed on the
+// innermost native frames, the depth and the Python frames. An entry holds a stack whose packet is
+// written in this file (a fork clears the forking thread's, the only one the child has). 16 bytes
+// (initial-exec TLS is scarce where the shim is dlopen'ed): bit 0 of the key (always set in a key)
+// is taken to say the entry's first answer was checked.
+struct CacheEntry {
+  uint64_t key;
+  uint64_t id;
+};
+constexpr uint64_t kChecked = 1;
+constexpr size_t kCacheEntries = 64;
+PINSCOPE_TLS CacheEntry t_stack_cache[kCacheEntries];
+// xorshift32 state for the checks at random (never 0 once seeded).
+PINSCOPE_TLS uint32_t t_check_rng = 0;
+
+// True for about one answer in kStackCacheCheck, at random: a periodic
+// check could keep missing a caller that alternates with that period.
+bool CheckThisOne() {
+  uint32_t x = t_check_rng ? t_check_rng : 0x9e3779b9u;
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  t_check_rng = x;
+  return x % kStackCacheCheck == 0;
+}
+std::atomic<bool> g_cache_off{false};
+std::atomic<bool> g_notice_cache_off{false};
+std::atomic<uint64_t> g_cache_hits{0}, g_cache_checks{0};
+
+inline uint64_t MixWords(uint64_t a, uint64_t b) {
+  __uint128_t m = static_cast<__uint128_t>(a ^ 0xa0761d6478bd642full) * (b ^ 0xe7037ed1a0b428dbull);
+  return static_cast<uint64_t>(m) ^ static_cast<uint64_t>(m >> 64);
+}
+
+// Never 0 or 1 (an empty entry's key); bit 0 clear. `inner`: the first native frames as
+// unw_backtrace gave them (the shim's included: they name the hook).
+uint64_t CacheKey(void* const* inner, int ni, uintptr_t depth, const uint64_t* python, size_t np,
+                  bool ptrunc) {
+  uint64_t k = MixWords(depth, static_cast<uint64_t>(ni) << 1 | ptrunc);
+  for (int i = 0; i < ni; ++i) k = MixWords(k, reinterpret_cast<uintptr_t>(inner[i]));
+  const intern::Hash128 h = intern::HashWords(python, np);
+  k = MixWords(k, h.a ^ np);
+  return (MixWords(k, h.b) | 2) & ~kChecked;
+}
+
 void SayOnce(std::atomic<bool>* flag, const char* code, const char* text) {
   if (flag->exchange(true)) return;
   RecordNotice(fields::kWarning, code, text);
@@ -199,8 +245,30 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
   uint64_t words[2 * kMaxStackDepth + 1];
   bool ntrunc = false, ptrunc = false;
   size_t nn = 0, np = 0;
+  // The Python frames first (a walk of the interpreter's frames, cheap), at
+  // the end of the buffer: with them and the innermost native frames the
+  // cache may answer.
+  uint64_t* python_ids = words + kMaxStackDepth + 1;
+  if (g_python) np = python::Capture(python_ids, depth, &ptrunc);
+  CacheEntry* entry = nullptr;
+  uint64_t key = 0, cached = 0;
+  if (g_backtrace && GetConfig().stack_cache && !g_cache_off.load(std::memory_order_relaxed)) {
+    void* inner[kStackKeyFrames];
+    const int ni = g_backtrace(inner, kStackKeyFrames);
+    key = CacheKey(inner, ni > 0 ? ni : 0, reinterpret_cast<uintptr_t>(__builtin_frame_address(0)),
+                   python_ids, np, ptrunc);
+    entry = &t_stack_cache[(key >> 2) % kCacheEntries];  // bits 0 and 1 are fixed
+    if ((entry->key & ~kChecked) == key) {
+      if ((entry->key & kChecked) && !CheckThisOne()) {
+        g_cache_hits.fetch_add(1, std::memory_order_relaxed);
+        return entry->id;
+      }
+      cached = entry->id;  // this answer is checked: unwound in full below
+      g_cache_checks.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   if (g_backtrace) nn = CaptureNative(__builtin_return_address(0), words, depth, &ntrunc);
-  if (g_python) np = python::Capture(words + nn, depth, &ptrunc);
+  if (np > 0) memmove(words + nn, python_ids, np * sizeof(uint64_t));
   if (nn + np == 0) return 0;
   words[nn + np] = nn | np << 16 | uint64_t{ntrunc} << 32 | uint64_t{ptrunc} << 33;
   intern::Mark* mark = nullptr;
@@ -212,9 +280,26 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
   }
   // The packets' time is taken only when they are written (first sight in
   // this file); it precedes the event's own timestamp in the copy hooks.
-  if (intern::ClaimWrite(mark))
-    intern::FinishWrite(mark, WriteStack(id, words, nn, np, ntrunc, ptrunc, MonoNs()));
+  bool written = true;
+  if (intern::ClaimWrite(mark)) {
+    written = WriteStack(id, words, nn, np, ntrunc, ptrunc, MonoNs());
+    intern::FinishWrite(mark, written);
+  }
+  if (cached != 0 && cached != id) {
+    g_cache_off.store(true, std::memory_order_relaxed);
+    SayOnce(&g_notice_cache_off, "stack_cache_off",
+            "a call site's cached call stack differed from a full unwind: the stack cache is "
+            "off, every stack is unwound in full from now on");
+    return id;
+  }
+  if (entry && written) *entry = {key | (cached == id ? kChecked : 0), id};
   return id;
+}
+
+StackCacheStats GetStackCacheStats() {
+  return {g_cache_hits.load(std::memory_order_relaxed),
+          g_cache_checks.load(std::memory_order_relaxed),
+          g_cache_off.load(std::memory_order_relaxed)};
 }
 
 StackCost GetStackCost() {
@@ -226,6 +311,10 @@ void StacksResetInChild() {
   g_capture_ns.store(0, std::memory_order_relaxed);
   intern::ResetInChild();
   modules::ResetInChild();
+  // The stacks the cache names are not written in the child's file.
+  memset(t_stack_cache, 0, sizeof t_stack_cache);
+  g_cache_hits.store(0, std::memory_order_relaxed);
+  g_cache_checks.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace pinscope::shim

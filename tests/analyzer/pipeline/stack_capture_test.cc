@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "analyzer/common/format.h"
 #include "analyzer/read/run_loader.h"
 #include "analyzer/report/report.h"
 #include "analyzer/report/report_command.h"
@@ -186,6 +187,8 @@ TEST(OwnCostTest, JsonHasTheSumAndEachProcess) {
                                    {"stack_capture_ns", kMs / 2},
                                    {"pointer_queries", 250},
                                    {"pointer_query_ns", kMs},
+                                   {"cupti_switches", 0},
+                                   {"cupti_switch_ns", 0},
                                    {"by_process",
                                     {{{"pid", 100},
                                       {"hook_calls", 400},
@@ -207,7 +210,11 @@ TEST(OwnCostTest, JsonHasTheSumAndEachProcess) {
 // a step, 25 us each, 10 us of stacks and 50 us of pinscope's own threads'
 // CPU a step. The run's totals say 0.2% of the run; the loop's step pays 1%.
 // `with_queries`: 2 driver pointer queries a step, 5 us each.
-std::string WriteLoopRun(uint64_t flush_every_ns, bool with_queries = false) {
+// `with_switches`: CUPTI's start took 30 ms of the first hooked call, and a
+// device-record window 150 steps into the loop took 8 ms to attach and 12
+// ms to detach, all inside the hooks' time.
+std::string WriteLoopRun(uint64_t flush_every_ns, bool with_queries = false,
+                         bool with_switches = false) {
   const std::string dir = MakeTempDir("own_cost_loop");
   TraceBuilder main(100, "r", kT0);
   testing::SetHostFacts(&main.header(), 0, 0);
@@ -222,6 +229,12 @@ std::string WriteLoopRun(uint64_t flush_every_ns, bool with_queries = false) {
     if (with_queries) {
       c->set_pointer_queries(100 + 2 * steps);
       c->set_pointer_query_ns(kMs + 2 * steps * 5000);
+    }
+    if (with_switches) {
+      const bool window = steps >= 150;
+      c->set_cupti_switches(window ? 3 : 1);
+      c->set_cupti_switch_ns(window ? 50 * kMs : 30 * kMs);
+      c->set_hook_ns(c->hook_ns() + c->cupti_switch_ns());
     }
   };
   for (uint64_t t = kT0 + flush_every_ns; t < loop; t += flush_every_ns) counters_at(t);
@@ -297,6 +310,34 @@ TEST(OwnCostTest, TheLoopsStepSaysWhatThePointerQueriesCostIt) {
   EXPECT_EQ(loop["pointer_queries"].get<uint64_t>() * 5000,
             loop["pointer_query_ns"].get<uint64_t>());
   EXPECT_EQ(loop["pointer_queries"].get<uint64_t>() * 2, loop["hook_calls"].get<uint64_t>());
+}
+
+// A window's switches fall in the loop: the run's line and the loop's say
+// what they cost, inside the hooks' time.
+TEST(OwnCostTest, TheWindowsSwitchesAreStatedApart) {
+  const std::string dir = WriteLoopRun(500 * kMs, false, true);
+  const std::string text = Flat(ReportOf(dir, false));
+  EXPECT_NE(text.find("; CUPTI switched on or off on the job's threads 3 times, 50.0 ms (its "
+                      "start at the first CUDA call, and each device-record window's start and "
+                      "end; part of the hooks' time); pinscope's own threads"),
+            std::string::npos)
+      << text;
+  const nlohmann::json j = nlohmann::json::parse(ReportOf(dir, true));
+  EXPECT_EQ(j["own_cost"]["cupti_switches"].get<uint64_t>(), 3u);
+  EXPECT_EQ(j["own_cost"]["cupti_switch_ns"].get<uint64_t>(), 50 * kMs);
+  const nlohmann::json& loop = j["own_cost"]["loop"];
+  ASSERT_TRUE(loop.is_object()) << j["own_cost"].dump();
+  // The steady span (two seconds or more of a 3 s loop) holds the window.
+  EXPECT_EQ(loop["cupti_switches"].get<uint64_t>(), 2u);
+  EXPECT_EQ(loop["cupti_switch_ns"].get<uint64_t>(), 20 * kMs);
+  EXPECT_EQ(loop["hook_ns"].get<uint64_t>(), loop["hook_calls"].get<uint64_t>() * 25000 + 20 * kMs);
+  const uint64_t steps = loop["span_ns"].get<uint64_t>() / (10 * kMs);
+  EXPECT_NE(text.find(StringPrintf("; of the hooks' time, CUPTI switched on or off 2 times, 20.0 "
+                                   "ms (%.1f us a step over this span; once a device-record "
+                                   "window), pinscope's own threads",
+                                   20.0 * kMs / steps / 1e3)),
+            std::string::npos)
+      << text;
 }
 
 TEST(OwnCostTest, NoLoopLineWithoutTwoFlushesInTheSteadyWindow) {

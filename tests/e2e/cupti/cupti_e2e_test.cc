@@ -521,6 +521,14 @@ TEST(CuptiWindows, TheFirstWindowWaitsForTheLoop) {
   EXPECT_EQ(r.Diag("fake_finalizes"), 2);
   EXPECT_EQ(r.Diag("fake_calls_while_finalized"), 0);
   EXPECT_NE(p.NoticeText("cupti_started").find("PINSCOPE_CUPTI_START=loop"), std::string::npos);
+  // Each switch timed on the job's thread (own_cost.h): the start (with the
+  // check's attach), the check's detach, the window's attach and detach.
+  const auto counters = p.Of(t::TracePacket::kCounters);
+  ASSERT_FALSE(counters.empty());
+  const t::Counters& c = counters.back()->counters();
+  EXPECT_EQ(c.cupti_switches(), 4u);
+  EXPECT_GT(c.cupti_switch_ns(), 0u);
+  EXPECT_LE(c.cupti_switch_ns(), c.hook_ns());
 }
 
 // PINSCOPE_CUPTI_WINDOW_MS=0: attached throughout, as before windows.

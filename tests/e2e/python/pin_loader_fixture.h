@@ -41,6 +41,11 @@ class PinLoaderTest : public TorchJobTest {
     if (pinscope) {
       env = {PreloadPinscope(PINSCOPE_LIB, ""), "PINSCOPE_OUT=" + dir_.path() + "/run",
              "PINSCOPE_PIN=1", "PINSCOPE_STACKS=0", "PINSCOPE_CUPTI=0"};
+      // Pinning without the pool (it comes with PINSCOPE_PIN) unless the
+      // test names PINSCOPE_PIN_POOL itself.
+      bool pool_named = false;
+      for (const std::string& e : extra_env_) pool_named |= e.rfind("PINSCOPE_PIN_POOL=", 0) == 0;
+      if (!pool_named && !pool_default_) env.push_back("PINSCOPE_PIN_POOL=0");
       env.insert(env.end(), extra_env_.begin(), extra_env_.end());
     }
     const std::string sub = dir_.path() + (pinscope ? "/pinned" : "/plain");
@@ -94,6 +99,7 @@ class PinLoaderTest : public TorchJobTest {
 
   RunResult pinned_;
   std::vector<std::string> extra_env_;  // for the pinscope run
+  bool pool_default_ = false;           // PINSCOPE_PIN_POOL left unset (the default)
   std::string prefix_;                  // shell commands before both runs (unshare -m)
 };
 }  // namespace pinscope::e2e

@@ -474,9 +474,25 @@ TEST_F(PinPoolTest, IdleSlotsAreReleased) {
   EXPECT_EQ(s.last_pinned, 0u) << Describe(s);
 }
 
-// PINSCOPE_PIN_POOL unset: nothing of the pool happens.
-TEST_F(PinPoolTest, OffByDefault) {
+// PINSCOPE_PIN_POOL unset: the pool comes with PINSCOPE_PIN=1 (as in
+// WorkerBatchesComeFromRegisteredSlotsOverEpochs, one epoch).
+TEST_F(PinPoolTest, OnByDefaultWithPinning) {
   extra_env_.clear();
+  pool_default_ = true;
+  const long registered = RunBoth({"--workers", "2", "--batches", "12"}, 12);
+  const PoolStats s = Stats();
+  EXPECT_EQ(s.batch_maps, 12) << Describe(s);
+  EXPECT_GE(s.served, 4) << Describe(s);
+  EXPECT_GE(s.slots, 1) << Describe(s);
+  EXPECT_EQ(registered, s.slots + s.per_batch) << Describe(s);
+  EXPECT_EQ(s.served + s.per_batch, 12) << Describe(s);
+  EXPECT_EQ(s.worker_swaps, s.served) << Describe(s);
+}
+
+// PINSCOPE_PIN_POOL=0: pinning alone, nothing of the pool happens; each
+// batch is registered once.
+TEST_F(PinPoolTest, ZeroTurnsItOff) {
+  extra_env_ = {"PINSCOPE_PIN_POOL=0"};
   EXPECT_EQ(RunBoth({"--workers", "2", "--batches", "6"}, 6), 6);
   const PoolStats s = Stats();
   EXPECT_EQ(s.served, 0);

@@ -2,7 +2,7 @@
 // recorded event (cudaMemcpy through the fake CUDA runtime), run under
 // LD_PRELOAD=libpinscope.so by stacks_e2e_test. The "// @name" markers name
 // the lines the test expects in the symbolized stacks.
-//   stacks_chain chain | deep N | fork | threads
+//   stacks_chain chain | deep N | fork | threads | twins | twins-deep
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <sys/wait.h>
@@ -51,6 +51,22 @@ __attribute__((noinline)) pid_t Round(bool do_fork) {
   return pid;
 }
 
+// Twins: the same code, so the same frame size: a copy below either is at
+// the same stack depth. `deep`: through Recurse(kTwinDepth), so that the
+// innermost frames below both twins are alike too (the stack cache's key,
+// shim/stacks/stacks.h, then cannot tell them apart: its check must).
+constexpr int kTwinDepth = 16;
+__attribute__((noinline)) int TwinA(bool deep) {
+  int rc = deep ? Recurse(kTwinDepth) : Inner(0);  // @twin-a
+  asm volatile("" ::: "memory");
+  return rc;
+}
+__attribute__((noinline)) int TwinB(bool deep) {
+  int rc = deep ? Recurse(kTwinDepth) : Inner(0);  // @twin-b
+  asm volatile("" ::: "memory");
+  return rc;
+}
+
 void* Worker(void*) {
   for (int i = 0; i < 50; ++i) Outer(0);  // @worker
   return nullptr;
@@ -79,6 +95,14 @@ int main(int argc, char** argv) {
     if (pid < 0) return 3;
     int status = 0;
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 4;
+  } else if (!strcmp(argv[1], "twins") || !strcmp(argv[1], "twins-deep")) {
+    // 200 rounds of TwinA then TwinB, from one loop (volatile: not unrolled).
+    const bool deep = !strcmp(argv[1], "twins-deep");
+    volatile int rounds = 200;
+    for (int i = 0; i < rounds; ++i) {
+      TwinA(deep);
+      TwinB(deep);
+    }
   } else if (!strcmp(argv[1], "threads")) {
     pthread_t t[4];
     for (auto& th : t) pthread_create(&th, nullptr, Worker, nullptr);

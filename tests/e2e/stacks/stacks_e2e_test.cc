@@ -207,6 +207,79 @@ TEST(StacksE2E, ForkedChildWritesItsOwnCompleteStacks) {
             child->stacks.begin()->second.native_pcs_size());
 }
 
+// The stack cache (shim/stacks/stacks.h): a call site met again is answered
+// without a full unwind, and each twin keeps its own stack. 400 copies: 2
+// first sights and 398 answers; each entry's first answer is checked by a
+// full unwind, then about one in 64 at random.
+TEST(StacksE2E, TheStackCacheKeepsTwinCallersApart) {
+  for (const char* cache : {"1", "0"}) {
+    SCOPED_TRACE(std::string("PINSCOPE_STACK_CACHE=") + cache);
+    RunResult run =
+        RunTraced({PINSCOPE_CHAIN_PATH, "twins"}, {std::string("PINSCOPE_STACK_CACHE=") + cache});
+    ASSERT_EQ(run.files.size(), 1u);
+    const TraceFile& t = run.files[0];
+    ExpectSelfContained(t);
+    ASSERT_EQ(t.copies.size(), 400u);
+    ASSERT_EQ(t.stacks.size(), 2u);
+    Symbolizer sym;
+    const uint64_t a = t.copies[0].stack_id(), b = t.copies[1].stack_id();
+    ASSERT_NE(a, b);
+    EXPECT_EQ(Names(NativeFrames(sym, t, a), 3),
+              (std::vector<std::string>{"chain::Inner(int)", "chain::TwinA(bool)", "main"}));
+    EXPECT_EQ(Names(NativeFrames(sym, t, b), 3),
+              (std::vector<std::string>{"chain::Inner(int)", "chain::TwinB(bool)", "main"}));
+    int wrong = 0;
+    for (size_t i = 0; i < t.copies.size(); ++i) wrong += t.copies[i].stack_id() != (i % 2 ? b : a);
+    EXPECT_EQ(wrong, 0);
+    const trace::Counters* counters = LastCounters(t);
+    ASSERT_NE(counters, nullptr);
+    EXPECT_EQ(counters->stacks_captured(), 400u);
+    const bool on = cache[0] == '1';
+    EXPECT_EQ(counters->stack_cache_hits() + counters->stack_cache_checks(), on ? 398u : 0u);
+    if (on) {
+      EXPECT_GE(counters->stack_cache_checks(), 2u);
+      EXPECT_LE(counters->stack_cache_checks(), 2u + 396 / 16);  // about 6 expected
+    }
+  }
+}
+
+// Twins whose innermost frames are alike (16 frames of Recurse below each)
+// at the same depth: the cache's key is the same, so TwinB's first copy finds
+// TwinA's entry. That entry's first answer is checked: the full unwind finds
+// the difference, turns the cache off and says so. No copy names the wrong
+// twin.
+TEST(StacksE2E, TheStackCacheCheckTurnsItOffOnAMismatch) {
+  RunResult run = RunTraced({PINSCOPE_CHAIN_PATH, "twins-deep"}, {});
+  ASSERT_EQ(run.files.size(), 1u);
+  const TraceFile& t = run.files[0];
+  ExpectSelfContained(t);
+  ASSERT_EQ(t.copies.size(), 400u);
+  ASSERT_EQ(t.stacks.size(), 2u);
+  const uint64_t a = t.copies[0].stack_id();
+  uint64_t b = 0;
+  for (const auto& [id, stack] : t.stacks) b = id != a ? id : b;
+  ASSERT_NE(b, 0u);
+  Symbolizer sym;
+  auto names = [&](uint64_t id) {
+    std::string all;
+    for (const SymbolizedFrame& f : NativeFrames(sym, t, id)) all += f.function + ";";
+    return all;
+  };
+  EXPECT_NE(names(a).find(";chain::TwinA(bool);main;"), std::string::npos) << names(a);
+  EXPECT_NE(names(b).find(";chain::TwinB(bool);main;"), std::string::npos) << names(b);
+  int wrong = 0;
+  for (size_t i = 0; i < t.copies.size(); ++i) wrong += t.copies[i].stack_id() != (i % 2 ? b : a);
+  EXPECT_EQ(wrong, 0);
+  const trace::Counters* counters = LastCounters(t);
+  ASSERT_NE(counters, nullptr);
+  EXPECT_EQ(counters->stack_cache_checks(), 1u);
+  EXPECT_EQ(counters->stack_cache_hits(), 0u);
+  int notices = 0;
+  for (const trace::TracePacket& p : t.packets)
+    notices += p.has_notice() && p.notice().code() == "stack_cache_off";
+  EXPECT_EQ(notices, 1);
+}
+
 TEST(StacksE2E, ThreadsShareOneInternedStack) {
   RunResult run = RunTraced({PINSCOPE_CHAIN_PATH, "threads"}, {});
   ASSERT_EQ(run.files.size(), 1u);

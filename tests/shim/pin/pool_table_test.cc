@@ -243,8 +243,9 @@ TEST_F(PoolTableTest, ForkedProcessesTakeAndReleaseWithoutDoubleTakes) {
   munmap(holders, 4096);
 }
 
-// PINSCOPE_PIN_POOL: off by default; 1 with pinning on; 1 without pinning,
-// or a bad value, is said and leaves it off.
+// PINSCOPE_PIN_POOL: on with pinning, off without; 0 turns it off; 1
+// without pinning is said and leaves it off; a bad value is said and leaves
+// the default (on with pinning).
 TEST(PoolConfig, ParsedAndValidated) {
   auto load = [](const char* pin, const char* pool) {
     if (pin)
@@ -259,12 +260,15 @@ TEST(PoolConfig, ParsedAndValidated) {
     LoadConfig(&c);
     return c.pin_pool;
   };
-  EXPECT_FALSE(load("1", nullptr));
+  EXPECT_TRUE(load("1", nullptr));
+  EXPECT_TRUE(load("async", nullptr));
+  EXPECT_FALSE(load(nullptr, nullptr));
+  EXPECT_FALSE(load("0", nullptr));
   EXPECT_TRUE(load("1", "1"));
   EXPECT_TRUE(load("async", "on"));
   EXPECT_FALSE(load("1", "0"));
   testing::internal::CaptureStderr();
-  EXPECT_FALSE(load("1", "maybe"));
+  EXPECT_TRUE(load("1", "maybe"));
   EXPECT_FALSE(load(nullptr, "1"));
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("PINSCOPE_PIN_POOL=\"maybe\" is not 0 or 1"), std::string::npos) << err;

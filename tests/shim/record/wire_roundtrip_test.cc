@@ -546,6 +546,10 @@ std::vector<Case> AllCases() {
                      c->set_own_threads_cpu_ns(11);
                      c->set_pointer_queries(12);
                      c->set_pointer_query_ns(kMax64 - 13);
+                     c->set_cupti_switches(14);
+                     c->set_cupti_switch_ns(kMax64 - 15);
+                     c->set_stack_cache_hits(16);
+                     c->set_stack_cache_checks(17);
                    },
                    [](const pt::TracePacket& p, Encoder* e) {
                      namespace k = f::counters;
@@ -563,6 +567,10 @@ std::vector<Case> AllCases() {
                      e->Varint(k::kOwnThreadsCpuNs, c.own_threads_cpu_ns());
                      e->Varint(k::kPointerQueries, c.pointer_queries());
                      e->Varint(k::kPointerQueryNs, c.pointer_query_ns());
+                     e->Varint(k::kCuptiSwitches, c.cupti_switches());
+                     e->Varint(k::kCuptiSwitchNs, c.cupti_switch_ns());
+                     e->Varint(k::kStackCacheHits, c.stack_cache_hits());
+                     e->Varint(k::kStackCacheChecks, c.stack_cache_checks());
                    }});
   cases.push_back({f::packet::kRecording,
                    [](pt::TracePacket* p) {
