@@ -72,6 +72,60 @@ std::string LoopLine(const LoopOwnCost& loop) {
          " of CPU a step (on other cores).";
 }
 
+std::string Signed(int64_t ns) {
+  return (ns < 0 ? "-" : "+") + FormatDuration(static_cast<uint64_t>(ns < 0 ? -ns : ns));
+}
+
+// What the device-record windows cost the loop's steps (window_cost.h).
+std::optional<std::string> WindowsLine(const Report& report) {
+  const WindowCostAnalysis& wc = report.window_cost();
+  const std::vector<WindowEffect>& ws = wc.windows();
+  if (ws.empty()) return std::nullopt;
+  int64_t in = 0, after = 0;
+  uint64_t length = 0;
+  for (const WindowEffect& w : ws) {
+    in += w.excess_in_ns;
+    after += w.excess_after_ns;
+    length += w.length_ns();
+  }
+  const int64_t total = in + after;
+  const std::string after_s = FormatDuration(WindowCostAnalysis::kAfterNs);
+  std::string text;
+  auto slower = [](double s) {
+    return s >= 0 ? FormatPercent(s) + " slower" : FormatPercent(-s) + " faster";
+  };
+  if (ws.size() == 1) {
+    const WindowEffect& w = ws[0];
+    text = "Measured in the loop: the device-record window (" + FormatDuration(w.length_ns()) +
+           ", " + FormatDuration(w.attach_ns - report.start_ns()) +
+           " into the run) made the loop run " + slower(w.SlowdownIn()) + " than around it (" +
+           Signed(w.excess_in_ns) + ") while it was open, and " + slower(w.SlowdownAfter()) +
+           " over the " + after_s + " after it (" + Signed(w.excess_after_ns) + ")";
+  } else {
+    text = "Measured in the loop: " + FormatCount(ws.size()) + " device-record windows (" +
+           FormatDuration(length) + " in all) slowed its steps by " + Signed(in) + " in them and " +
+           Signed(after) + " in the " + after_s + " after each";
+  }
+  text += ": " + Signed(total) + " in all";
+  if (wc.loop_ns() > 0) {
+    text += ", " + FormatPercent(static_cast<double>(total) / wc.loop_ns()) + " of the loop's " +
+            FormatDuration(wc.loop_ns()) + " (timed by its copies from one call site)";
+  }
+  text +=
+      ". CUPTI's switches on the job's thread are part of it; the loop's pace around a "
+      "window is its baseline (" +
+      DocPath("device-activity.md") + ")";
+  if (wc.period_gap_ns() > 0 && total > 0) {
+    const uint64_t per = length / ws.size() + wc.period_gap_ns();
+    const double share = static_cast<double>(total) / ws.size() / per;
+    text += ". The next window was planned " + FormatDuration(wc.period_gap_ns()) +
+            " later: at one window in that period, " +
+            (share < 0.0005 ? std::string("under 0.1%") : "about " + FormatPercent(share)) +
+            " of a longer run";
+  }
+  return text + ".";
+}
+
 }  // namespace
 
 std::vector<OwnCostParagraph> OwnCostParagraphs(const Report& report) {
@@ -114,6 +168,7 @@ std::vector<OwnCostParagraph> OwnCostParagraphs(const Report& report) {
   out.push_back({text});
   if (const std::optional<LoopOwnCost> loop = LoopOwnCostOf(report))
     out.push_back({LoopLine(*loop)});
+  if (const std::optional<std::string> windows = WindowsLine(report)) out.push_back({*windows});
   const auto& processes = report.processes();
   const auto with_cost = std::count_if(processes.begin(), processes.end(),
                                        [](const ProcessSummary& p) { return p.has_own_cost(); });

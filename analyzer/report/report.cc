@@ -28,6 +28,7 @@ Report::Report(Calibration calibration, const ReportOptions& options)
       allocs_(std::make_unique<AllocAnalysis>()),
       shm_(std::make_unique<ShmAnalysis>()),
       processes_(std::make_unique<ProcessAnalysis>()),
+      window_cost_(std::make_unique<WindowCostAnalysis>()),
       input_(std::make_unique<InputAnalysis>(calibration_, JoinModeOf(options))),
       pipeline_(std::make_unique<PipelineAnalysis>(JoinModeOf(options))) {}
 
@@ -35,6 +36,7 @@ Report::~Report() = default;
 
 void Report::Attach(ReplayEngine* engine) {
   engine->AddAnalysis(processes_.get());
+  engine->AddAnalysis(window_cost_.get());
   engine->AddAnalysis(copies_.get());
   engine->AddAnalysis(call_sites_.get());
   engine->AddAnalysis(allocs_.get());

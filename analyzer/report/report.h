@@ -18,6 +18,7 @@
 #include "analyzer/analyses/pipeline_analysis.h"
 #include "analyzer/analyses/process_analysis.h"
 #include "analyzer/analyses/shm_analysis.h"
+#include "analyzer/analyses/window_cost.h"
 #include "analyzer/model/pipeline_model.h"
 #include "analyzer/read/calibration.h"
 #include "analyzer/replay/replay.h"
@@ -65,6 +66,8 @@ class Report {
   // Cores the job may use: min(affinity, cgroup quota), 0 if unknown.
   uint32_t AvailableCores() const;
   const ProcessAnalysis& process_analysis() const { return *processes_; }
+  // What the device-record windows cost the root's loop (window_cost.h).
+  const WindowCostAnalysis& window_cost() const { return *window_cost_; }
   const std::vector<ProcessSummary>& processes() const { return processes_->processes(); }
   const std::vector<Finding>& findings() const { return findings_; }
   const std::vector<PendingCheck>& pending() const { return pending_; }
@@ -108,6 +111,7 @@ class Report {
   std::unique_ptr<AllocAnalysis> allocs_;
   std::unique_ptr<ShmAnalysis> shm_;
   std::unique_ptr<ProcessAnalysis> processes_;
+  std::unique_ptr<WindowCostAnalysis> window_cost_;
   std::unique_ptr<InputAnalysis> input_;
   std::unique_ptr<PipelineAnalysis> pipeline_;
   model::Inputs model_inputs_;

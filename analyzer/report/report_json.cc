@@ -467,6 +467,27 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                      {"cupti_switches", analysis.cupti_switches()},
                      {"cupti_switch_ns", analysis.cupti_switch_ns()},
                      {"by_process", by_process}};
+    // What the device-record windows cost the loop's steps (window_cost.h).
+    json windows = json::array();
+    for (const WindowEffect& w : report.window_cost().windows()) {
+      windows.push_back({{"attach_offset_ns", w.attach_ns - report.start_ns()},
+                         {"length_ns", w.length_ns()},
+                         {"baseline_interval_ns", w.baseline_interval_ns},
+                         {"baseline_sides", w.baseline_sides},
+                         {"intervals_in", w.intervals_in},
+                         {"time_in_ns", w.time_in_ns},
+                         {"excess_in_ns", w.excess_in_ns},
+                         {"intervals_after", w.intervals_after},
+                         {"time_after_ns", w.time_after_ns},
+                         {"excess_after_ns", w.excess_after_ns}});
+    }
+    if (!windows.empty()) {
+      j["own_cost"]["device_windows"] = {{"windows", windows},
+                                         {"loop_ns", report.window_cost().loop_ns()},
+                                         {"loop_steps", report.window_cost().loop_steps()},
+                                         {"after_ns", WindowCostAnalysis::kAfterNs},
+                                         {"next_gap_ns", report.window_cost().period_gap_ns()}};
+    }
     if (const std::optional<LoopOwnCost> loop = LoopOwnCostOf(report)) {
       const OwnCostSpan& s = loop->span;
       j["own_cost"]["loop"] = {{"span_ns", s.length_ns()},

@@ -26,18 +26,21 @@ def expect(what, got, want, tol=0.0):
 
 # 30 warm-up and 5 x 30 timed steps, one x copy each: 149 intervals between
 # the loop's copies of that stack (the model's 194 weight copies at start
-# come from another stack, in a burst of 20 ms).
-expect("steps", r["steps"], 149)
+# come from another stack, in a burst of 20 ms). The same figures as the
+# report's (analyzer/analyses/window_cost.h; RecordedCost in
+# tests/analyzer/model/pipeline_traces_test.cc).
+expect("intervals", r["intervals"], 149)
 expect("windows", len(r["windows"]), 1)
 w = r["windows"][0]
 expect("window length", w["length_ms"], 265.249, 0.001)
 expect("baseline sides", w["baseline_sides"], 2)
-expect("baseline step", w["baseline_step_ms"], 24.190, 0.001)
-expect("steps in the window", w["steps_in"], 8)
-expect("their step", w["step_in_ms"], 33.242, 0.001)
-expect("excess in", w["excess_in_ms"], 70.576, 0.001)
-expect("steps within 1.5 s after", w["steps_after"], 48)
-expect("excess after", w["excess_after_ms"], 312.509, 0.001)
+expect("baseline interval", w["baseline_interval_ms"], 25.268, 0.001)
+expect("intervals in the window", w["intervals_in"], 8)
+expect("their time", w["time_in_ms"], 264.094, 0.001)
+expect("excess in", w["excess_in_ms"], 61.954, 0.001)
+expect("intervals within 1.5 s after", w["intervals_after"], 48)
+expect("their time after", w["time_after_ms"], 1473.619, 0.001)
+expect("excess after", w["excess_after_ms"], 260.775, 0.001)
 # The start (with its check window), the check's detach, the window's
 # attach and detach: 4 switches on the job's thread, 33.2 ms.
 expect("switches", r["cupti_switches"], 4)
@@ -48,10 +51,10 @@ out = subprocess.run([sys.executable, tools + "/bench/window_cost.py", "--json",
                       "--pb2-dir", pb2, data + "/h100/cost/many_window"],
                      capture_output=True, text=True)
 w2 = json.loads(out.stdout)["windows"][0]
-expect("--after 0.5: steps in", w2["steps_in"], 8)
-if not 0 < w2["steps_after"] < w["steps_after"]:
-    fails.append("--after 0.5: %d steps after, expected between 0 and %d" %
-                 (w2["steps_after"], w["steps_after"]))
+expect("--after 0.5: intervals in", w2["intervals_in"], 8)
+if not 0 < w2["intervals_after"] < w["intervals_after"]:
+    fails.append("--after 0.5: %d intervals after, expected between 0 and %d" %
+                 (w2["intervals_after"], w["intervals_after"]))
 if fails:
     print("\n".join(fails))
     sys.exit(1)

@@ -10,15 +10,19 @@ This reads the root process's trace of a traced loop (`pinscope run` of
 tools/bench/cupti_overhead.py, or any loop that makes the same host-to-device
 copy once a step), and says:
 
-  - the step: the interval between consecutive copies of the loop's copy
-    call stack, the one whose copies cover the most time (count x span:
-    the model's weight copies at start come in a burst from one stack);
-  - the baseline of each window: the mean of the median step in the 1.5 s
-    before the window and in the 1.5 s after AFTER seconds past its detach
+  - the loop's pace: the intervals between consecutive copies of the loop's
+    copy call stack, the one whose copies cover the most time (count x
+    span: the model's weight copies at start come in a burst from one
+    stack); a loop copying two tensors a step from one line has two
+    intervals a step, and the ratios hold;
+  - the baseline of each window: the mean of the mean interval in the 1.5 s
+    before the window and in the 1.5 s from AFTER seconds past its detach
     (both sides: a loop's step drifts over seconds);
-  - the window's cost: the sum, over the steps that began inside the window
-    and those that began within AFTER seconds (1.5) after its detach, of
-    their excess over that baseline: split "in" and "after";
+  - the window's cost: the time from the loop's first copy in the window to
+    its first copy after it, and from there to its first copy after AFTER
+    seconds (1.5), beyond what as many intervals took at the baseline:
+    "in" and "after". The same as the report's own-cost line
+    (analyzer/analyses/window_cost.h);
   - and from the trace's Counters, the time the job's threads spent
     switching CUPTI (part of "in": the attach and detach are calls on the
     program's thread).
@@ -28,6 +32,7 @@ start's "check"); a run without windows (PINSCOPE_CUPTI=0) gives the
 baseline and the steady step alone. Needs trace_pb2 (see tools/trace_dump.py).
 """
 import argparse
+import bisect
 import json
 import os
 import statistics
@@ -60,7 +65,7 @@ def analyze(run, after_s=1.5, pb2_dir=None):
         by_stack.setdefault(p.copy.stack_id, []).append(p.timestamp_ns)
     marker = max(by_stack, key=lambda k: len(by_stack[k]) * (max(by_stack[k]) - min(by_stack[k])))
     starts = sorted(p.timestamp_ns for p in copies if p.copy.stack_id == marker)
-    steps = [(a, b - a) for a, b in zip(starts, starts[1:])]
+    steps = [(a, b - a) for a, b in zip(starts, starts[1:])]  # (start, interval)
     windows, attached = [], None
     for p in sorted((p for p in packets if p.HasField("recording")), key=lambda p: p.timestamp_ns):
         reason = p.recording.reason
@@ -73,33 +78,35 @@ def analyze(run, after_s=1.5, pb2_dir=None):
     loop_windows = [(a, d) for a, d in windows if any(a <= t <= d for t, _ in steps)]
     after_ns = int(after_s * 1e9)
     side_ns = 1_500_000_000
+    m = starts
 
-    def median_in(lo, hi):
-        xs = [dt for t, dt in steps if lo <= t < hi]
-        return statistics.median(xs) if xs else None
-
-    out = {"run": run, "steps": len(steps),
-           "median_step_ms": statistics.median(dt for _, dt in steps) / 1e6, "windows": []}
+    out = {"run": run, "intervals": len(steps), "loop_ms": (m[-1] - m[0]) / 1e6, "windows": []}
     for a, d in loop_windows:
-        sides = [m for m in (median_in(a - side_ns, a), median_in(d + after_ns, d + after_ns + side_ns))
-                 if m is not None]
+        i0, i1 = bisect.bisect_left(m, a), bisect.bisect_right(m, d)
+        i2 = bisect.bisect_right(m, d + after_ns)
+        if i1 <= i0 or i1 >= len(m):
+            continue
+        sides = []
+        b0 = bisect.bisect_left(m, a - side_ns)
+        if i0 > b0:
+            sides.append((m[i0] - m[b0]) / (i0 - b0))
+        c0 = bisect.bisect_left(m, d + after_ns)
+        c1 = bisect.bisect_left(m, d + after_ns + side_ns)
+        if c1 > c0 and c1 < len(m):
+            sides.append((m[c1] - m[c0]) / (c1 - c0))
         if not sides:
-            out["windows"].append({"length_ms": (d - a) / 1e6, "problem": "no steps around it"})
+            out["windows"].append({"length_ms": (d - a) / 1e6, "problem": "no copies around it"})
             continue
         base = sum(sides) / len(sides)
-        inside = [dt for t, dt in steps if a <= t <= d]
-        later = [dt for t, dt in steps if d < t <= d + after_ns]
-        out["windows"].append({
-            "length_ms": (d - a) / 1e6,
-            "baseline_step_ms": base / 1e6,
-            "baseline_sides": len(sides),
-            "steps_in": len(inside),
-            "step_in_ms": statistics.median(inside) / 1e6 if inside else None,
-            "excess_in_ms": sum(dt - base for dt in inside) / 1e6,
-            "steps_after": len(later),
-            "step_after_ms": statistics.median(later) / 1e6 if later else None,
-            "excess_after_ms": sum(dt - base for dt in later) / 1e6,
-        })
+        w = {"length_ms": (d - a) / 1e6, "baseline_interval_ms": base / 1e6,
+             "baseline_sides": len(sides), "intervals_in": i1 - i0,
+             "time_in_ms": (m[i1] - m[i0]) / 1e6,
+             "excess_in_ms": (m[i1] - m[i0] - (i1 - i0) * base) / 1e6,
+             "intervals_after": 0, "time_after_ms": 0.0, "excess_after_ms": 0.0}
+        if i2 > i1 and i2 < len(m):
+            w.update({"intervals_after": i2 - i1, "time_after_ms": (m[i2] - m[i1]) / 1e6,
+                      "excess_after_ms": (m[i2] - m[i1] - (i2 - i1) * base) / 1e6})
+        out["windows"].append(w)
     counters = [p.counters for p in packets if p.HasField("counters")]
     if counters:
         c = counters[-1]
@@ -128,16 +135,16 @@ def main(argv):
         if "problem" in r:
             print("%s: %s" % (name, r["problem"]))
             continue
-        line = "%s: %d steps, median %.2f ms" % (name, r["steps"], r["median_step_ms"])
+        line = "%s: %d intervals over %.2f s" % (name, r["intervals"], r["loop_ms"] / 1e3)
         for w in r["windows"]:
             if "problem" in w:
                 line += "; window %.0f ms: %s" % (w["length_ms"], w["problem"])
                 continue
-            line += ("; window %.0f ms (baseline %.2f ms, %d side%s): %d steps at %.2f ms "
-                     "(%+.1f ms), %d after at %.2f ms (%+.1f ms)") % (
-                w["length_ms"], w["baseline_step_ms"], w["baseline_sides"],
-                "" if w["baseline_sides"] == 1 else "s", w["steps_in"], w["step_in_ms"] or 0,
-                w["excess_in_ms"], w["steps_after"], w["step_after_ms"] or 0,
+            line += ("; window %.0f ms (baseline %.2f ms, %d side%s): %d intervals in %.1f ms "
+                     "(%+.1f ms), %d after in %.1f ms (%+.1f ms)") % (
+                w["length_ms"], w["baseline_interval_ms"], w["baseline_sides"],
+                "" if w["baseline_sides"] == 1 else "s", w["intervals_in"], w["time_in_ms"],
+                w["excess_in_ms"], w["intervals_after"], w["time_after_ms"],
                 w["excess_after_ms"])
         if "cupti_switch_ms" in r:
             line += "; CUPTI switches %d, %.1f ms" % (r["cupti_switches"], r["cupti_switch_ms"])
