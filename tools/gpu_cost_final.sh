@@ -169,6 +169,14 @@ queries = ("; pointer queries %d, %.2f us each" % (
     if o.get("pointer_queries") else "")
 if o.get("cupti_switches"):
     queries += "; CUPTI switches %d, %.1f ms" % (o["cupti_switches"], o["cupti_switch_ns"] / 1e6)
+# What each device-record window cost the loop, measured in it (the report
+# since the eighteenth session: own_cost.device_windows).
+dw = o.get("device_windows")
+if dw:
+    for w in dw["windows"]:
+        queries += "; window %.0f ms: %+.1f ms in it (%d intervals), %+.1f ms in the %.1f s after" % (
+            w["length_ns"] / 1e6, w["excess_in_ns"] / 1e6, w["intervals_in"],
+            w["excess_after_ns"] / 1e6, dw["after_ns"] / 1e9)
 print("  %s: %d hooks, %.2f us a call, %.3f%% of the run%s; stacks %.1f ms%s; own threads %.1f ms CPU" % (
     name, o["hook_calls"], o["hook_ns"] / max(1, o["hook_calls"]) / 1e3, 100 * o["hook_fraction_of_run"],
     in_loop, o["stack_capture_ns"] / 1e6, queries, o["own_threads_cpu_ns"] / 1e6))' "$r" | tee -a "$W/own-cost.txt"

@@ -164,8 +164,8 @@ std::atomic<uint64_t> g_captures{0}, g_capture_ns{0};
 // The stack cache (stacks.h): direct-mapped, per thread, keyed on the
 // innermost native frames, the depth and the Python frames. An entry holds a stack whose packet is
 // written in this file (a fork clears the forking thread's, the only one the child has). 16 bytes
-// (initial-exec TLS is scarce where the shim is dlopen'ed): bit 0 of the key (always set in a key)
-// is taken to say the entry's first answer was checked.
+// (initial-exec TLS is scarce where the shim is dlopen'ed): bit 0, clear in every key, marks an
+// entry whose first answer was checked.
 struct CacheEntry {
   uint64_t key;
   uint64_t id;

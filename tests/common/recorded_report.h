@@ -13,16 +13,24 @@
 
 namespace pinscope::test_util {
 
-// The report of `dir` as JSON, or as the text a person reads.
-inline std::string RecordedOutput(const std::string& dir, bool json) {
+// The report of `dir` as JSON, or as the text a person reads, with the
+// calibration at `calibration` (empty: the default lookup; tests set
+// PINSCOPE_CALIBRATION to a missing file).
+inline std::string ReportOutput(const std::string& dir, bool json,
+                                const std::string& calibration = "") {
   ReportOptions options;
   options.run_dir = dir;
   options.json = json;
   options.color = ColorMode::kNever;
-  options.calibration_path = dir + "/calibration.json";
+  if (!calibration.empty()) options.calibration_path = calibration;
   std::ostringstream out, err;
   EXPECT_EQ(RunReport(options, out, err), 0) << err.str();
   return out.str();
+}
+
+// A run recorded on the GPU machine, with the calibration beside its traces.
+inline std::string RecordedOutput(const std::string& dir, bool json) {
+  return ReportOutput(dir, json, dir + "/calibration.json");
 }
 
 inline nlohmann::json RecordedReport(const std::string& dir) {

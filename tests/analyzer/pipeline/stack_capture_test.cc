@@ -56,13 +56,7 @@ std::string WriteRun() {
 }
 
 std::string ReportOf(const std::string& dir, bool json) {
-  ReportOptions options;
-  options.run_dir = dir;
-  options.json = json;
-  options.color = ColorMode::kNever;
-  std::ostringstream out, err;
-  EXPECT_EQ(RunReport(options, out, err), 0) << err.str();
-  return out.str();
+  return test_util::ReportOutput(dir, json);
 }
 
 TEST(StackCaptureTest, ModelHasEachProcessesLastCountersAndTheSum) {

@@ -22,13 +22,7 @@ using testing::TraceBuilder;
 constexpr uint64_t kT0 = 1000ull * 1000 * kMs;
 
 std::string ReportOf(const std::string& dir, bool json) {
-  ReportOptions options;
-  options.run_dir = dir;
-  options.json = json;
-  options.color = ColorMode::kNever;
-  std::ostringstream out, err;
-  EXPECT_EQ(RunReport(options, out, err), 0) << err.str();
-  return out.str();
+  return test_util::ReportOutput(dir, json);
 }
 
 void LoopCopy(TraceBuilder& b, uint64_t t, uint64_t stack) {
