@@ -28,7 +28,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <optional>
 #include <unordered_map>
 #include <vector>
 

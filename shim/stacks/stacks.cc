@@ -190,20 +190,11 @@ std::atomic<bool> g_cache_off{false};
 std::atomic<bool> g_notice_cache_off{false};
 std::atomic<uint64_t> g_cache_hits{0}, g_cache_checks{0};
 
-inline uint64_t MixWords(uint64_t a, uint64_t b) {
-  __uint128_t m = static_cast<__uint128_t>(a ^ 0xa0761d6478bd642full) * (b ^ 0xe7037ed1a0b428dbull);
-  return static_cast<uint64_t>(m) ^ static_cast<uint64_t>(m >> 64);
-}
-
-// Never 0 or 1 (an empty entry's key); bit 0 clear. `inner`: the first native frames as
-// unw_backtrace gave them (the shim's included: they name the hook).
-uint64_t CacheKey(void* const* inner, int ni, uintptr_t depth, const uint64_t* python, size_t np,
-                  bool ptrunc) {
-  uint64_t k = MixWords(depth, static_cast<uint64_t>(ni) << 1 | ptrunc);
-  for (int i = 0; i < ni; ++i) k = MixWords(k, reinterpret_cast<uintptr_t>(inner[i]));
-  const intern::Hash128 h = intern::HashWords(python, np);
-  k = MixWords(k, h.a ^ np);
-  return (MixWords(k, h.b) | 2) & ~kChecked;
+// The key of what `words` holds: the stacks' own content hash, folded to
+// 64 bits; never 0 or 1 (an empty entry's key), bit 0 clear.
+uint64_t CacheKey(const uint64_t* words, size_t n) {
+  const intern::Hash128 h = intern::HashWords(words, n);
+  return ((h.a ^ h.b) | 2) & ~kChecked;
 }
 
 void SayOnce(std::atomic<bool>* flag, const char* code, const char* text) {
@@ -253,10 +244,17 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
   CacheEntry* entry = nullptr;
   uint64_t key = 0, cached = 0;
   if (g_backtrace && GetConfig().stack_cache && !g_cache_off.load(std::memory_order_relaxed)) {
+    // Right before the Python ids (the native part of the buffer is not
+    // filled yet): the depth, the counts and flag, the innermost frames as
+    // unw_backtrace gives them (the shim's included: they name the hook).
+    uint64_t* kw = python_ids - (kStackKeyFrames + 2);
     void* inner[kStackKeyFrames];
-    const int ni = g_backtrace(inner, kStackKeyFrames);
-    key = CacheKey(inner, ni > 0 ? ni : 0, reinterpret_cast<uintptr_t>(__builtin_frame_address(0)),
-                   python_ids, np, ptrunc);
+    const int ni = std::max(g_backtrace(inner, kStackKeyFrames), 0);
+    kw += kStackKeyFrames - ni;
+    kw[0] = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    kw[1] = static_cast<uint64_t>(ni) | np << 16 | uint64_t{ptrunc} << 32;
+    for (int i = 0; i < ni; ++i) kw[2 + i] = reinterpret_cast<uintptr_t>(inner[i]);
+    key = CacheKey(kw, static_cast<size_t>(ni) + 2 + np);
     entry = &t_stack_cache[(key >> 2) % kCacheEntries];  // bits 0 and 1 are fixed
     if ((entry->key & ~kChecked) == key) {
       if ((entry->key & kChecked) && !CheckThisOne()) {
