@@ -18,8 +18,8 @@ namespace {
 namespace f = fields;
 
 // First CUDA use of the process: the runtime's facts, then device activity
-// (never from the constructor).
-// CUPTI's start is timed as a switch (own_cost.h), part of the hook's time.
+// (never from the constructor), whose start is timed as a CUPTI switch
+// (own_cost.h), part of the hook's time.
 void NoteCuda() {
   if (!NoteCudaUse()) return;
   const uint64_t t0 = MonoNs();
