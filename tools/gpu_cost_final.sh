@@ -18,6 +18,13 @@
 #          steps): no tool, pinscope's default (and, with HF_NOSTACKS=1,
 #          PINSCOPE_STACKS=0); ms a step from the Trainer's
 #          train_samples_per_second
+#   turns  tools/bench/turns.py: per job of TURN_JOBS ("mlp12 many hf"), the
+#          sides (no tool, pinscope's default; torch.profiler too on mlp12;
+#          TURN_EXTRA="--side plain@again" adds a second no-tool side, the
+#          spread of A against A; TURN_SIDES replaces the sides; TURN_ARGS
+#          more arguments, e.g. "--no-aslr --hashseed 0") take turns on the
+#          GPU for TURN_SECONDS (90): the cost as the ratio of total turn
+#          time, with its 95% interval
 #   busy   tests/gpu/pipeline_job.py gpu_bound under PINSCOPE_CUPTI_KERNELS=all:
 #          the kernel records' busy share and NVML's, from one run (the
 #          report's --json: busy_fraction and nvml_busy_fraction); and the
@@ -112,6 +119,23 @@ for rep in $(seq "$REPS"); do
     fi
   fi
 done
+if has turns; then
+  for job in ${TURN_JOBS:-mlp12 many hf}; do
+    if [ "$SECONDS" -gt "${DEADLINE:-1000000}" ]; then echo "[turns $job] skipped: past DEADLINE"; continue; fi
+    sides=(--side plain --side pinscope)
+    [ "$job" = mlp12 ] && sides+=(--side profiler)
+    # shellcheck disable=SC2206
+    [ -n "${TURN_SIDES:-}" ] && sides=($TURN_SIDES)
+    # shellcheck disable=SC2206
+    [ -n "${TURN_EXTRA:-}" ] && sides+=($TURN_EXTRA)
+    # shellcheck disable=SC2206
+    [ -n "${TURN_ARGS:-}" ] && sides+=($TURN_ARGS)
+    step "turns: $job (${sides[*]})"
+    timeout -k 5 $(( ${TURN_SECONDS:-90} + 240 )) $PY tools/bench/turns.py --job "$job" "${sides[@]}" \
+      --seconds "${TURN_SECONDS:-90}" --ps "$PS" --out "$W/turns-$job" ${PIN_CPUS:+--taskset "$PIN_CPUS"} |
+      tee -a "$W/turns.jsonl"
+  done
+fi
 if has busy; then
   step "busy shares"
   for r in "$W"/gpu_bound-*.run; do
@@ -130,7 +154,7 @@ fi
 # pinscope's own cost as each traced run's report states it (Counters:
 # hook time per call, call stacks, pinscope's threads; docs/report.md).
 step "own cost, as the reports state it"
-for r in "$W"/*.run; do
+for r in "$W"/*.run "$W"/turns-*/*.run; do
   [ -d "$r" ] || continue
   "$PS" report --json "$r" 2>/dev/null | $PY -c '
 import json, sys

@@ -33,6 +33,38 @@ def loaded(name):
         return any(name in line for line in f)
 
 
+def make_step(variant, dev, layers=12, width=512, batch=64):
+    """The loop's step on device dev: forward, backward and the optimizer
+    after a pageable copy of the batch (tools/bench/turns.py runs it too)."""
+    import torch
+    if variant == "many":
+        layers = 48
+    torch.manual_seed(0)
+    mods = []
+    for _ in range(layers):
+        mods += [torch.nn.Linear(width, width), torch.nn.LayerNorm(width), torch.nn.GELU()]
+    model = torch.nn.Sequential(*mods, torch.nn.Linear(width, 10)).to(dev)
+    if variant == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3,
+                                foreach=False if variant == "many" else None)
+    x_host = torch.randn(batch, width)
+    y_host = torch.randint(0, 10, (batch,))
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        x = x_host.to(dev)  # pageable H2D copy: cudaMemcpyAsync + sync
+        y = y_host.to(dev)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", default="none")
@@ -46,34 +78,10 @@ def main():
     ap.add_argument("--count-kernels", action="store_true",
                     help="count kernels per step over 10 steps (torch.profiler) before timing")
     args = ap.parse_args()
-    if args.variant == "many":
-        args.layers = 48
 
     import torch
     dev = torch.device("cuda")
-    torch.manual_seed(0)
-    layers = []
-    for _ in range(args.layers):
-        layers += [torch.nn.Linear(args.width, args.width), torch.nn.LayerNorm(args.width),
-                   torch.nn.GELU()]
-    model = torch.nn.Sequential(*layers, torch.nn.Linear(args.width, 10)).to(dev)
-    if args.variant == "sgd":
-        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-    else:
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3,
-                                foreach=False if args.variant == "many" else None)
-    x_host = torch.randn(args.batch, args.width)
-    y_host = torch.randint(0, 10, (args.batch,))
-    loss_fn = torch.nn.CrossEntropyLoss()
-
-    def step():
-        x = x_host.to(dev)  # pageable H2D copy: cudaMemcpyAsync + sync
-        y = y_host.to(dev)
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = make_step(args.variant, dev, layers=args.layers, width=args.width, batch=args.batch)
 
     for _ in range(args.warmup):
         step()

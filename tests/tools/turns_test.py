@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""tools/bench/turns.py (issue 16): the arithmetic on planted turns, exact;
+then the real thing on the CPU: a no-tool side and a side under
+`pinscope run` (the real shim) taking turns on mlp12's loop at width 64,
+in the order A B, B A, ...; and a side that cannot start, reported as such.
+
+    turns_test.py TOOLS_DIR PINSCOPE
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+tools, pinscope = sys.argv[1:3]
+sys.path.insert(0, os.path.join(tools, "bench"))
+import turns  # noqa: E402
+
+fails = []
+
+
+def expect(what, got, want, tol=0.0):
+    bad = (abs(got - want) > tol) if isinstance(want, float) else got != want
+    if bad:
+        fails.append("%s: %r, expected %r" % (what, got, want))
+
+
+# 1. Planted: pinscope's turns 3% longer in every round, and a last round
+# that only the reference finished (the run's end): left out.
+planted = []
+for r in range(10):
+    planted += [(r, "plain", 100_000_000 + r * 1000, 25), (r, "pinscope", 103_000_000 + r * 1030, 25)]
+planted.append((10, "plain", 100_000_000, 25))
+s = turns.summarize(["plain", "pinscope"], planted)
+expect("rounds", s["rounds"], 10)
+expect("reference steps", s["sides"]["plain"]["steps"], 250)
+expect("reference ms a step", s["sides"]["plain"]["ms_per_step"], 4.00018, 1e-9)
+p = s["sides"]["pinscope"]
+expect("overhead", p["overhead"], 0.03, 1e-12)
+expect("interval low", p["overhead_ci95"][0], 0.03, 1e-12)
+expect("interval high", p["overhead_ci95"][1], 0.03, 1e-12)
+expect("median round", p["median_round_overhead"], 0.03, 1e-12)
+# One slow round of ten (a window: +50% in it): the total says +5%, the
+# median round says nothing, and the interval holds the total.
+slow = [(r, "plain", 100_000_000, 25) for r in range(10)] + [
+    (r, "pinscope", 150_000_000 if r == 4 else 100_000_000, 25) for r in range(10)]
+q = turns.summarize(["plain", "pinscope"], slow)["sides"]["pinscope"]
+expect("one slow round: overhead", q["overhead"], 0.05, 1e-12)
+expect("one slow round: median round", q["median_round_overhead"], 0.0, 1e-12)
+if not q["overhead_ci95"][0] <= 0.05 <= q["overhead_ci95"][1] or q["overhead_ci95"][1] <= 0.05:
+    fails.append("one slow round: interval %r should hold 0.05 and reach above it" % q["overhead_ci95"])
+
+# Two sides of each kind: pooled by kind (plain 100 and 104 ms, pinscope
+# 103 and 105: 102 against 104, +1.9608%).
+four = []
+for r in range(4):
+    four += [(r, "plain", 100_000_000, 25), (r, "plain_b", 104_000_000, 25),
+             (r, "pinscope", 103_000_000, 25), (r, "pinscope_b", 105_000_000, 25)]
+k = turns.summarize(["plain", "plain_b", "pinscope", "pinscope_b"], four,
+                    kinds={"plain": "plain", "plain_b": "plain", "pinscope": "pinscope",
+                           "pinscope_b": "pinscope"})
+expect("kinds: plain sides", k["kinds"]["plain"]["sides"], 2)
+expect("kinds: plain ms a step", k["kinds"]["plain"]["ms_per_step"], 4.08, 1e-12)
+expect("kinds: pinscope against plain", k["kinds"]["pinscope"]["overhead"], 104 / 102 - 1, 1e-12)
+expect("kinds: plain_b alone", k["sides"]["plain_b"]["overhead"], 0.04, 1e-12)
+
+# 2. The real thing on the CPU, 3 s of turns.
+out = tempfile.mkdtemp(prefix="turns-test-")
+r = subprocess.run([sys.executable, os.path.join(tools, "bench", "turns.py"), "--job", "tiny",
+                    "--device", "cpu", "--side", "plain", "--side", "pinscope", "--ps", pinscope,
+                    "--seconds", "3", "--out", out], capture_output=True, text=True, timeout=240)
+if r.returncode != 0:
+    fails.append("tiny run: exit %d\n%s" % (r.returncode, r.stderr[-2000:]))
+else:
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    expect("tiny: exits", res["exit"], {"plain": 0, "pinscope": 0})
+    expect("tiny: failed", res["failed"], None)
+    rows = [json.loads(line) for line in open(os.path.join(out, "turns.jsonl"))]
+    rounds = res["rounds"]
+    if rounds < 3:
+        fails.append("tiny: %d rounds in 3 s, expected 3 or more" % rounds)
+    # Rounds in pairs, the second the first reversed (A B, B A or B A, A B);
+    # every turn 10 steps (the tiny job's turn).
+    order = {}
+    for row in rows:
+        order.setdefault(row["round"], []).append(row["side"])
+        expect("round %d: steps" % row["round"], row["steps"], 10)
+        if row["ns"] <= 0:
+            fails.append("round %d: %d ns" % (row["round"], row["ns"]))
+    for r, sides in order.items():
+        if sorted(sides) != ["pinscope", "plain"]:
+            fails.append("round %d: sides %r" % (r, sides))
+        if r % 2 and sides != order[r - 1][::-1]:
+            fails.append("round %d: %r, not round %d reversed (%r)" % (r, sides, r - 1, order[r - 1]))
+    if len({tuple(v) for v in order.values()}) != 2:
+        fails.append("rounds: orders %r, expected both" % {tuple(v) for v in order.values()})
+    expect("tiny: steps on each side", res["sides"]["pinscope"]["steps"], 10 * rounds)
+    expect("tiny: steps on the reference", res["sides"]["plain"]["steps"], 10 * rounds)
+    # The side ran under `pinscope run` (on the CPU it makes no CUDA call,
+    # so no trace is kept, and the CLI says so).
+    log = open(os.path.join(out, "pinscope.log")).read()
+    if "pinscope: recording" not in log or os.path.join(out, "pinscope.run") not in log:
+        fails.append("tiny: the pinscope side's log does not show pinscope run: %r" % log[:500])
+
+# 3. A side that cannot start (its "pinscope" is /bin/false): said, exit 1,
+# and the other side stopped (it exits 0).
+out = tempfile.mkdtemp(prefix="turns-test-")
+r = subprocess.run([sys.executable, os.path.join(tools, "bench", "turns.py"), "--job", "tiny",
+                    "--device", "cpu", "--side", "plain", "--side", "pinscope", "--ps", "/bin/false",
+                    "--seconds", "3", "--out", out], capture_output=True, text=True, timeout=240)
+expect("cannot start: exit", r.returncode, 1)
+res = json.loads(r.stdout.strip().splitlines()[-1])
+expect("cannot start: the other side", res["exit"].get("plain"), 0)
+if not (res["failed"] or "").startswith("pinscope never started"):
+    fails.append("cannot start: failed says %r" % res["failed"])
+# 4. A side spec it does not know: named.
+r = subprocess.run([sys.executable, os.path.join(tools, "bench", "turns.py"), "--side", "plane"],
+                   capture_output=True, text=True, timeout=60)
+expect("unknown side: exit", r.returncode, 1)
+if "'plane'" not in r.stderr:
+    fails.append("unknown side: stderr %r does not name it" % r.stderr)
+
+if fails:
+    print("\n".join(fails))
+    sys.exit(1)
+print("turns: all checks passed")

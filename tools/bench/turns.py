@@ -1,0 +1,396 @@
+#!/usr/bin/env python3
+"""pinscope's cost on a training loop, measured in turns (issue 16).
+
+    tools/bench/turns.py --job mlp12 --side plain --side pinscope [--side profiler]
+        [--seconds 90] [--turn-steps N] [--warmup N] [--ps PINSCOPE] [--out DIR]
+        [--taskset CPUS] [--device cuda]
+
+Why turns: on the GPU machines a launch-bound loop's step drifts by 5-25%
+between runs and over seconds within one (docs/benchmarks.md, eighteenth
+session), so five runs with the tool and five without cannot resolve a
+cost of 1%. Here every side is a process of its own running the same job
+(no tool; under `pinscope run`; under torch.profiler), all started
+together, and they take turns on the GPU: one runs N steps while the
+others wait on a pipe, then the next. A round is one turn of each side;
+rounds come in pairs, a random order and then its reverse (A B, B A for
+two sides), so that a drift over a pair cancels and every side takes
+every place alike. Adjacent turns ran on the same machine
+state; the cost is the ratio of a side's total turn time to the first
+side's, over hundreds of rounds, with a 95% interval from resampling the
+rounds.
+
+What lands in the turns: everything the tool does on the job's threads
+while it steps (hooks, call stacks, the device-record window that opens
+once the loop shows and what follows it). What does not: start-up and exit
+(as for the job itself), and the tool's own threads' work while the side
+waits (the report's own-cost section states that CPU time). A window every
+PINSCOPE_CUPTI_PERIOD_S counts wall time, waiting included, so a side that
+steps half the time gets windows twice as often per step as a job that
+steps all the time: the measure errs against pinscope.
+
+Side specs: `plain`; `pinscope` or `pinscope:ENV=V,ENV2=V2` (run under
+`pinscope run --no-report -o OUT/NAME.run`); `profiler` (torch.profiler,
+CPU and CUDA activities, on from before the first turn; the side exits
+without processing its events, which are not timed); each may end in
+`@LABEL`, for a second side of the same kind (`plain@again`: the spread of
+A against A, which the 95% interval of the rounds does not hold: two
+processes of the same job differed by 3-7% on the H100, docs/benchmarks.md).
+The first side is the reference.
+
+Jobs: `mlp12` and `many` (tools/bench/cupti_overhead.py's loops: 156 and
+2,000+ kernels a step), `hf` (tests/gpu/hf_trainer_job.py's Trainer: a
+small BERT, batch 64, 4 DataLoader workers; its turns end in a
+TrainerCallback), `tiny` (mlp12's shape at width 64, for a run on the CPU).
+
+Prints one JSON line (per side: ms a step over its turns; against the
+reference: the ratio of total turn time, its 95% interval, the median of
+per-round ratios) and writes OUT/turns.jsonl (every turn). Exit 1 when a
+side failed.
+"""
+import argparse
+import inspect
+import json
+import os
+import random
+import re
+import select
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+TURN_STEPS = {"mlp12": 25, "many": 4, "hf": 5, "tiny": 10}
+WARMUP = {"mlp12": 20, "many": 5, "hf": 5, "tiny": 5}
+
+
+# ---- the side: one process running the job, a turn at a time ----------------
+
+class Turns:
+    """Counts steps and, every turn_steps after warmup, reports its turn's
+    time and waits for the next: after_step() says whether to stop."""
+
+    def __init__(self, go, done, turn_steps, warmup, sync, main_cpu=None):
+        self.go, self.done, self.main_cpu = go, done, main_cpu
+        self.turn_steps, self.warmup, self.sync = turn_steps, warmup, sync
+        self.n, self.t0 = 0, 0
+
+    def _say(self, text):
+        os.write(self.done, (text + "\n").encode())
+
+    def _wait(self):
+        line = self.go.readline()
+        if not line or line.strip() == "stop":
+            return True
+        self.t0 = time.perf_counter_ns()
+        return False
+
+    def after_step(self):
+        self.n += 1
+        if self.n < self.warmup or (self.n > self.warmup and
+                                    (self.n - self.warmup) % self.turn_steps):
+            return False
+        self.sync()  # only where a turn ends: the steps between stay asynchronous
+        if self.n == self.warmup:
+            if self.main_cpu is not None:
+                # This thread only (threads and workers made before keep the
+                # process's CPUs): every side's stepping thread on one core.
+                os.sched_setaffinity(0, {self.main_cpu})
+            self._say("ready")
+            return self._wait()
+        self._say(str(time.perf_counter_ns() - self.t0))
+        return self._wait()
+
+
+def run_hf(turns, device):
+    from transformers import (BertConfig, BertForSequenceClassification, Trainer,
+                              TrainerCallback, TrainingArguments)
+    sys.path.insert(0, os.path.join(REPO, "tests", "gpu"))
+    from hf_trainer_job import Tokens
+
+    class Callback(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if turns.after_step():
+                control.should_training_stop = True
+
+    config = BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4,
+                        num_attention_heads=4, intermediate_size=1024,
+                        max_position_embeddings=512, num_labels=2)
+    model = BertForSequenceClassification(config)
+    extra = {"use_cpu": True} if device == "cpu" else {}
+    # Workers kept across epochs (transformers 4.37 on), so that an epoch's
+    # start is not a pause in some turn of one side.
+    if "dataloader_persistent_workers" in inspect.signature(TrainingArguments.__init__).parameters:
+        extra["dataloader_persistent_workers"] = True
+    targs = TrainingArguments(output_dir=os.environ.get("HF_OUT", tempfile.mkdtemp()),
+                              per_device_train_batch_size=64, max_steps=10**7,
+                              dataloader_num_workers=4, logging_strategy="no",
+                              save_strategy="no", report_to=[], disable_tqdm=True, seed=0,
+                              **extra)
+    trainer = Trainer(model=model, args=targs, train_dataset=Tokens(64 * 500, 128, 30522),
+                      callbacks=[Callback()])
+    trainer.train()
+
+
+def side_main(args):
+    # The pipes first, so that the driver, which opens them in the same
+    # order, waits for no model to be built.
+    go = open(args.go, "r")
+    done = os.open(args.done, os.O_WRONLY)
+    import torch
+    dev = torch.device(args.device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    turns = Turns(go, done, args.turn_steps, args.warmup, sync, args.main_cpu)
+    prof = None
+    if args.profiler:
+        from torch.profiler import ProfilerActivity, profile
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+        prof = profile(activities=acts)
+        prof.__enter__()
+    if args.job == "hf":
+        run_hf(turns, args.device)
+    else:
+        sys.path.insert(0, HERE)
+        from cupti_overhead import make_step
+        variant = "mlp12" if args.job == "tiny" else args.job
+        step = make_step(variant, dev, width=64 if args.job == "tiny" else 512)
+        while True:
+            step()
+            if turns.after_step():
+                break
+    sys.stdout.flush()
+    if prof is not None:
+        os._exit(0)  # torch.profiler's event processing is not what is timed
+
+
+# ---- the driver ---------------------------------------------------------------
+
+def side_name(spec):
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", spec)
+
+
+def read_line(fd, timeout_s, buf):
+    """One line from fd within timeout_s, or None (EOF or timeout)."""
+    deadline = time.monotonic() + timeout_s
+    while b"\n" not in buf[0]:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return None
+        buf[0] += chunk
+    line, buf[0] = buf[0].split(b"\n", 1)
+    return line.decode()
+
+
+def open_go(path, proc, timeout_s):
+    """The write end of a side's go pipe, once the side opened its read end;
+    None if the side exited first or took longer than timeout_s (a plain
+    blocking open would wait for ever on a side that died at start)."""
+    import errno
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno != errno.ENXIO:
+                raise
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return None
+        time.sleep(0.01)
+
+
+def summarize(sides, turns, reference=None, resamples=2000, seed=0, kinds=None):
+    """sides: names; turns: (round, side, ns, steps). Per side ms a step;
+    against the reference (the first side) the ratio of total turn time over
+    the rounds every side completed, its 95% interval (the rounds
+    resampled), and the median of per-round ratios. kinds (name -> kind,
+    where two sides share one): the sides of a kind pooled, against the
+    reference's kind."""
+    reference = reference or sides[0]
+    by_round = {}
+    for r, s, ns, steps in turns:
+        by_round.setdefault(r, {})[s] = (ns, steps)
+    rounds = sorted(r for r, d in by_round.items() if len(d) == len(sides))
+    out = {"rounds": len(rounds), "sides": {}, "against": reference}
+    for s in sides:
+        ns = sum(by_round[r][s][0] for r in rounds)
+        steps = sum(by_round[r][s][1] for r in rounds)
+        out["sides"][s] = {"ms_per_step": ns / steps / 1e6 if steps else None, "steps": steps}
+    rng = random.Random(seed)
+    for s in sides:
+        if s == reference or not rounds:
+            continue
+        ref = [by_round[r][reference][0] for r in rounds]
+        mine = [by_round[r][s][0] for r in rounds]
+        total = sum(mine) / sum(ref)
+        boot = []
+        for _ in range(resamples):
+            pick = [rng.randrange(len(rounds)) for _ in rounds]
+            boot.append(sum(mine[i] for i in pick) / sum(ref[i] for i in pick))
+        boot.sort()
+        out["sides"][s].update({
+            "overhead": total - 1,
+            "overhead_ci95": [boot[int(0.025 * len(boot))] - 1, boot[int(0.975 * len(boot)) - 1] - 1],
+            "median_round_overhead": statistics.median(m / f for m, f in zip(mine, ref)) - 1,
+        })
+    if kinds and rounds and len(set(kinds.values())) < len(sides):
+        total = {}
+        for s in sides:
+            ns, steps = total.get(kinds[s], (0, 0))
+            total[kinds[s]] = (ns + sum(by_round[r][s][0] for r in rounds),
+                               steps + sum(by_round[r][s][1] for r in rounds))
+        ref_ns, ref_steps = total[kinds[reference]]
+        out["kinds"] = {k: {"sides": sum(1 for s in sides if kinds[s] == k),
+                            "ms_per_step": ns / steps / 1e6,
+                            "overhead": (ns / steps) / (ref_ns / ref_steps) - 1}
+                        for k, (ns, steps) in total.items()}
+    return out
+
+
+def drive(args):
+    sides = args.side or ["plain", "pinscope"]
+    for spec in sides:
+        if not re.fullmatch(r"(plain|profiler|pinscope(:\w+=[^,@]*(,\w+=[^,@]*)*)?)(@\w+)?", spec):
+            sys.exit("turns.py: unknown side %r (plain, pinscope[:ENV=V,...] or profiler, "
+                     "each with an optional @LABEL)" % spec)
+    names = [side_name(s) for s in sides]
+    if len(set(names)) != len(names):
+        sys.exit("turns.py: two sides with the same name: %s" % sides)
+    os.makedirs(args.out, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="turns-")
+    turn_steps = args.turn_steps or TURN_STEPS[args.job]
+    warmup = args.warmup or WARMUP[args.job]
+    procs, gos, dones, bufs = {}, {}, {}, {}
+    for spec, name in zip(sides, names):
+        go, done = os.path.join(tmp, name + ".go"), os.path.join(tmp, name + ".done")
+        os.mkfifo(go)
+        os.mkfifo(done)
+        kind = spec.split("@")[0]
+        cmd = [sys.executable, os.path.abspath(__file__), "--side-of", name, "--go", go,
+               "--done", done, "--job", args.job, "--device", args.device,
+               "--turn-steps", str(turn_steps), "--warmup", str(warmup)]
+        if args.main_cpu is not None:
+            cmd += ["--main-cpu", str(args.main_cpu)]
+        env = dict(os.environ)
+        if args.hashseed is not None:
+            env["PYTHONHASHSEED"] = str(args.hashseed)
+        if kind == "profiler":
+            cmd.append("--profiler")
+        elif kind.startswith("pinscope"):
+            for kv in filter(None, kind[len("pinscope"):].lstrip(":").split(",")):
+                k, _, v = kv.partition("=")
+                env[k] = v
+            cmd = [args.ps, "run", "--no-report", "-o", os.path.join(args.out, name + ".run"),
+                   "--"] + cmd
+        if args.no_aslr:
+            cmd = ["setarch", os.uname().machine, "-R"] + cmd
+        if args.taskset:
+            cmd = ["taskset", "-c", args.taskset] + cmd
+        log = open(os.path.join(args.out, name + ".log"), "w")
+        print("turns.py: %s: %s" % (name, " ".join(shlex.quote(c) for c in cmd)), file=sys.stderr)
+        procs[name] = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    failed = None
+    for name in names:
+        gos[name] = open_go(os.path.join(tmp, name + ".go"), procs[name], args.start_timeout)
+        if gos[name] is None:
+            failed = "%s never started (exit %s; its log: %s)" % (
+                name, procs[name].poll(), os.path.join(args.out, name + ".log"))
+            break
+        os.set_blocking(gos[name], True)
+        # The side opens this right after its go pipe.
+        dones[name] = os.open(os.path.join(tmp, name + ".done"), os.O_RDONLY)
+        bufs[name] = [b""]
+    for name in names if failed is None else []:
+        if read_line(dones[name], args.start_timeout, bufs[name]) != "ready":
+            failed = "%s never got ready (exit %s)" % (name, procs[name].poll())
+            break
+    turns = []
+    start = time.monotonic()
+    rng = random.Random(args.seed)
+    r, order = 0, names
+    while failed is None and time.monotonic() - start < args.seconds:
+        # Rounds in pairs: a random order, then the same reversed. Every side
+        # takes every place and follows every other side alike, and a drift
+        # over a pair of rounds cancels.
+        order = rng.sample(names, len(names)) if r % 2 == 0 else order[::-1]
+        for name in order:
+            os.write(gos[name], b"go\n")
+            line = read_line(dones[name], args.turn_timeout, bufs[name])
+            if line is None or not line.isdigit():
+                failed = "%s: no turn back (exit %s)" % (name, procs[name].poll())
+                break
+            turns.append((r, name, int(line), turn_steps))
+        r += 1
+    for name in gos:
+        try:
+            if gos[name] is not None:
+                os.write(gos[name], b"stop\n")
+        except OSError:
+            pass
+    rcs = {}
+    for name in names:
+        try:
+            rcs[name] = procs[name].wait(timeout=args.stop_timeout)
+        except subprocess.TimeoutExpired:
+            procs[name].kill()
+            rcs[name] = "killed after %d s" % args.stop_timeout
+    with open(os.path.join(args.out, "turns.jsonl"), "w") as f:
+        for t in turns:
+            f.write(json.dumps(dict(zip(("round", "side", "ns", "steps"), t))) + "\n")
+    out = summarize(names, turns, kinds={n: sp.split("@")[0] for n, sp in zip(names, sides)})
+    out.update({"job": args.job, "turn_steps": turn_steps, "seconds": round(time.monotonic() - start, 1),
+                "exit": rcs, "failed": failed})
+    print(json.dumps(out), flush=True)
+    for name, d in out["sides"].items():
+        line = "  %-40s %8.3f ms a step, %d steps" % (name, d["ms_per_step"] or 0, d["steps"])
+        if "overhead" in d:
+            line += ", %+.2f%% [%+.2f%%, %+.2f%%], median round %+.2f%%" % (
+                100 * d["overhead"], 100 * d["overhead_ci95"][0], 100 * d["overhead_ci95"][1],
+                100 * d["median_round_overhead"])
+        print(line, file=sys.stderr)
+    for kind, d in out.get("kinds", {}).items():
+        print("  kind %-35s %8.3f ms a step over %d sides, %+.2f%%" % (
+            kind, d["ms_per_step"], d["sides"], 100 * d["overhead"]), file=sys.stderr)
+    bad = failed or any(rc != 0 for rc in rcs.values())
+    return 1 if bad else 0
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--job", choices=sorted(TURN_STEPS), default="mlp12")
+    ap.add_argument("--side", action="append", help="plain | pinscope[:ENV=V,...] | profiler")
+    ap.add_argument("--seconds", type=float, default=90)
+    ap.add_argument("--turn-steps", type=int, default=0, help="steps a turn (default: by job)")
+    ap.add_argument("--warmup", type=int, default=0, help="steps before the turns (default: by job)")
+    ap.add_argument("--ps", default="pinscope", help="the pinscope CLI")
+    ap.add_argument("--out", default="turns-out")
+    ap.add_argument("--taskset", help="CPUs for every side (taskset -c)")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--seed", type=int, default=0, help="of the turns' order")
+    ap.add_argument("--hashseed", type=int, help="PYTHONHASHSEED for every side")
+    ap.add_argument("--main-cpu", type=int,
+                    help="each side's stepping thread on this CPU from its first turn on")
+    ap.add_argument("--no-aslr", action="store_true",
+                    help="every side under setarch -R: the same address layout in each")
+    ap.add_argument("--start-timeout", type=float, default=300)
+    ap.add_argument("--turn-timeout", type=float, default=60)
+    ap.add_argument("--stop-timeout", type=float, default=120)
+    # A side (started by the driver).
+    ap.add_argument("--side-of", help=argparse.SUPPRESS)
+    ap.add_argument("--go", help=argparse.SUPPRESS)
+    ap.add_argument("--done", help=argparse.SUPPRESS)
+    ap.add_argument("--profiler", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv[1:])
+    if args.side_of:
+        side_main(args)
+        return 0
+    return drive(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
