@@ -92,8 +92,27 @@ void WindowCostAnalysis::Finish(const RunInfo& run) {
     if (c1 > c0 && c1 < m.size())
       sides.push_back(static_cast<double>(m[c1] - m[c0]) / static_cast<double>(c1 - c0));
     if (sides.empty()) continue;
+    // A pause in a side or after the window: [b0, i0), [i1, i2), [c0, c1).
+    uint64_t pause = 0;
+    auto look = [&](size_t from, size_t to, size_t side_from, size_t side_to) {
+      if (side_to <= side_from || to > m.size()) return;
+      const double span = static_cast<double>(m[side_to] - m[side_from]);
+      const double mean = span / static_cast<double>(side_to - side_from);
+      for (size_t i = from; i + 1 <= to && i + 1 < m.size(); ++i) {
+        const double gap = static_cast<double>(m[i + 1] - m[i]);
+        if (gap > kPauseTimesMean * mean && gap > kPauseShare * span)
+          pause = std::max(pause, m[i + 1] - m[i]);
+      }
+    };
+    look(b0, i0, b0, i0);
+    if (c1 > c0 && c1 < m.size()) {
+      look(c0, c1, c0, c1);
+      look(i1, std::min(i2, m.size() - 1), c0, c1);  // after it, against the side after
+    }
     const double base = sides.size() == 2 ? (sides[0] + sides[1]) / 2 : sides[0];
     WindowEffect e;
+    e.paused = pause > 0;
+    e.longest_interval_ns = pause;
     e.attach_ns = a;
     e.detach_ns = d;
     e.baseline_sides = static_cast<int>(sides.size());

@@ -42,6 +42,13 @@ struct WindowEffect {
   uint32_t intervals_in = 0, intervals_after = 0;
   uint64_t time_in_ns = 0, time_after_ns = 0;
   int64_t excess_in_ns = 0, excess_after_ns = 0;
+  // The loop paused around the window (an evaluation, a checkpoint, the
+  // turns of tools/bench/turns.py): its longest interval in a side or after
+  // the window was over kPauseTimesMean its side's mean interval and over
+  // kPauseShare of the side's span. The figures above then measure the
+  // pause, not the window: none is stated.
+  bool paused = false;
+  uint64_t longest_interval_ns = 0;  // the longest such interval, where paused
   uint64_t length_ns() const { return detach_ns - attach_ns; }
   int64_t excess_ns() const { return excess_in_ns + excess_after_ns; }
   // How much slower the loop ran: time / (intervals x baseline) - 1.
@@ -60,6 +67,11 @@ class WindowCostAnalysis : public Analysis {
  public:
   static constexpr uint64_t kAfterNs = 1500000000;
   static constexpr uint64_t kSideNs = 1500000000;
+  // What counts as a pause (WindowEffect::paused). A loop making k copies
+  // a step from one line has intervals up to k times its mean, each a step
+  // long: a step of a loop that copies once a step is never one.
+  static constexpr double kPauseTimesMean = 4;
+  static constexpr double kPauseShare = 0.05;
 
   void OnCopy(const CopyContext& copy) override;
   void OnRecording(const Event& event, const trace::DeviceRecording& recording) override;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <vector>
 
 #include "analyzer/common/doc_path.h"
 #include "analyzer/common/format.h"
@@ -79,8 +80,26 @@ std::string Signed(int64_t ns) {
 // What the device-record windows cost the loop's steps (window_cost.h).
 std::optional<std::string> WindowsLine(const Report& report) {
   const WindowCostAnalysis& wc = report.window_cost();
-  const std::vector<WindowEffect>& ws = wc.windows();
-  if (ws.empty()) return std::nullopt;
+  std::vector<WindowEffect> ws;  // the windows measured; paused ones apart
+  uint64_t paused = 0, longest = 0;
+  for (const WindowEffect& w : wc.windows()) {
+    if (!w.paused) {
+      ws.push_back(w);
+      continue;
+    }
+    ++paused;
+    longest = std::max(longest, w.longest_interval_ns);
+  }
+  if (ws.empty() && paused == 0) return std::nullopt;
+  const std::string paused_text =
+      paused == 0 ? std::string()
+                  : "The loop paused near " +
+                        (paused == 1 ? std::string("a device-record window")
+                                     : FormatCount(paused) + " device-record windows") +
+                        " (a gap of " + FormatDuration(longest) +
+                        " between its copies): what a window cost there cannot be told from "
+                        "the pause, and is not stated.";
+  if (ws.empty()) return "Measured in the loop: nothing. " + paused_text;
   int64_t in = 0, after = 0;
   uint64_t length = 0;
   for (const WindowEffect& w : ws) {
@@ -123,7 +142,7 @@ std::optional<std::string> WindowsLine(const Report& report) {
             (share < 0.0005 ? std::string("under 0.1%") : "about " + FormatPercent(share)) +
             " of a longer run";
   }
-  return text + ".";
+  return text + "." + (paused_text.empty() ? "" : " " + paused_text);
 }
 
 }  // namespace

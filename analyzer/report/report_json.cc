@@ -479,7 +479,9 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                          {"excess_in_ns", w.excess_in_ns},
                          {"intervals_after", w.intervals_after},
                          {"time_after_ns", w.time_after_ns},
-                         {"excess_after_ns", w.excess_after_ns}});
+                         {"excess_after_ns", w.excess_after_ns},
+                         {"paused", w.paused},
+                         {"longest_interval_ns", w.longest_interval_ns}});
     }
     if (!windows.empty()) {
       j["own_cost"]["device_windows"] = {{"windows", windows},

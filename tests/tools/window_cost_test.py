@@ -41,6 +41,15 @@ expect("excess in", w["excess_in_ms"], 61.954, 0.001)
 expect("intervals within 1.5 s after", w["intervals_after"], 48)
 expect("their time after", w["time_after_ms"], 1473.619, 0.001)
 expect("excess after", w["excess_after_ms"], 260.775, 0.001)
+expect("no pause", w["paused"], False)
+# The turns of tools/bench/turns.py (H100, nineteenth session, call 18): the
+# pinscope side's loop waits for the other sides between its turns.
+out = subprocess.run([sys.executable, tools + "/bench/window_cost.py", "--json", "--pb2-dir", pb2,
+                      data + "/h100/cost/turns_mlp12"], capture_output=True, text=True)
+assert out.returncode == 0, out.stderr
+t = json.loads(out.stdout)["windows"][0]
+expect("turns: paused", t["paused"], True)
+expect("turns: longest interval", t["longest_interval_ms"], 693.5, 0.05)
 # The start (with its check window), the check's detach, the window's
 # attach and detach: 4 switches on the job's thread, 33.2 ms.
 expect("switches", r["cupti_switches"], 4)

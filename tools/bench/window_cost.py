@@ -17,7 +17,9 @@ copy once a step), and says:
     intervals a step, and the ratios hold;
   - the baseline of each window: the mean of the mean interval in the 1.5 s
     before the window and in the 1.5 s from AFTER seconds past its detach
-    (both sides: a loop's step drifts over seconds);
+    (both sides: a loop's step drifts over seconds); a loop that paused in
+    those seconds or after the window (an interval over 4x its side's mean
+    and over 5% of its span) gets no figure;
   - the window's cost: the time from the loop's first copy in the window to
     its first copy after it, and from there to its first copy after AFTER
     seconds (1.5), beyond what as many intervals took at the baseline:
@@ -98,7 +100,27 @@ def analyze(run, after_s=1.5, pb2_dir=None):
             out["windows"].append({"length_ms": (d - a) / 1e6, "problem": "no copies around it"})
             continue
         base = sum(sides) / len(sides)
+        # A pause in a side or after the window (window_cost.h: over 4x the
+        # side's mean interval and over 5% of its span): the figures would
+        # measure the pause.
+        pause = 0
+
+        def look(lo, hi, s0, s1):
+            nonlocal pause
+            if s1 <= s0:
+                return
+            span = m[s1] - m[s0]
+            mean = span / (s1 - s0)
+            for i in range(lo, min(hi, len(m) - 1)):
+                gap = m[i + 1] - m[i]
+                if gap > 4 * mean and gap > 0.05 * span:
+                    pause = max(pause, gap)
+        look(b0, i0, b0, i0)
+        if c1 > c0 and c1 < len(m):
+            look(c0, c1, c0, c1)
+            look(i1, min(i2, len(m) - 1), c0, c1)
         w = {"length_ms": (d - a) / 1e6, "baseline_interval_ms": base / 1e6,
+             "paused": pause > 0, "longest_interval_ms": pause / 1e6,
              "baseline_sides": len(sides), "intervals_in": i1 - i0,
              "time_in_ms": (m[i1] - m[i0]) / 1e6,
              "excess_in_ms": (m[i1] - m[i0] - (i1 - i0) * base) / 1e6,
@@ -139,6 +161,10 @@ def main(argv):
         for w in r["windows"]:
             if "problem" in w:
                 line += "; window %.0f ms: %s" % (w["length_ms"], w["problem"])
+                continue
+            if w["paused"]:
+                line += "; window %.0f ms: the loop paused near it (a gap of %.1f ms), not measured" % (
+                    w["length_ms"], w["longest_interval_ms"])
                 continue
             line += ("; window %.0f ms (baseline %.2f ms, %d side%s): %d intervals in %.1f ms "
                      "(%+.1f ms), %d after in %.1f ms (%+.1f ms)") % (
