@@ -21,7 +21,9 @@
 #   turns  tools/bench/turns.py: per job of TURN_JOBS ("mlp12 many hf"), the
 #          sides (no tool, pinscope's default; torch.profiler too on mlp12;
 #          TURN_EXTRA="--side plain@again" adds a second no-tool side, the
-#          spread of A against A; TURN_SIDES replaces the sides; TURN_ARGS
+#          spread of A against A; TURN_SIDES replaces the sides; TURN_EACH=5
+#          runs 5 processes of each kind, and the kinds' 95% interval
+#          resamples them; TURN_ARGS
 #          more arguments, e.g. "--no-aslr --hashseed 0") take turns on the
 #          GPU for TURN_SECONDS (90): the cost as the ratio of total turn
 #          time, with its 95% interval
@@ -126,6 +128,14 @@ if has turns; then
     [ "$job" = mlp12 ] && sides+=(--side profiler)
     # shellcheck disable=SC2206
     [ -n "${TURN_SIDES:-}" ] && sides=($TURN_SIDES)
+    # TURN_EACH=N: N processes of each kind (plain@1 pinscope@1 ... plain@N
+    # pinscope@N), so that the kinds' interval holds the spread between two
+    # processes of one job; torch.profiler once more on mlp12.
+    if [ -n "${TURN_EACH:-}" ]; then
+      sides=()
+      for i in $(seq "$TURN_EACH"); do sides+=(--side "plain@$i" --side "pinscope@$i"); done
+      [ "$job" = mlp12 ] && sides+=(--side profiler)
+    fi
     # shellcheck disable=SC2206
     [ -n "${TURN_EXTRA:-}" ] && sides+=($TURN_EXTRA)
     # shellcheck disable=SC2206

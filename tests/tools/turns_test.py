@@ -62,6 +62,11 @@ k = turns.summarize(["plain", "plain_b", "pinscope", "pinscope_b"], four,
 expect("kinds: plain sides", k["kinds"]["plain"]["sides"], 2)
 expect("kinds: plain ms a step", k["kinds"]["plain"]["ms_per_step"], 4.08, 1e-12)
 expect("kinds: pinscope against plain", k["kinds"]["pinscope"]["overhead"], 104 / 102 - 1, 1e-12)
+expect("kinds: plain's spread", k["kinds"]["plain"]["spread"], 0.04, 1e-12)
+# The kinds' interval resamples the processes: from 103/104 to 105/100.
+lo, hi = k["kinds"]["pinscope"]["overhead_ci95"]
+if not (103 / 104 - 1 - 1e-12 <= lo < 104 / 102 - 1 < hi <= 105 / 100 - 1 + 1e-12):
+    fails.append("kinds: interval [%r, %r] not within [103/104, 105/100] around 104/102" % (lo, hi))
 expect("kinds: plain_b alone", k["sides"]["plain_b"]["overhead"], 0.04, 1e-12)
 
 # 2. The real thing on the CPU, 3 s of turns.

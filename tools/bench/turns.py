@@ -239,16 +239,28 @@ def summarize(sides, turns, reference=None, resamples=2000, seed=0, kinds=None):
             "median_round_overhead": statistics.median(m / f for m, f in zip(mine, ref)) - 1,
         })
     if kinds and rounds and len(set(kinds.values())) < len(sides):
-        total = {}
+        # Every side ran the same steps (the complete rounds): a kind's ms a
+        # step is the mean of its processes'. Two processes of one job
+        # differ by more than the rounds' interval of one says (3-7% on the
+        # H100): the kinds' interval resamples the processes, each kind's
+        # apart, and so holds that spread.
+        per = {}
         for s in sides:
-            ns, steps = total.get(kinds[s], (0, 0))
-            total[kinds[s]] = (ns + sum(by_round[r][s][0] for r in rounds),
-                               steps + sum(by_round[r][s][1] for r in rounds))
-        ref_ns, ref_steps = total[kinds[reference]]
-        out["kinds"] = {k: {"sides": sum(1 for s in sides if kinds[s] == k),
-                            "ms_per_step": ns / steps / 1e6,
-                            "overhead": (ns / steps) / (ref_ns / ref_steps) - 1}
-                        for k, (ns, steps) in total.items()}
+            per.setdefault(kinds[s], []).append(out["sides"][s]["ms_per_step"])
+        ref_kind = kinds[reference]
+        ref_mean = statistics.fmean(per[ref_kind])
+        out["kinds"] = {}
+        for k, ms in per.items():
+            d = {"sides": len(ms), "ms_per_step": statistics.fmean(ms),
+                 "overhead": statistics.fmean(ms) / ref_mean - 1,
+                 "spread": max(ms) / min(ms) - 1}
+            if k != ref_kind and len(ms) > 1 and len(per[ref_kind]) > 1:
+                boot = sorted(
+                    statistics.fmean(rng.choices(ms, k=len(ms))) /
+                    statistics.fmean(rng.choices(per[ref_kind], k=len(per[ref_kind]))) - 1
+                    for _ in range(resamples))
+                d["overhead_ci95"] = [boot[int(0.025 * len(boot))], boot[int(0.975 * len(boot)) - 1]]
+            out["kinds"][k] = d
     return out
 
 
@@ -354,8 +366,11 @@ def drive(args):
                 100 * d["median_round_overhead"])
         print(line, file=sys.stderr)
     for kind, d in out.get("kinds", {}).items():
-        print("  kind %-35s %8.3f ms a step over %d sides, %+.2f%%" % (
-            kind, d["ms_per_step"], d["sides"], 100 * d["overhead"]), file=sys.stderr)
+        line = "  kind %-35s %8.3f ms a step over %d sides (spread %.2f%%), %+.2f%%" % (
+            kind, d["ms_per_step"], d["sides"], 100 * d["spread"], 100 * d["overhead"])
+        if "overhead_ci95" in d:
+            line += " [%+.2f%%, %+.2f%%]" % tuple(100 * x for x in d["overhead_ci95"])
+        print(line, file=sys.stderr)
     bad = failed or any(rc != 0 for rc in rcs.values())
     return 1 if bad else 0
 
