@@ -45,7 +45,7 @@ REPS="${REPS:-5}"
 rm -rf "$W"; mkdir -p "$OUT" "$W"
 exec > >(tee -a "$W/cost-final.log") 2>&1
 export PYTHONUNBUFFERED=1
-PY=python3
+PY=${PY:-python3}
 PS=${PS:-/tmp/ps/bin/pinscope}
 step() { echo; echo "=== $* ($(date +%T))"; }
 pack() {
@@ -165,7 +165,7 @@ fi
 # hook time per call, call stacks, pinscope's threads; docs/report.md).
 step "own cost, as the reports state it"
 for r in "$W"/*.run "$W"/turns-*/*.run; do
-  [ -d "$r" ] || continue
+  compgen -G "$r/*.pstrace" > /dev/null || continue  # no trace (no CUDA call)
   "$PS" report --json "$r" 2>/dev/null | $PY -c '
 import json, sys
 d = json.load(sys.stdin)
@@ -217,7 +217,7 @@ print("  %s: %d hooks, %.2f us a call, %.3f%% of the run%s; stacks %.1f ms%s; ow
 done
 
 step "summary"
-$PY - "$W/results.jsonl" <<'PYEOF' | tee "$W/summary.txt"
+[ -s "$W/results.jsonl" ] && $PY - "$W/results.jsonl" <<'PYEOF' | tee "$W/summary.txt"
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
 def StepMs(j):
