@@ -4,6 +4,7 @@
 // reads too (the same figures).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -31,23 +32,19 @@ void LoopCopy(TraceBuilder& b, uint64_t t, uint64_t stack) {
       ->set_stack_id(stack);
 }
 
-// 50 weight copies in a 50 ms burst (stack 3), then a loop copying once a
-// step (stack 5) from 1 s to 9 s: 10 ms a step, 20 ms while the window is
-// open (attached at 4.000 s, detached at 4.205 s) and 12 ms up to 5.7 s.
-// Around the window (1.5 s before it, 1.5 s from 1.5 s past its detach) the
-// loop's interval is 10 ms. In the window: the 11 intervals from the copy
-// at 4.000 s to the first one after the detach (4.220 s) took 220 ms, 110 ms
-// over 10 ms each; after it: 124 intervals of 12 ms to the first copy past
-// 5.705 s (5.708 s), 1,488 ms, 248 ms over. The loop spans 7.998 s.
-std::string WriteWindowRun(bool with_window) {
+// A loop copying from stack 5 from 1 s to 9 s, `next(t, n)` giving the time
+// to its next copy after the n-th at t; a window attached at 4.000 s and
+// detached at 4.205 s (or none); the shim's Counters.
+std::string WriteRun(const std::function<uint64_t(uint64_t, uint64_t)>& next, bool burst,
+                     bool with_window) {
   const std::string dir = MakeTempDir("window_cost");
   TraceBuilder main(100, "r", kT0);
-  for (uint64_t i = 0; i < 50; ++i) LoopCopy(main, kT0 + 500 * kMs + i * kMs, 3);
-  for (uint64_t t = 1000 * kMs; t < 9000 * kMs;) {
+  if (burst)
+    for (uint64_t i = 0; i < 50; ++i) LoopCopy(main, kT0 + 500 * kMs + i * kMs, 3);
+  uint64_t n = 0;
+  for (uint64_t t = 1000 * kMs; t < 9000 * kMs; ++n) {
     LoopCopy(main, kT0 + t, 5);
-    t += t >= 4000 * kMs && t <= 4200 * kMs  ? 20 * kMs
-         : t > 4200 * kMs && t <= 5700 * kMs ? 12 * kMs
-                                             : 10 * kMs;
+    t += next(t, n);
   }
   if (with_window) {
     trace::DeviceRecording* r = main.Add(kT0 + 4000 * kMs).mutable_recording();
@@ -65,6 +62,24 @@ std::string WriteWindowRun(bool with_window) {
   main.Exit(kT0 + 9600 * kMs);
   main.Write(dir);
   return dir;
+}
+
+bool InWindow(uint64_t t) { return t >= 4000 * kMs && t <= 4200 * kMs; }
+
+// 50 weight copies in a 50 ms burst (stack 3), then a loop copying once a
+// step (stack 5) from 1 s to 9 s: 10 ms a step, 20 ms while the window is
+// open (attached at 4.000 s, detached at 4.205 s) and 12 ms up to 5.7 s.
+// Around the window (1.5 s before it, 1.5 s from 1.5 s past its detach) the
+// loop's interval is 10 ms. In the window: the 11 intervals from the copy
+// at 4.000 s to the first one after the detach (4.220 s) took 220 ms, 110 ms
+// over 10 ms each; after it: 124 intervals of 12 ms to the first copy past
+// 5.705 s (5.708 s), 1,488 ms, 248 ms over. The loop spans 7.998 s.
+std::string WriteWindowRun(bool with_window) {
+  return WriteRun(
+      [](uint64_t t, uint64_t) {
+        return InWindow(t) ? 20 * kMs : t > 4200 * kMs && t <= 5700 * kMs ? 12 * kMs : 10 * kMs;
+      },
+      true, with_window);
 }
 
 TEST(WindowCost, TheWindowsCostIsTheLoopsTimeBeyondItsPaceAroundIt) {
@@ -104,31 +119,17 @@ TEST(WindowCost, TheWindowsCostIsTheLoopsTimeBeyondItsPaceAroundIt) {
 // And a loop that copies 3 tensors a step from one line (1 ms apart, a
 // 20 ms step; the slow window as above): no pause, the window measured.
 std::string WriteShapedRun(bool pauses) {
-  const std::string dir = MakeTempDir("window_cost_shape");
-  TraceBuilder main(100, "r", kT0);
-  uint64_t n = 0;
-  for (uint64_t t = 1000 * kMs; t < 9000 * kMs; ++n) {
-    LoopCopy(main, kT0 + t, 5);
-    const bool in = t >= 4000 * kMs && t <= 4200 * kMs;
-    if (pauses) {
-      t += (in ? 20 : 10) * kMs + (n % 10 == 9 ? 150 * kMs : 0);
-    } else {
-      t += n % 3 != 2 ? kMs : (in ? 36 : 18) * kMs;  // 20 ms a step, 38 in the window
-    }
+  if (pauses) {
+    return WriteRun(
+        [](uint64_t t, uint64_t n) {
+          return (InWindow(t) ? 20 : 10) * kMs + (n % 10 == 9 ? 150 * kMs : 0);
+        },
+        false, true);
   }
-  trace::DeviceRecording* r = main.Add(kT0 + 4000 * kMs).mutable_recording();
-  r->set_reason("attached");
-  r = main.Add(kT0 + 4205 * kMs).mutable_recording();
-  r->set_reason("detached");
-  r->set_detached(true);
-  r->set_planned_ns(120000 * kMs);
-  trace::Counters* c = main.Add(kT0 + 9500 * kMs).mutable_counters();
-  c->set_hook_calls(1000);
-  c->set_hook_ns(5 * kMs);
-  main.SortByTime();
-  main.Exit(kT0 + 9600 * kMs);
-  main.Write(dir);
-  return dir;
+  // 20 ms a step, 38 in the window.
+  return WriteRun(
+      [](uint64_t t, uint64_t n) { return n % 3 != 2 ? kMs : (InWindow(t) ? 36 : 18) * kMs; },
+      false, true);
 }
 
 TEST(WindowCost, ALoopThatPausesGetsNoFigure) {
