@@ -4,7 +4,7 @@ then the real thing on the CPU: a no-tool side and a side under
 `pinscope run` (the real shim) taking turns on mlp12's loop at width 64,
 in the order A B, B A, ...; and a side that cannot start, reported as such.
 
-    turns_test.py TOOLS_DIR PINSCOPE
+    turns_test.py TOOLS_DIR PINSCOPE_CLI
 """
 import json
 import os
