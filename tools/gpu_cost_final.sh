@@ -208,6 +208,10 @@ if o.get("cupti_switches"):
 dw = o.get("device_windows")
 if dw:
     for w in dw["windows"]:
+        if w.get("paused"):
+            queries += "; window %.0f ms: the loop paused near it (a gap of %.1f ms), not measured" % (
+                w["length_ns"] / 1e6, w["longest_interval_ns"] / 1e6)
+            continue
         queries += "; window %.0f ms: %+.1f ms in it (%d intervals), %+.1f ms in the %.1f s after" % (
             w["length_ns"] / 1e6, w["excess_in_ns"] / 1e6, w["intervals_in"],
             w["excess_after_ns"] / 1e6, dw["after_ns"] / 1e9)
