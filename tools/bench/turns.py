@@ -3,7 +3,8 @@
 
     tools/bench/turns.py --job mlp12 --side plain --side pinscope [--side profiler]
         [--seconds 90] [--turn-steps N] [--warmup N] [--ps PINSCOPE] [--out DIR]
-        [--taskset CPUS] [--device cuda]
+        [--taskset CPUS] [--main-cpu N] [--no-aslr] [--hashseed N] [--seed N]
+        [--device cuda]
 
 Why turns: on the GPU machines a launch-bound loop's step drifts by 5-25%
 between runs and over seconds within one (docs/benchmarks.md, eighteenth
@@ -44,8 +45,9 @@ TrainerCallback), `tiny` (mlp12's shape at width 64, for a run on the CPU).
 
 Prints one JSON line (per side: ms a step over its turns; against the
 reference: the ratio of total turn time, its 95% interval, the median of
-per-round ratios) and writes OUT/turns.jsonl (every turn). Exit 1 when a
-side failed.
+per-round ratios; where a kind has several sides, `kinds`: the kinds'
+mean ms a step, their ratio and an interval that resamples the processes)
+and writes OUT/turns.jsonl (every turn). Exit 1 when a side failed.
 """
 import argparse
 import inspect
