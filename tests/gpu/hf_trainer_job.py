@@ -37,6 +37,16 @@ class Tokens(Dataset):
                 "labels": self.labels[i]}
 
 
+def make_model(tiny=False):
+    """The job's small BERT with random weights (tools/bench/turns.py builds
+    it too): (config, model)."""
+    width, layers = (64, 2) if tiny else (256, 4)
+    config = BertConfig(vocab_size=30522, hidden_size=width, num_hidden_layers=layers,
+                        num_attention_heads=4, intermediate_size=4 * width,
+                        max_position_embeddings=512, num_labels=2)
+    return config, BertForSequenceClassification(config)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=64)
@@ -46,11 +56,7 @@ def main():
     ap.add_argument("--eval-steps", type=int, default=0)
     ap.add_argument("--tiny", action="store_true")
     args = ap.parse_args()
-    width, layers = (64, 2) if args.tiny else (256, 4)
-    config = BertConfig(vocab_size=30522, hidden_size=width, num_hidden_layers=layers,
-                        num_attention_heads=4, intermediate_size=4 * width,
-                        max_position_embeddings=512, num_labels=2)
-    model = BertForSequenceClassification(config)
+    config, model = make_model(args.tiny)
     out = os.environ.get("HF_OUT", "/tmp/hf-out")
     evaluation = {}
     if args.eval_steps:

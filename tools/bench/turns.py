@@ -108,20 +108,16 @@ class Turns:
 
 
 def run_hf(turns, device):
-    from transformers import (BertConfig, BertForSequenceClassification, Trainer,
-                              TrainerCallback, TrainingArguments)
+    from transformers import TrainerCallback, Trainer, TrainingArguments
     sys.path.insert(0, os.path.join(REPO, "tests", "gpu"))
-    from hf_trainer_job import Tokens
+    from hf_trainer_job import Tokens, make_model
 
     class Callback(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
             if turns.after_step():
                 control.should_training_stop = True
 
-    config = BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4,
-                        num_attention_heads=4, intermediate_size=1024,
-                        max_position_embeddings=512, num_labels=2)
-    model = BertForSequenceClassification(config)
+    config, model = make_model()
     extra = {"use_cpu": True} if device == "cpu" else {}
     # Workers kept across epochs (transformers 4.37 on), so that an epoch's
     # start is not a pause in some turn of one side.
@@ -132,7 +128,7 @@ def run_hf(turns, device):
                               dataloader_num_workers=4, logging_strategy="no",
                               save_strategy="no", report_to=[], disable_tqdm=True, seed=0,
                               **extra)
-    trainer = Trainer(model=model, args=targs, train_dataset=Tokens(64 * 500, 128, 30522),
+    trainer = Trainer(model=model, args=targs, train_dataset=Tokens(64 * 500, 128, config.vocab_size),
                       callbacks=[Callback()])
     trainer.train()
 
