@@ -69,6 +69,49 @@ if not (103 / 104 - 1 - 1e-12 <= lo < 104 / 102 - 1 < hi <= 105 / 100 - 1 + 1e-1
     fails.append("kinds: interval [%r, %r] not within [103/104, 105/100] around 104/102" % (lo, hi))
 expect("kinds: plain_b alone", k["sides"]["plain_b"]["overhead"], 0.04, 1e-12)
 
+# The steady pace and the one-time excess: the same four sides over five
+# rounds, each pinscope side 50 ms slower in round 2 (a window). Steady:
+# the median turns, 104/102 as above; the excess 50 ms a process, and
+# nothing for plain; the total holds both.
+five = []
+for r in range(5):
+    w = 50_000_000 if r == 2 else 0
+    five += [(r, "plain", 100_000_000, 25), (r, "plain_b", 104_000_000, 25),
+             (r, "pinscope", 103_000_000 + w, 25), (r, "pinscope_b", 105_000_000 + w, 25)]
+f = turns.summarize(["plain", "plain_b", "pinscope", "pinscope_b"], five,
+                    kinds={"plain": "plain", "plain_b": "plain", "pinscope": "pinscope",
+                           "pinscope_b": "pinscope"})
+expect("steady: a side's pace", f["sides"]["pinscope_b"]["steady_ms_per_step"], 4.2, 1e-12)
+expect("steady: a side's excess", f["sides"]["pinscope_b"]["excess_ms"], 50.0, 1e-9)
+expect("steady: plain's excess", f["sides"]["plain"]["excess_ms"], 0.0, 1e-9)
+expect("steady: kinds", f["kinds"]["pinscope"]["steady_overhead"], 104 / 102 - 1, 1e-12)
+expect("steady: the kind's excess", f["kinds"]["pinscope"]["excess_ms"], 50.0, 1e-9)
+expect("steady: the total", f["kinds"]["pinscope"]["overhead"], (5 * 104 + 50) / (5 * 102) - 1, 1e-12)
+lo, hi = f["kinds"]["pinscope"]["steady_overhead_ci95"]
+if not (103 / 104 - 1 - 1e-12 <= lo < 104 / 102 - 1 < hi <= 105 / 100 - 1 + 1e-12):
+    fails.append("steady: interval [%r, %r] not within [103/104, 105/100]" % (lo, hi))
+
+# A recorded run summarized again (--from): the same figures; a side the
+# list does not name is an error that names it.
+rec = tempfile.mkdtemp(prefix="turns-from-")
+with open(os.path.join(rec, "turns.jsonl"), "w") as fh:
+    for t in five:
+        fh.write(json.dumps(dict(zip(("round", "side", "ns", "steps"), t))) + "\n")
+r = subprocess.run([sys.executable, os.path.join(tools, "bench", "turns.py"), "--from",
+                    os.path.join(rec, "turns.jsonl"), "--side", "plain", "--side", "plain@b",
+                    "--side", "pinscope", "--side", "pinscope@b"], capture_output=True, text=True)
+if r.returncode != 0:
+    fails.append("--from: exit %d: %s" % (r.returncode, r.stderr[-500:]))
+else:
+    again = json.loads(r.stdout.strip().splitlines()[-1])
+    expect("--from: steady", again["kinds"]["pinscope"]["steady_overhead"], 104 / 102 - 1, 1e-12)
+r = subprocess.run([sys.executable, os.path.join(tools, "bench", "turns.py"), "--from",
+                    os.path.join(rec, "turns.jsonl"), "--side", "plain", "--side", "pinscope"],
+                   capture_output=True, text=True)
+expect("--from, a side left out: exit", r.returncode, 1)
+if "pinscope_b, plain_b" not in r.stderr:
+    fails.append("--from, a side left out: %r does not name them" % r.stderr)
+
 # 2. The real thing on the CPU, 3 s of turns.
 out = tempfile.mkdtemp(prefix="turns-test-")
 r = subprocess.run([sys.executable, os.path.join(tools, "bench", "turns.py"), "--job", "tiny",

@@ -46,8 +46,11 @@ TrainerCallback), `tiny` (mlp12's shape at width 64, for a run on the CPU).
 Prints one JSON line (per side: ms a step over its turns; against the
 reference: the ratio of total turn time, its 95% interval, the median of
 per-round ratios; where a kind has several sides, `kinds`: the kinds'
-mean ms a step, their ratio and an interval that resamples the processes)
-and writes OUT/turns.jsonl (every turn). Exit 1 when a side failed.
+mean ms a step, their ratio and an interval that resamples the processes;
+the same for the steady pace, each side's median turn, and the one-time
+excess above it against the reference kind's) and writes OUT/turns.jsonl
+(every turn). Exit 1 when a side failed. `--from OUT/turns.jsonl` with the
+run's --side list summarizes a recorded run again.
 """
 import argparse
 import inspect
@@ -219,6 +222,14 @@ def summarize(sides, turns, reference=None, resamples=2000, seed=0, kinds=None):
         ns = sum(by_round[r][s][0] for r in rounds)
         steps = sum(by_round[r][s][1] for r in rounds)
         out["sides"][s] = {"ms_per_step": ns / steps / 1e6 if steps else None, "steps": steps}
+        if rounds:
+            # The steady pace: the median turn's, a step. What the side spent
+            # above it over all its turns is its excess: the slow turns, of
+            # which a tool's one-time work (a device-record window opening
+            # and closing) is the part that no-tool sides lack.
+            pace = statistics.median(by_round[r][s][0] / by_round[r][s][1] for r in rounds)
+            out["sides"][s].update({"steady_ms_per_step": pace / 1e6,
+                                    "excess_ms": (ns - pace * steps) / 1e6})
     rng = random.Random(seed)
     for s in sides:
         if s == reference or not rounds:
@@ -242,22 +253,36 @@ def summarize(sides, turns, reference=None, resamples=2000, seed=0, kinds=None):
         # differ by more than the rounds' interval of one says (3-7% on the
         # H100): the kinds' interval resamples the processes, each kind's
         # apart, and so holds that spread.
-        per = {}
+        def interval(ms, ref):
+            boot = sorted(
+                statistics.fmean(rng.choices(ms, k=len(ms))) /
+                statistics.fmean(rng.choices(ref, k=len(ref))) - 1 for _ in range(resamples))
+            return [boot[int(0.025 * len(boot))], boot[int(0.975 * len(boot)) - 1]]
+
+        per, steady, excess = {}, {}, {}
         for s in sides:
             per.setdefault(kinds[s], []).append(out["sides"][s]["ms_per_step"])
+            steady.setdefault(kinds[s], []).append(out["sides"][s]["steady_ms_per_step"])
+            excess.setdefault(kinds[s], []).append(out["sides"][s]["excess_ms"])
         ref_kind = kinds[reference]
         ref_mean = statistics.fmean(per[ref_kind])
+        ref_steady = statistics.fmean(steady[ref_kind])
         out["kinds"] = {}
         for k, ms in per.items():
+            # steady: the kinds' steady paces (each side's median turn), the
+            # cost of a continuous job between its one-time events; excess:
+            # the one-time part, ms a process above the steady pace, less
+            # the reference kind's (docs/benchmarks.md, "the twentieth
+            # session").
             d = {"sides": len(ms), "ms_per_step": statistics.fmean(ms),
                  "overhead": statistics.fmean(ms) / ref_mean - 1,
-                 "spread": max(ms) / min(ms) - 1}
+                 "spread": max(ms) / min(ms) - 1,
+                 "steady_ms_per_step": statistics.fmean(steady[k]),
+                 "steady_overhead": statistics.fmean(steady[k]) / ref_steady - 1,
+                 "excess_ms": statistics.fmean(excess[k]) - statistics.fmean(excess[ref_kind])}
             if k != ref_kind and len(ms) > 1 and len(per[ref_kind]) > 1:
-                boot = sorted(
-                    statistics.fmean(rng.choices(ms, k=len(ms))) /
-                    statistics.fmean(rng.choices(per[ref_kind], k=len(per[ref_kind]))) - 1
-                    for _ in range(resamples))
-                d["overhead_ci95"] = [boot[int(0.025 * len(boot))], boot[int(0.975 * len(boot)) - 1]]
+                d["overhead_ci95"] = interval(ms, per[ref_kind])
+                d["steady_overhead_ci95"] = interval(steady[k], steady[ref_kind])
             out["kinds"][k] = d
     return out
 
@@ -355,6 +380,13 @@ def drive(args):
     out = summarize(names, turns, kinds={n: sp.split("@")[0] for n, sp in zip(names, sides)})
     out.update({"job": args.job, "turn_steps": turn_steps, "seconds": round(time.monotonic() - start, 1),
                 "exit": rcs, "failed": failed})
+    show(out)
+    bad = failed or any(rc != 0 for rc in rcs.values())
+    return 1 if bad else 0
+
+
+def show(out):
+    """The summary: one JSON line on stdout, a line a side and a kind on stderr."""
     print(json.dumps(out), flush=True)
     for name, d in out["sides"].items():
         line = "  %-40s %8.3f ms a step, %d steps" % (name, d["ms_per_step"] or 0, d["steps"])
@@ -368,9 +400,30 @@ def drive(args):
             kind, d["ms_per_step"], d["sides"], 100 * d["spread"], 100 * d["overhead"])
         if "overhead_ci95" in d:
             line += " [%+.2f%%, %+.2f%%]" % tuple(100 * x for x in d["overhead_ci95"])
+        line += "; steady %.3f ms, %+.2f%%" % (d["steady_ms_per_step"], 100 * d["steady_overhead"])
+        if "steady_overhead_ci95" in d:
+            line += " [%+.2f%%, %+.2f%%]" % tuple(100 * x for x in d["steady_overhead_ci95"])
+        line += ", excess %+.1f ms a process" % d["excess_ms"]
         print(line, file=sys.stderr)
-    bad = failed or any(rc != 0 for rc in rcs.values())
-    return 1 if bad else 0
+
+
+def summarize_file(path, sides):
+    """A recorded run's turns.jsonl summarized again, its sides as given
+    to the run (--side, in order; the first is the reference)."""
+    names = [side_name(s) for s in sides]
+    turns = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            try:
+                d = json.loads(line)
+                turns.append((d["round"], d["side"], d["ns"], d["steps"]))
+            except (ValueError, KeyError, TypeError) as e:
+                sys.exit("turns.py: %s:%d: not a turn (%s): %.80s" % (path, n, e, line))
+    unknown = sorted({t[1] for t in turns} - set(names))
+    if unknown:
+        sys.exit("turns.py: %s has sides %s that --side does not name" % (path, ", ".join(unknown)))
+    show(summarize(names, turns, kinds={n: sp.split("@")[0] for n, sp in zip(names, sides)}))
+    return 0
 
 
 def main(argv):
@@ -393,6 +446,8 @@ def main(argv):
     ap.add_argument("--start-timeout", type=float, default=300)
     ap.add_argument("--turn-timeout", type=float, default=60)
     ap.add_argument("--stop-timeout", type=float, default=120)
+    ap.add_argument("--from", dest="from_file",
+                    help="summarize a recorded OUT/turns.jsonl again (with the run's --side list)")
     # A side (started by the driver).
     ap.add_argument("--side-of", help=argparse.SUPPRESS)
     ap.add_argument("--go", help=argparse.SUPPRESS)
@@ -402,6 +457,8 @@ def main(argv):
     if args.side_of:
         side_main(args)
         return 0
+    if args.from_file:
+        return summarize_file(args.from_file, args.side or [])
     return drive(args)
 
 
