@@ -53,8 +53,9 @@ struct ProcessSummary {
   uint64_t stacks_captured = 0;
   uint64_t stack_capture_ns = 0;
   // The rest of pinscope's own cost (Counters of shims since issue 16's
-  // own-cost fields; 0 without): the copy and wait hooks on the job's
-  // threads (count, and their time besides the real call and pinning), and
+  // own-cost fields; 0 without): the recording hooks on the job's threads
+  // (count, and their time besides the real call and pinning; since the
+  // twentieth session allocations and shared-memory events too), and
   // the CPU time of pinscope's own threads.
   uint64_t hook_calls = 0;
   uint64_t hook_ns = 0;

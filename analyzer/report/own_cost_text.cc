@@ -153,7 +153,7 @@ std::vector<OwnCostParagraph> OwnCostParagraphs(const Report& report) {
   std::vector<OwnCostParagraph> out;
   const uint64_t calls = analysis.hook_calls(), hook_ns = analysis.hook_ns();
   std::string text = "pinscope's own cost: " + FormatDuration(hook_ns) +
-                     " of the job's threads in " + FormatCount(calls) + " copy and wait hook" +
+                     " of the job's threads in " + FormatCount(calls) + " recording hook" +
                      (calls == 1 ? "" : "s");
   if (calls > 0) {
     const uint64_t each = hook_ns / calls;  // microseconds, where ms would read 0.005

@@ -1,6 +1,7 @@
 // pinscope's own cost, as the text report states it at the end of its
-// Processes section: the copy and wait hooks' time on the job's threads
-// besides the real call and pinning, the call stacks, and pinscope's own
+// Processes section: the recording hooks' time on the job's threads (copies
+// and waits besides the real call and pinning; recorded allocations and
+// shared-memory events), the call stacks, and pinscope's own
 // threads' CPU time (trace.proto Counters). Traces from shims before the
 // hooks were timed get the call stacks' paragraph alone, as they always did.
 #pragma once

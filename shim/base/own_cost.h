@@ -1,7 +1,9 @@
 // pinscope's own cost in this process, written in each Counters packet and
 // stated by the report ("pinscope's own cost", docs/report.md): the time
-// the copy and wait hooks spend on the job's threads besides the real CUDA
-// call and pinning's own work, and the CPU time of pinscope's own threads.
+// the recording hooks spend on the job's threads - copies and waits besides
+// the real CUDA call and pinning's own work; recorded allocations, frees and
+// shared-memory events (their registry work, stack and record) - and the CPU
+// time of pinscope's own threads.
 // Call stacks have their own count (shim/stacks: StackCost); the malloc
 // family's fast path is about 1 ns a call (docs/benchmarks.md) and is not
 // timed per call, which would cost more than it measures.
@@ -12,10 +14,26 @@
 
 #include <cstdint>
 
+#include "shim/base/clock.h"
+
 namespace pinscope::shim {
 
-// One copy or wait hook's own time, ns (CLOCK_MONOTONIC on the calling thread).
+// One recording hook's own time, ns (CLOCK_MONOTONIC on the calling thread).
 void AddHookCost(uint64_t ns);
+
+// Times its scope as one recording hook's own time (AddHookCost): the
+// recording part of an allocation, free or shared-memory event, which
+// holds no real call.
+class HookCostTimer {
+ public:
+  HookCostTimer() : t0_(MonoNs()) {}
+  ~HookCostTimer() { AddHookCost(MonoNs() - t0_); }
+  HookCostTimer(const HookCostTimer&) = delete;
+  HookCostTimer& operator=(const HookCostTimer&) = delete;
+
+ private:
+  uint64_t t0_;
+};
 
 // One driver query classifying a copy's pointer (a cache miss of
 // ClassifyPointer, shim/cuda), ns: part of the hook's time.

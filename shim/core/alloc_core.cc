@@ -14,6 +14,7 @@
 #include "shim/base/clock.h"
 #include "shim/base/guard.h"
 #include "shim/base/log.h"
+#include "shim/base/own_cost.h"
 #include "shim/memory/block_registry.h"
 #include "shim/pin/pinning.h"
 #include "shim/record/recorder.h"
@@ -45,6 +46,7 @@ uint64_t PageSize() {
 // registry cannot hold is not recorded either, so every HostAlloc in the
 // trace gets its HostFree. False if the registry could not hold it.
 bool Track(uint32_t api, void* p, size_t n, uint64_t alignment, void* old, uint64_t t) {
+  HookCostTimer cost;
   HostBlock b;
   b.address = reinterpret_cast<uintptr_t>(p);
   b.size = n;
@@ -87,12 +89,19 @@ void* Reuse(uint32_t api, size_t n, size_t alignment, uint64_t t) {
 // free it nor realloc it.
 bool Untrack(void* p, bool by_realloc, HostBlock* out, bool* kept) {
   uint64_t addr = reinterpret_cast<uintptr_t>(p);
+  const uint64_t t0 = MonoNs();
   if (!Registry().RemoveBlock(addr, out)) return false;
   bool own = out->epoch == Registry().epoch();
+  uint64_t spent = MonoNs() - t0;  // pinscope's own cost: not pinning's part
   // Registered memory must be unregistered before glibc may unmap or reuse
   // it (one relaxed load when pinscope pinned nothing).
   *kept = PinOnFree(p, by_realloc ? "realloc" : "free", !by_realloc && own);
-  if (own) RecordFree(addr, by_realloc, MonoNs());
+  if (own) {
+    const uint64_t t1 = MonoNs();
+    RecordFree(addr, by_realloc, t1);
+    spent += MonoNs() - t1;
+  }
+  AddHookCost(spent);
   return true;
 }
 
@@ -259,6 +268,7 @@ void* ReallocSlow(void* p, size_t n, uint32_t api, const void* caller) {
   if (q == nullptr) {
     int err = errno;
     if (had_old && n != 0 && old.epoch == Registry().epoch()) {
+      HookCostTimer cost;
       if (Registry().AddBlock(old)) {
         RecordAlloc(old.api, old.address, old.size, old.alignment, 0, 0, MonoNs());
       } else {

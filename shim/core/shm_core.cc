@@ -10,6 +10,7 @@
 
 #include "shim/base/clock.h"
 #include "shim/base/guard.h"
+#include "shim/base/own_cost.h"
 #include "shim/core/shm_fds.h"
 #include "shim/core/shm_real.h"
 #include "shim/core/shm_state.h"
@@ -60,6 +61,7 @@ void InitShm() {
 void Record(uint32_t op, const Identity& id, int fd, uint64_t size, uint64_t offset,
             uint64_t address, int flags, int prot, int error, uint64_t t0) {
   if (!Recording()) return;
+  HookCostTimer cost;  // the stack and the record (the call's own work is the program's)
   ShmRecord r;
   r.op = op;
   r.name = id.name;

@@ -231,7 +231,7 @@ void CodeNames(Reader& r, uintptr_t code, uint64_t tag, uintptr_t file, uintptr_
 // Reads the calling thread's frame chain (see python_frames.h). Returns the
 // number of ids written; r.ok() false if something did not look like the
 // layout says (then the ids so far are still good).
-size_t Walk(Reader& r, uint64_t* ids, size_t max, bool* truncated) {
+size_t Walk(Reader& r, uint64_t* ids, size_t max, bool* truncated, uint64_t* where_hash) {
   const Layout& L = *g_layout;
   const uintptr_t tstate = reinterpret_cast<uintptr_t>(g_api.this_thread_state());
   if (!tstate) return 0;
@@ -293,6 +293,7 @@ size_t Walk(Reader& r, uint64_t* ids, size_t max, bool* truncated) {
     const uint64_t tag = CodeTag(r, code, &file, &name);
     if (!r.ok()) break;
     const uint64_t site = Mix(tag, where) | 1;
+    *where_hash = Mix(*where_hash, site);
     uint64_t id = intern::LookupSite(reinterpret_cast<void*>(code), site);
     if (id == 0) {
       uint64_t filename_id = 0, function_id = 0;
@@ -434,14 +435,17 @@ bool Init() {
 bool Available() { return g_ok; }
 bool FrameWalk() { return g_ok && g_walk.load(std::memory_order_relaxed) != kOff; }
 
-size_t Capture(uint64_t* ids, size_t max, bool* truncated) {
+size_t Capture(uint64_t* ids, size_t max, bool* truncated, uint64_t* where) {
+  uint64_t unused = 0;
+  if (where == nullptr) where = &unused;
+  *where = 0;
   *truncated = false;
   if (!g_ok || max == 0 || !g_api.is_initialized()) return 0;
   if (g_api.is_finalizing && g_api.is_finalizing()) return 0;
   int walk = g_walk.load(std::memory_order_acquire);
   if (walk == kChecked) {
     Reader r(false);
-    size_t n = Walk(r, ids, max, truncated);
+    size_t n = Walk(r, ids, max, truncated, where);
     if (!r.ok()) *truncated = true;  // something unexpected ended the walk early
     return n;
   }
@@ -449,7 +453,7 @@ size_t Capture(uint64_t* ids, size_t max, bool* truncated) {
   // at a time; the others use the C API meanwhile, or have no frames).
   if (walk == kUnchecked && g_walk.compare_exchange_strong(walk, kChecking)) {
     Reader r(true);
-    size_t n = Walk(r, ids, max, truncated);
+    size_t n = Walk(r, ids, max, truncated, where);
     if (!r.ok()) {
       g_walk.store(kOff);
       LogOnce(&g_said_walk_off,
@@ -463,6 +467,7 @@ size_t Capture(uint64_t* ids, size_t max, bool* truncated) {
     }
     if (n > 0) return n;
   }
+  *where = 0;  // the C API path gives lines only
   return HoldsGil() ? ApiWalk(ids, max, truncated) : 0;
 }
 

@@ -38,7 +38,10 @@ bool FrameWalk();
 // The calling thread's Python frames, innermost first, as interned
 // PythonFrame ids: at most `max`; *truncated when more frames were left out.
 // 0 when the thread runs no Python code, Python is not initialized or is
-// finalizing, or the process has no Python.
-size_t Capture(uint64_t* ids, size_t max, bool* truncated);
+// finalizing, or the process has no Python. `where`, if given: a hash of
+// the frames' instructions (the frame walk's; 0 on the C API path), which
+// tells apart two calls on one line that the ids (file, function, line) do
+// not: the stack cache's key (stacks.cc).
+size_t Capture(uint64_t* ids, size_t max, bool* truncated, uint64_t* where = nullptr);
 
 }  // namespace pinscope::shim::python

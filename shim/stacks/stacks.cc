@@ -162,18 +162,24 @@ __attribute__((noinline)) bool WriteStack(uint64_t id, const uint64_t* words, si
 std::atomic<uint64_t> g_captures{0}, g_capture_ns{0};
 
 // The stack cache (stacks.h): direct-mapped, per thread, keyed on the
-// innermost native frames, the depth and the Python frames. An entry holds a stack whose packet is
-// written in this file (a fork clears the forking thread's, the only one the child has). 16 bytes
-// (initial-exec TLS is scarce where the shim is dlopen'ed): bit 0, clear in every key, marks an
-// entry whose first answer was checked.
+// innermost native frames, the depth and the Python frames, two ways. An
+// entry holds a stack whose packet is written in this file (a fork clears the forking
+// thread's, the only one the child has). 16 bytes (initial-exec TLS is scarce
+// where the shim is dlopen'ed): the key's two low bits, clear in every key,
+// hold the entry's state.
 struct CacheEntry {
   uint64_t key;
   uint64_t id;
 };
-constexpr uint64_t kChecked = 1;
+// kNew: its next answer is checked. kChecked: a check found it right; then
+// one answer in kStackCacheCheck is checked. kRefreshed: the first check
+// found another stack, which the entry now holds, checked again next time.
+// kOff: found wrong again; this site is unwound in full from now on.
+enum : uint64_t { kNew = 0, kChecked = 1, kRefreshed = 2, kOff = 3, kStateBits = 3 };
 constexpr size_t kCacheEntries = 64;
 PINSCOPE_TLS CacheEntry t_stack_cache[kCacheEntries];
-// xorshift32 state for the checks at random (never 0 once seeded).
+// xorshift32 state for the checks at random (never 0 once seeded); its
+// low bit also picks the way a miss replaces in a full pair.
 PINSCOPE_TLS uint32_t t_check_rng = 0;
 
 // True for about one answer in kStackCacheCheck, at random: a periodic
@@ -186,15 +192,15 @@ bool CheckThisOne() {
   t_check_rng = x;
   return x % kStackCacheCheck == 0;
 }
-std::atomic<bool> g_cache_off{false};
-std::atomic<bool> g_notice_cache_off{false};
+std::atomic<bool> g_site_off{false};
+std::atomic<bool> g_notice_site_off{false};
 std::atomic<uint64_t> g_cache_hits{0}, g_cache_checks{0};
 
 // The key of what `words` holds: the stacks' own content hash, folded to
-// 64 bits; never 0 or 1 (an empty entry's key), bit 0 clear.
+// 64 bits; never 0 (an empty entry's key), the state bits clear.
 uint64_t CacheKey(const uint64_t* words, size_t n) {
   const intern::Hash128 h = intern::HashWords(words, n);
-  return ((h.a ^ h.b) | 2) & ~kChecked;
+  return ((h.a ^ h.b) & ~kStateBits) | (uint64_t{1} << 63);
 }
 
 void SayOnce(std::atomic<bool>* flag, const char* code, const char* text) {
@@ -240,29 +246,53 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
   // the end of the buffer: with them and the innermost native frames the
   // cache may answer.
   uint64_t* python_ids = words + kMaxStackDepth + 1;
-  if (g_python) np = python::Capture(python_ids, depth, &ptrunc);
+  uint64_t where = 0;  // the Python frames' instructions, for the key
+  if (g_python) np = python::Capture(python_ids, depth, &ptrunc, &where);
   CacheEntry* entry = nullptr;
-  uint64_t key = 0, cached = 0;
-  if (g_backtrace && GetConfig().stack_cache && !g_cache_off.load(std::memory_order_relaxed)) {
+  uint64_t key = 0, cached = 0, state = kNew;
+  if (g_backtrace && GetConfig().stack_cache) {
     // Right before the Python ids (the native part of the buffer is not
     // filled yet): the depth, the counts and flag, the innermost frames as
     // unw_backtrace gives them (the shim's included: they name the hook).
-    uint64_t* kw = python_ids - (kStackKeyFrames + 2);
+    uint64_t* kw = python_ids - (kStackKeyFrames + 3);
     void* inner[kStackKeyFrames];
     const int ni = std::max(g_backtrace(inner, kStackKeyFrames), 0);
     kw += kStackKeyFrames - ni;
     kw[0] = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
     kw[1] = static_cast<uint64_t>(ni) | np << 16 | uint64_t{ptrunc} << 32;
-    for (int i = 0; i < ni; ++i) kw[2 + i] = reinterpret_cast<uintptr_t>(inner[i]);
-    key = CacheKey(kw, static_cast<size_t>(ni) + 2 + np);
-    entry = &t_stack_cache[(key >> 2) % kCacheEntries];  // bits 0 and 1 are fixed
-    if ((entry->key & ~kChecked) == key) {
-      if ((entry->key & kChecked) && !CheckThisOne()) {
+    // Two calls on one Python line share its frame ids; their instructions
+    // differ, and so may the interpreter's C frames below them (the
+    // Hugging Face Trainer's two D2H copies a step, one line: 2026-12-05).
+    kw[2] = where;
+    for (int i = 0; i < ni; ++i) kw[3 + i] = reinterpret_cast<uintptr_t>(inner[i]);
+    key = CacheKey(kw, static_cast<size_t>(ni) + 3 + np);
+    // Two ways: the pair of entries a key maps to (the state bits left
+    // out). Direct-mapped, two sites of a loop whose keys met in one entry
+    // (1 in 64 runs: a key holds the stack's address) evicted each other at
+    // every call and were never answered.
+    CacheEntry* set = &t_stack_cache[((key >> 2) % kCacheEntries) & ~size_t{1}];
+    if ((set[0].key & ~kStateBits) == key) {
+      entry = &set[0];
+    } else if ((set[1].key & ~kStateBits) == key) {
+      entry = &set[1];
+    } else if (set[0].key == 0 || set[1].key == 0) {  // a miss: an empty way
+      entry = set[0].key == 0 ? &set[0] : &set[1];
+    } else {  // else one at random
+      CheckThisOne();
+      entry = &set[t_check_rng & 1];
+    }
+    if ((entry->key & ~kStateBits) == key) {
+      state = entry->key & kStateBits;
+      if (state == kChecked && !CheckThisOne()) {
         g_cache_hits.fetch_add(1, std::memory_order_relaxed);
         return entry->id;
       }
-      cached = entry->id;  // this answer is checked: unwound in full below
-      g_cache_checks.fetch_add(1, std::memory_order_relaxed);
+      if (state == kOff) {
+        entry = nullptr;  // unwound in full, nothing cached
+      } else {
+        cached = entry->id;  // this answer is checked: unwound in full below
+        g_cache_checks.fetch_add(1, std::memory_order_relaxed);
+      }
     }
   }
   if (g_backtrace) nn = CaptureNative(__builtin_return_address(0), words, depth, &ntrunc);
@@ -283,21 +313,34 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
     written = WriteStack(id, words, nn, np, ntrunc, ptrunc, MonoNs());
     intern::FinishWrite(mark, written);
   }
-  if (cached != 0 && cached != id) {
-    g_cache_off.store(true, std::memory_order_relaxed);
-    SayOnce(&g_notice_cache_off, "stack_cache_off",
-            "a call site's cached call stack differed from a full unwind: the stack cache is "
-            "off, every stack is unwound in full from now on");
+  if (entry == nullptr || !written) return id;
+  if (cached == 0 || cached == id) {  // a first sight, or a check that agreed
+    *entry = {key | (cached == id ? kChecked : kNew), id};
     return id;
   }
-  if (entry && written) *entry = {key | (cached == id ? kChecked : 0), id};
+  // A check found another stack under the key. Once, right after the entry
+  // was made, is what an interpreter's warm-up does: CPython specializes a
+  // call after a few runs of it, and its own C frames below the same Python
+  // frames change (the twentieth session's Hugging Face Trainer: every
+  // site). The entry takes the new stack and is checked again. A second
+  // time, or after the entry was found right, two callers share the key:
+  // this site is unwound in full from now on, the other sites stay cached.
+  if (state == kNew) {
+    *entry = {key | kRefreshed, id};
+    return id;
+  }
+  entry->key = key | kOff;
+  g_site_off.store(true, std::memory_order_relaxed);
+  SayOnce(&g_notice_site_off, "stack_cache_site_off",
+          "a call site's cached call stack differed from a full unwind twice: that site is "
+          "unwound in full from now on (the stack cache stays on for the others)");
   return id;
 }
 
 StackCacheStats GetStackCacheStats() {
   return {g_cache_hits.load(std::memory_order_relaxed),
           g_cache_checks.load(std::memory_order_relaxed),
-          g_cache_off.load(std::memory_order_relaxed)};
+          g_site_off.load(std::memory_order_relaxed)};
 }
 
 StackCost GetStackCost() {

@@ -151,16 +151,15 @@ std::string Flat(const std::string& text) { return test_util::Unwrapped(text); }
 
 TEST(OwnCostTest, TextSaysTheHooksStacksAndOwnThreads) {
   const std::string text = Flat(ReportOf(WriteOwnCostRun(), false));
-  EXPECT_NE(
-      text.find(" pinscope's own cost: 2.50 ms of the job's threads in 500 copy and wait hooks "
-                "(5.0 us a call), 0.2% of the run's 1.00 s wall time; call stacks 0.500 ms "
-                "(100 captured; the copies' are part of the hooks' time); pointer queries "
-                "1.00 ms (250 driver queries classifying a copy's memory, 4.0 us each; part "
-                "of the hooks' time); pinscope's own "
-                "threads 34.0 ms of CPU (trace writing and compression, device records, GPU "
-                "samples, pin-ahead registrations). Not timed per call: the malloc family's "
-                "hooks, about 1 ns a call below PINSCOPE_TRACE_MIN ("),
-      std::string::npos)
+  EXPECT_NE(text.find(" pinscope's own cost: 2.50 ms of the job's threads in 500 recording hooks "
+                      "(5.0 us a call), 0.2% of the run's 1.00 s wall time; call stacks 0.500 ms "
+                      "(100 captured; the copies' are part of the hooks' time); pointer queries "
+                      "1.00 ms (250 driver queries classifying a copy's memory, 4.0 us each; part "
+                      "of the hooks' time); pinscope's own "
+                      "threads 34.0 ms of CPU (trace writing and compression, device records, GPU "
+                      "samples, pin-ahead registrations). Not timed per call: the malloc family's "
+                      "hooks, about 1 ns a call below PINSCOPE_TRACE_MIN ("),
+            std::string::npos)
       << text;
   EXPECT_NE(
       text.find(" pid 100: hooks 2.00 ms (400 calls, 0.2% of its 1.00 s), own threads 30.0 ms "
@@ -261,7 +260,7 @@ TEST(OwnCostTest, TheLoopsStepSaysWhatTheHooksCostIt) {
   const std::string dir = WriteLoopRun(500 * kMs);
   const std::string text = Flat(ReportOf(dir, false));
   // The run's figure: 80 ms of hooks (1,200 in the loop) in an 8.6 s run.
-  EXPECT_NE(text.find("pinscope's own cost: 80.0 ms of the job's threads in 2,200 copy and wait "
+  EXPECT_NE(text.find("pinscope's own cost: 80.0 ms of the job's threads in 2,200 recording "
                       "hooks (36.4 us a call), 0.9% of the run's 8.60 s wall time"),
             std::string::npos)
       << text;

@@ -101,6 +101,16 @@ size_t CheckPairs(const std::vector<const trace::TracePacket*>& events) {
   return pairs;
 }
 
+// pinscope's own cost (the last Counters packet): every recorded event's
+// hook is counted, so its calls are the events, exactly; nullptr-safe.
+uint64_t HookCalls(const ProcessTrace& t, uint64_t* ns) {
+  const trace::Counters* last = nullptr;
+  for (const auto& p : t.packets)
+    if (p.has_counters()) last = &p.counters();
+  *ns = last ? last->hook_ns() : 0;
+  return last ? last->hook_calls() : ~0ull;
+}
+
 TEST_F(E2eAlloc, EveryEntryPointRecordsExactly) {
   RunResult r = RunPreloaded({Program("alloc_apis")}, {"PINSCOPE_TRACE_MIN=1M"});
   ASSERT_TRUE(r.Exited(0)) << r.err;
@@ -114,6 +124,11 @@ TEST_F(E2eAlloc, EveryEntryPointRecordsExactly) {
   EXPECT_EQ(Rendered(t.Allocs()), expected);
   ASSERT_NE(t.Exit(), nullptr);
   EXPECT_EQ(t.Exit()->how(), trace::ProcessExit::EXIT);
+  // Each recorded allocation and free is one hook in pinscope's own cost
+  // (since the twentieth session; before, only copies and waits were).
+  uint64_t ns = 0;
+  EXPECT_EQ(HookCalls(t, &ns), t.Allocs().size());
+  EXPECT_GT(ns, 0u);
 }
 
 // A library after pinscope that replaces part of glibc's allocator names
@@ -316,6 +331,11 @@ TEST_F(E2eAlloc, SharedMemoryEvents) {
     SCOPED_TRACE(t.path);
     std::vector<std::string> expected = Expected(pid, true);
     EXPECT_EQ(Rendered(t.Shm()), expected);
+    // Each shared-memory event and recorded allocation is one hook in
+    // pinscope's own cost.
+    uint64_t ns = 0;
+    EXPECT_EQ(HookCalls(t, &ns), t.Shm().size() + t.Allocs().size());
+    EXPECT_GT(ns, 0u);
     if (t.header.origin() == trace::ORIGIN_FORK) {
       EXPECT_EQ(expected.size(), 3u);  // the map of the received fd, its unmap and the unmap's end
     } else {

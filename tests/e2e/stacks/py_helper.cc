@@ -21,10 +21,24 @@ __attribute__((noinline)) int Outer(int n) {
   return rc;
 }
 
+// 16 frames of its own between the caller and Outer: two callers of
+// stacks_py_copy_deep differ only below the stack cache's innermost frames.
+__attribute__((noinline)) int Deep(int n, int levels) {
+  int rc = levels > 0 ? Deep(n, levels - 1) : Outer(n);
+  asm volatile("" ::: "memory");
+  return rc;
+}
+
 }  // namespace pyhelper
 
 extern "C" __attribute__((visibility("default"))) int stacks_py_copy(int n) {
   int rc = pyhelper::Outer(n);
+  asm volatile("" ::: "memory");
+  return rc;
+}
+
+extern "C" __attribute__((visibility("default"))) int stacks_py_copy_deep(int n) {
+  int rc = pyhelper::Deep(n, 16);
   asm volatile("" ::: "memory");
   return rc;
 }

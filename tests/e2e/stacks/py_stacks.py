@@ -43,7 +43,22 @@ def extra():
         sys.exit(1)
 
 
-if len(sys.argv) > 2 and sys.argv[2] == "extra":
+# "sameline": 200 times, two deep copies from one line (5 and 6 KiB), one
+# through CALL and one through CALL_FUNCTION_EX: the same Python frames
+# (file, function, line) and native frames alike near the copy, but the
+# interpreter's own C frames differ below them.
+SIX = (6,)
+
+
+def sameline():
+    deep = ctypes.PyDLL(LIB).stacks_py_copy_deep
+    for _ in range(200):
+        deep(5); deep(*SIX)  # noqa: E702  @py-sameline
+
+
+if len(sys.argv) > 2 and sys.argv[2] == "sameline":
+    sameline()
+elif len(sys.argv) > 2 and sys.argv[2] == "extra":
     extra()  # @py-extra-module
 else:
     main()  # @py-module

@@ -2,7 +2,7 @@
 // recorded event (cudaMemcpy through the fake CUDA runtime), run under
 // LD_PRELOAD=libpinscope.so by stacks_e2e_test. The "// @name" markers name
 // the lines the test expects in the symbolized stacks.
-//   stacks_chain chain | deep N | fork | threads | twins | twins-deep
+//   stacks_chain chain | deep N | fork | threads | twins | twins-deep | twins-settle
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <sys/wait.h>
@@ -103,6 +103,13 @@ int main(int argc, char** argv) {
       TwinA(deep);
       TwinB(deep);
     }
+  } else if (!strcmp(argv[1], "twins-settle")) {
+    // One copy below TwinA, then 399 below TwinB, deep: one key whose stack
+    // changes once and then stays (as CPython's frames do once it has
+    // specialized a call).
+    TwinA(true);
+    volatile int copies = 399;
+    for (int i = 0; i < copies; ++i) TwinB(true);
   } else if (!strcmp(argv[1], "threads")) {
     pthread_t t[4];
     for (auto& th : t) pthread_create(&th, nullptr, Worker, nullptr);
