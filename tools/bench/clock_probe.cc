@@ -5,7 +5,8 @@
 // the hooks read the monotonic clock about six times and the thread's usage
 // twice (two system calls each) per copy or synchronize.
 //
-//   g++ -O2 -std=c++20 -o /tmp/clock_probe tools/bench/clock_probe.cc && /tmp/clock_probe
+//   cmake --build BUILD --target clock_probe && BUILD/bin/clock_probe
+//   g++ -O2 -std=c++20 -o /tmp/clock_probe tools/bench/clock_probe.cc   (no build tree)
 //
 // Prints ns per call, the median of 7 runs of 200,000 calls.
 #include <stdio.h>
