@@ -245,6 +245,23 @@ TEST(StacksE2E, TheStackCacheKeepsTwinCallersApart) {
   }
 }
 
+// The one trace of a twins run (400 copies from two callers, two stacks),
+// checked self-contained; nullptr, with the failure said, otherwise.
+const TraceFile* TwinTrace(const RunResult& run) {
+  if (run.files.size() != 1u) {
+    ADD_FAILURE() << run.files.size() << " trace files, expected 1";
+    return nullptr;
+  }
+  const TraceFile& t = run.files[0];
+  ExpectSelfContained(t);
+  if (t.copies.size() != 400u || t.stacks.size() != 2u) {
+    ADD_FAILURE() << t.copies.size() << " copies and " << t.stacks.size()
+                  << " stacks, expected 400 and 2";
+    return nullptr;
+  }
+  return &t;
+}
+
 // Twins whose innermost frames are alike (16 frames of Recurse below each)
 // at the same depth: the cache's key is the same, so TwinB's first copy finds
 // TwinA's entry. That entry's first answer is checked: the full unwind finds
@@ -253,11 +270,9 @@ TEST(StacksE2E, TheStackCacheKeepsTwinCallersApart) {
 // Two checks, no answer from the cache, no copy naming the wrong twin.
 TEST(StacksE2E, TheStackCacheTurnsASiteOffWhenTwoCallersShareItsKey) {
   RunResult run = RunTraced({PINSCOPE_CHAIN_PATH, "twins-deep"}, {});
-  ASSERT_EQ(run.files.size(), 1u);
-  const TraceFile& t = run.files[0];
-  ExpectSelfContained(t);
-  ASSERT_EQ(t.copies.size(), 400u);
-  ASSERT_EQ(t.stacks.size(), 2u);
+  const TraceFile* twins = TwinTrace(run);
+  ASSERT_NE(twins, nullptr);
+  const TraceFile& t = *twins;
   const uint64_t a = t.copies[0].stack_id();
   uint64_t b = 0;
   for (const auto& [id, stack] : t.stacks) b = id != a ? id : b;
@@ -292,11 +307,9 @@ TEST(StacksE2E, TheStackCacheTurnsASiteOffWhenTwoCallersShareItsKey) {
 // and the rest are answered from the cache: every copy names its twin.
 TEST(StacksE2E, TheStackCacheSettlesOnAStackThatChangedOnce) {
   RunResult run = RunTraced({PINSCOPE_CHAIN_PATH, "twins-settle"}, {});
-  ASSERT_EQ(run.files.size(), 1u);
-  const TraceFile& t = run.files[0];
-  ExpectSelfContained(t);
-  ASSERT_EQ(t.copies.size(), 400u);
-  ASSERT_EQ(t.stacks.size(), 2u);
+  const TraceFile* twins = TwinTrace(run);
+  ASSERT_NE(twins, nullptr);
+  const TraceFile& t = *twins;
   const uint64_t a = t.copies[0].stack_id(), b = t.copies[1].stack_id();
   ASSERT_NE(a, b);
   int wrong = 0;
