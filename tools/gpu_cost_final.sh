@@ -26,7 +26,8 @@
 #          resamples them; TURN_ARGS
 #          more arguments, e.g. "--no-aslr --hashseed 0") take turns on the
 #          GPU for TURN_SECONDS (90): the cost as the ratio of total turn
-#          time, with its 95% interval
+#          time, with its 95% interval; per kind also the steady pace (each
+#          side's median turn) and the one-time excess above it
 #   busy   tests/gpu/pipeline_job.py gpu_bound under PINSCOPE_CUPTI_KERNELS=all:
 #          the kernel records' busy share and NVML's, from one run (the
 #          report's --json: busy_fraction and nvml_busy_fraction); and the

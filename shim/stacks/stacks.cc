@@ -161,10 +161,10 @@ __attribute__((noinline)) bool WriteStack(uint64_t id, const uint64_t* words, si
 
 std::atomic<uint64_t> g_captures{0}, g_capture_ns{0};
 
-// The stack cache (stacks.h): direct-mapped, per thread, keyed on the
-// innermost native frames, the depth and the Python frames, two ways. An
-// entry holds a stack whose packet is written in this file (a fork clears the forking
-// thread's, the only one the child has). 16 bytes (initial-exec TLS is scarce
+// The stack cache (stacks.h): per thread, two-way set-associative, keyed on
+// the innermost native frames, the depth and the Python frames. An entry
+// holds a stack whose packet is written in this file (a fork clears the
+// forking thread's, the only one the child has). 16 bytes (initial-exec TLS is scarce
 // where the shim is dlopen'ed): the key's two low bits, clear in every key,
 // hold the entry's state.
 struct CacheEntry {
@@ -192,7 +192,6 @@ bool CheckThisOne() {
   t_check_rng = x;
   return x % kStackCacheCheck == 0;
 }
-std::atomic<bool> g_site_off{false};
 std::atomic<bool> g_notice_site_off{false};
 std::atomic<uint64_t> g_cache_hits{0}, g_cache_checks{0};
 
@@ -271,17 +270,16 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
     // (1 in 64 runs: a key holds the stack's address) evicted each other at
     // every call and were never answered.
     CacheEntry* set = &t_stack_cache[((key >> 2) % kCacheEntries) & ~size_t{1}];
-    if ((set[0].key & ~kStateBits) == key) {
-      entry = &set[0];
-    } else if ((set[1].key & ~kStateBits) == key) {
-      entry = &set[1];
+    const bool found = (set[0].key & ~kStateBits) == key || (set[1].key & ~kStateBits) == key;
+    if (found) {
+      entry = (set[0].key & ~kStateBits) == key ? &set[0] : &set[1];
     } else if (set[0].key == 0 || set[1].key == 0) {  // a miss: an empty way
       entry = set[0].key == 0 ? &set[0] : &set[1];
     } else {  // else one at random
       CheckThisOne();
       entry = &set[t_check_rng & 1];
     }
-    if ((entry->key & ~kStateBits) == key) {
+    if (found) {
       state = entry->key & kStateBits;
       if (state == kChecked && !CheckThisOne()) {
         g_cache_hits.fetch_add(1, std::memory_order_relaxed);
@@ -330,7 +328,6 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
     return id;
   }
   entry->key = key | kOff;
-  g_site_off.store(true, std::memory_order_relaxed);
   SayOnce(&g_notice_site_off, "stack_cache_site_off",
           "a call site's cached call stack differed from a full unwind twice: that site is "
           "unwound in full from now on (the stack cache stays on for the others)");
@@ -339,8 +336,7 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
 
 StackCacheStats GetStackCacheStats() {
   return {g_cache_hits.load(std::memory_order_relaxed),
-          g_cache_checks.load(std::memory_order_relaxed),
-          g_site_off.load(std::memory_order_relaxed)};
+          g_cache_checks.load(std::memory_order_relaxed)};
 }
 
 StackCost GetStackCost() {

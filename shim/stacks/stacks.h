@@ -41,12 +41,12 @@ uint64_t CaptureStack(StackSite site);
 constexpr int kStackKeyFrames = 12;
 constexpr uint32_t kStackCacheCheck = 64;
 
-// Answers of the stack cache so far (process-wide), and whether a site's
-// entry was turned off (a check found it wrong twice).
+// Answers of the stack cache so far (process-wide): Counters'
+// stack_cache_hits and stack_cache_checks. A site turned off is said by its
+// notice.
 struct StackCacheStats {
   uint64_t hits = 0;
   uint64_t checks = 0;
-  bool off = false;
 };
 StackCacheStats GetStackCacheStats();
 
