@@ -172,10 +172,17 @@ struct CacheEntry {
   uint64_t id;
 };
 // kNew: its next answer is checked. kChecked: a check found it right; then
-// one answer in kStackCacheCheck is checked. kRefreshed: the first check
-// found another stack, which the entry now holds, checked again next time.
-// kOff: found wrong again; this site is unwound in full from now on.
+// one answer in kStackCacheCheck is checked. kRefreshed: a check found
+// another stack, which the entry now holds, checked again next time.
+// kOff: the check right after a refresh found yet another stack (two
+// callers share the key), or the entry was refreshed kMaxRefreshes times;
+// this site is unwound in full from now on.
 enum : uint64_t { kNew = 0, kChecked = 1, kRefreshed = 2, kOff = 3, kStateBits = 3 };
+// An entry's id word: the stack id (below 2^32: kMaxStacks) and, above it,
+// how many times the entry was refreshed.
+constexpr uint64_t kIdMask = 0xffffffffu;
+static_assert(intern::kMaxStacks < kIdMask);
+constexpr uint64_t kMaxRefreshes = 8;
 constexpr size_t kCacheEntries = 64;
 PINSCOPE_TLS CacheEntry t_stack_cache[kCacheEntries];
 // xorshift32 state for the checks at random (never 0 once seeded); its
@@ -248,7 +255,7 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
   uint64_t where = 0;  // the Python frames' instructions, for the key
   if (g_python) np = python::Capture(python_ids, depth, &ptrunc, &where);
   CacheEntry* entry = nullptr;
-  uint64_t key = 0, cached = 0, state = kNew;
+  uint64_t key = 0, cached = 0, state = kNew, refreshes = 0;
   if (g_backtrace && GetConfig().stack_cache) {
     // Right before the Python ids (the native part of the buffer is not
     // filled yet): the depth, the counts and flag, the innermost frames as
@@ -283,12 +290,13 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
       state = entry->key & kStateBits;
       if (state == kChecked && !CheckThisOne()) {
         g_cache_hits.fetch_add(1, std::memory_order_relaxed);
-        return entry->id;
+        return entry->id & kIdMask;
       }
       if (state == kOff) {
         entry = nullptr;  // unwound in full, nothing cached
       } else {
-        cached = entry->id;  // this answer is checked: unwound in full below
+        cached = entry->id & kIdMask;  // this answer is checked: unwound in full below
+        refreshes = entry->id >> 32;
         g_cache_checks.fetch_add(1, std::memory_order_relaxed);
       }
     }
@@ -313,24 +321,30 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
   }
   if (entry == nullptr || !written) return id;
   if (cached == 0 || cached == id) {  // a first sight, or a check that agreed
-    *entry = {key | (cached == id ? kChecked : kNew), id};
+    *entry = {key | (cached == id ? kChecked : kNew), id | refreshes << 32};
     return id;
   }
-  // A check found another stack under the key. Once, right after the entry
-  // was made, is what an interpreter's warm-up does: CPython specializes a
-  // call after a few runs of it, and its own C frames below the same Python
-  // frames change (the twentieth session's Hugging Face Trainer: every
-  // site). The entry takes the new stack and is checked again. A second
-  // time, or after the entry was found right, two callers share the key:
-  // this site is unwound in full from now on, the other sites stay cached.
-  if (state == kNew) {
-    *entry = {key | kRefreshed, id};
+  // A check found another stack under the key. CPython does that below the
+  // same Python frames: it specializes a call after a few runs of it
+  // (the twentieth session's Hugging Face Trainer: every site, after 3
+  // copies), and it may specialize or deoptimize again much later (a
+  // ctypes loop here: one return address inside the interpreter changed
+  // after 80,000 copies). Such a change stays: the entry takes the new
+  // stack and its next answer is checked. Two callers that share the key
+  // alternate instead: the check right after a refresh finds yet another
+  // stack, and the site is unwound in full from then on; so is a site
+  // refreshed kMaxRefreshes times. Between a change and the check that
+  // sees it, the cache answers the previous stack: about kStackCacheCheck
+  // answers, once per change.
+  if (state != kRefreshed && refreshes < kMaxRefreshes) {
+    *entry = {key | kRefreshed, id | (refreshes + 1) << 32};
     return id;
   }
   entry->key = key | kOff;
   SayOnce(&g_notice_site_off, "stack_cache_site_off",
-          "a call site's cached call stack differed from a full unwind twice: that site is "
-          "unwound in full from now on (the stack cache stays on for the others)");
+          "a call site's cached call stack kept differing from a full unwind (two callers share "
+          "its key): that site is unwound in full from now on (the stack cache stays on for the "
+          "others)");
   return id;
 }
 

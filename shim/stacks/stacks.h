@@ -32,11 +32,13 @@ void StacksInit();
 // frames (the shim's and the program's), the stack's depth there (this
 // function's frame address) and the Python frames; the same key is taken as
 // the same stack. The first answer of each entry, and then one answer in
-// kStackCacheCheck at random, is checked against a full unwind. A first
-// check that finds another stack refreshes the entry (an interpreter's
-// warm-up changes its C frames under the same Python frames); any other
-// mismatch turns that site's entry off, unwound in full from then on, and
-// says so once (notice `stack_cache_site_off`). PINSCOPE_STACK_CACHE=0: off.
+// kStackCacheCheck at random, is checked against a full unwind. A check
+// that finds another stack refreshes the entry (CPython changes its own C
+// frames under the same Python frames when it specializes or deoptimizes a
+// call), and the next answer is checked too. A mismatch right after a
+// refresh (two callers share the key), or after 8 refreshes, turns that
+// site's entry off, unwound in full from then on, and says so once (notice
+// `stack_cache_site_off`). PINSCOPE_STACK_CACHE=0: off.
 uint64_t CaptureStack(StackSite site);
 constexpr int kStackKeyFrames = 12;
 constexpr uint32_t kStackCacheCheck = 64;

@@ -2,7 +2,8 @@
 // recorded event (cudaMemcpy through the fake CUDA runtime), run under
 // LD_PRELOAD=libpinscope.so by stacks_e2e_test. The "// @name" markers name
 // the lines the test expects in the symbolized stacks.
-//   stacks_chain chain | deep N | fork | threads | twins | twins-deep | twins-settle
+//   stacks_chain chain | deep N | fork | threads | twins | twins-deep | twins-settle |
+//                twins-churn
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <sys/wait.h>
@@ -110,6 +111,15 @@ int main(int argc, char** argv) {
     TwinA(true);
     volatile int copies = 399;
     for (int i = 0; i < copies; ++i) TwinB(true);
+  } else if (!strcmp(argv[1], "twins-churn")) {
+    // One key whose stack changes twice, long apart: one copy below TwinA,
+    // 1,000 below TwinB, then 1,000 below TwinA again, from another line
+    // (as CPython's frames do when it specializes a call, and deoptimizes
+    // and specializes it again much later).
+    TwinA(true);
+    volatile int copies = 1000;
+    for (int i = 0; i < copies; ++i) TwinB(true);
+    for (int i = 0; i < copies; ++i) TwinA(true);  // @churn-again
   } else if (!strcmp(argv[1], "threads")) {
     pthread_t t[4];
     for (auto& th : t) pthread_create(&th, nullptr, Worker, nullptr);

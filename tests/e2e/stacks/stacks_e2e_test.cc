@@ -324,6 +324,53 @@ TEST(StacksE2E, TheStackCacheSettlesOnAStackThatChangedOnce) {
     EXPECT_FALSE(p.has_notice() && p.notice().code() == "stack_cache_site_off");
 }
 
+// One key whose stack changes twice, long apart (TwinA's copy, 1,000 below
+// TwinB, 1,000 below TwinA from another line), as CPython's C frames do when
+// it specializes a call and, much later, deoptimizes and specializes it
+// again (a ctypes loop on the development machine: one return address in
+// the interpreter changed after 80,000 copies). Before, the second change
+// turned the site off, and every copy after it was unwound in full. Each
+// change is seen by the next check (one answer in 64, at random) and the
+// entry follows it; the answers in between name the previous stack.
+TEST(StacksE2E, TheStackCacheFollowsAStackThatChangesAgainLater) {
+  RunResult run = RunTraced({PINSCOPE_CHAIN_PATH, "twins-churn"}, {});
+  ASSERT_EQ(run.files.size(), 1u);
+  const TraceFile& t = run.files[0];
+  ExpectSelfContained(t);
+  ASSERT_EQ(t.copies.size(), 2001u);
+  ASSERT_EQ(t.stacks.size(), 3u);
+  const uint64_t a = t.copies[0].stack_id(), b = t.copies[1].stack_id();
+  const uint64_t again = t.copies[2000].stack_id();
+  ASSERT_NE(a, b);
+  ASSERT_NE(again, a);
+  ASSERT_NE(again, b);
+  Symbolizer sym;
+  auto frames = NativeFrames(sym, t, again);
+  bool from_churn_line = false;
+  for (const SymbolizedFrame& f : frames)
+    from_churn_line |=
+        f.function == "main" && f.line == MarkerLine(kChainSource, "// @churn-again");
+  EXPECT_TRUE(from_churn_line);
+  // Stale answers: each change is seen within 640 answers but once in
+  // 24,000 runs ((63/64)^640); the last copies all name TwinA's second line.
+  int stale_b = 0, stale_again = 0;
+  for (size_t i = 1; i <= 1000; ++i) stale_b += t.copies[i].stack_id() != b;
+  for (size_t i = 1001; i <= 2000; ++i) stale_again += t.copies[i].stack_id() != again;
+  EXPECT_EQ(stale_b, 0);  // the first copy below TwinB is checked (a new entry)
+  EXPECT_LE(stale_again, 640);
+  for (size_t i = 1001; i <= 2000; ++i)
+    if (t.copies[i].stack_id() == again) {
+      for (size_t j = i; j <= 2000; ++j) EXPECT_EQ(t.copies[j].stack_id(), again) << j;
+      break;
+    }
+  const trace::Counters* counters = LastCounters(t);
+  ASSERT_NE(counters, nullptr);
+  EXPECT_EQ(counters->stack_cache_hits() + counters->stack_cache_checks(), 2000u);
+  EXPECT_GE(counters->stack_cache_hits(), 1800u);
+  for (const trace::TracePacket& p : t.packets)
+    EXPECT_FALSE(p.has_notice() && p.notice().code() == "stack_cache_site_off");
+}
+
 TEST(StacksE2E, ThreadsShareOneInternedStack) {
   RunResult run = RunTraced({PINSCOPE_CHAIN_PATH, "threads"}, {});
   ASSERT_EQ(run.files.size(), 1u);
