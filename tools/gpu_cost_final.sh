@@ -12,7 +12,8 @@
 #          also run torch.profiler; ROUNDS=5 rounds of MLP_STEPS=150 steps;
 #          LOOP_MODES="plain pinscope" the modes of each rep)
 #   input  tests/gpu/pipeline_job.py input_starvation (DataLoader-bound):
-#          no tool, pinscope's default
+#          no tool, pinscope's default (INPUT_MODES replaces the modes,
+#          INPUT_STEPS the steps, 60)
 #   hf     tests/gpu/hf_trainer_job.py (issue 16's second row: the Hugging
 #          Face Trainer, small BERT, batch 64, 4 workers, HF_STEPS=200
 #          steps): no tool, pinscope's default (and, with HF_NOSTACKS=1,
@@ -108,8 +109,10 @@ for rep in $(seq "$REPS"); do
     done
   fi
   if has input; then
-    one input "$rep" plain input_starvation $PY $JOB --scenario input_starvation --steps 60
-    one input "$rep" pinscope input_starvation $PY $JOB --scenario input_starvation --steps 60
+    # INPUT_MODES: the modes of each rep (as LOOP_MODES); INPUT_STEPS (60).
+    for m in ${INPUT_MODES:-plain pinscope}; do
+      one input "$rep" "$m" input_starvation $PY $JOB --scenario input_starvation --steps "${INPUT_STEPS:-60}"
+    done
   fi
   if has hf; then
     one hf "$rep" plain hf_trainer $PY tests/gpu/hf_trainer_job.py --batch 64 --workers 4 --steps "${HF_STEPS:-200}"
