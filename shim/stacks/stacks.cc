@@ -328,9 +328,10 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
   // same Python frames: it specializes a call after a few runs of it
   // (the twentieth session's Hugging Face Trainer: every site, after 3
   // copies), and it may specialize or deoptimize again much later (a
-  // ctypes loop here: one return address inside the interpreter changed
-  // after 80,000 copies). Such a change stays: the entry takes the new
-  // stack and its next answer is checked. Two callers that share the key
+  // ctypes loop here, tools/bench/stack_cache_loop.py: one return address
+  // inside the interpreter changed after 60,000-80,000 copies). Such a
+  // change stays: the entry takes the new stack and its next answer is
+  // checked. Two callers that share the key
   // alternate instead: the check right after a refresh finds yet another
   // stack, and the site is unwound in full from then on; so is a site
   // refreshed kMaxRefreshes times. Between a change and the check that
