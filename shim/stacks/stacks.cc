@@ -325,18 +325,17 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
     return id;
   }
   // A check found another stack under the key. CPython does that below the
-  // same Python frames: it specializes a call after a few runs of it
-  // (the twentieth session's Hugging Face Trainer: every site, after 3
-  // copies), and it may specialize or deoptimize again much later (a
-  // ctypes loop here, tools/bench/stack_cache_loop.py: one return address
-  // inside the interpreter changed after 60,000-80,000 copies). Such a
-  // change stays: the entry takes the new stack and its next answer is
-  // checked. Two callers that share the key
-  // alternate instead: the check right after a refresh finds yet another
-  // stack, and the site is unwound in full from then on; so is a site
-  // refreshed kMaxRefreshes times. Between a change and the check that
-  // sees it, the cache answers the previous stack: about kStackCacheCheck
-  // answers, once per change.
+  // same Python frames: it specializes a call after a few runs of it (the
+  // twentieth session's Hugging Face Trainer: every site, after 3 copies),
+  // and it may specialize or deoptimize it again much later
+  // (tools/bench/stack_cache_loop.py: one return address inside the
+  // interpreter changed after 60,000-80,000 copies). Such a change stays:
+  // the entry takes the new stack and its next answer is checked. Two
+  // callers that share the key alternate instead: the check right after a
+  // refresh finds yet another stack, and the site is unwound in full from
+  // then on; so is a site refreshed kMaxRefreshes times. Between a change
+  // and the check that sees it, the cache answers the previous stack: about
+  // kStackCacheCheck answers, once per change.
   if (state != kRefreshed && refreshes < kMaxRefreshes) {
     *entry = {key | kRefreshed, id | (refreshes + 1) << 32};
     return id;
