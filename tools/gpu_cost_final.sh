@@ -109,9 +109,10 @@ for rep in $(seq "$REPS"); do
     done
   fi
   if has input; then
-    # INPUT_MODES: the modes of each rep (as LOOP_MODES); INPUT_STEPS (60).
+    # INPUT_MODES: the modes of each rep (as LOOP_MODES); INPUT_STEPS (60);
+    # INPUT_ARGS: more of the job's flags (e.g. --worker-timing /tmp/wt.txt).
     for m in ${INPUT_MODES:-plain pinscope}; do
-      one input "$rep" "$m" input_starvation $PY $JOB --scenario input_starvation --steps "${INPUT_STEPS:-60}"
+      one input "$rep" "$m" input_starvation $PY $JOB --scenario input_starvation --steps "${INPUT_STEPS:-60}" ${INPUT_ARGS:-}
     done
   fi
   if has hf; then

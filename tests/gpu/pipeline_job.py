@@ -90,6 +90,55 @@ class Synth(Dataset):
         return self.base  # nearly free: collate copies it into the batch
 
 
+class TimedCollate:
+    """default_collate, timed inside each worker (--worker-timing PATH): one
+    line a batch of pid, CPU, seconds since the worker's previous collate
+    ended (its samples), the collate's seconds and its minor page faults."""
+
+    def __init__(self, path):
+        self.path = path
+        self.fd = None
+        self.prev = None
+
+    def __call__(self, batch):
+        import resource
+
+        from torch.utils.data import default_collate
+
+        t0 = time.perf_counter()
+        f0 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        out = default_collate(batch)
+        t1 = time.perf_counter()
+        f1 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        with open("/proc/thread-self/stat") as f:
+            cpu = f.read().rsplit(")", 1)[1].split()[36]
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        between = t0 - self.prev if self.prev is not None else -1.0
+        os.write(self.fd, b"%d %s %.6f %.6f %d\n" % (os.getpid(), cpu.encode(), between, t1 - t0, f1 - f0))
+        self.prev = t1
+        return out
+
+
+def worker_timing(path, skip):
+    """Medians of each worker's lines after its first `skip` (TimedCollate)."""
+    import statistics
+
+    rows = {}
+    with open(path) as f:
+        for line in f:
+            pid, cpu, between, collate, faults = line.split()
+            rows.setdefault(pid, []).append((int(cpu), float(between), float(collate), int(faults)))
+    out = []
+    for pid, r in sorted(rows.items()):
+        r = r[skip:] or r
+        out.append(dict(batches=len(r), cpus=sorted({x[0] for x in r}),
+                        samples_ms=round(1000 * statistics.median(x[1] for x in r), 3),
+                        collate_ms=round(1000 * statistics.median(x[2] for x in r), 3),
+                        faults=statistics.median(x[3] for x in r)))
+    return out
+
+
 def spin(ms):
     end = time.perf_counter() + ms / 1000.0
     while time.perf_counter() < end:
@@ -108,6 +157,8 @@ def main():
     ap.add_argument("--half", type=int, default=0)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=8)
+    ap.add_argument("--worker-timing", metavar="PATH",
+                    help="time each worker's samples and collate (TimedCollate), into PATH")
     args = ap.parse_args()
     cfg = dict(shape=(1,), batch=32, workers=0, pin_memory=0, cpu_ms=0.0, matmuls=0, dim=1024,
                tiny_ops=0, sync=1, host_ms=0.0, init_ms=0.0, epoch_steps=0, pinned_base=0)
@@ -132,6 +183,10 @@ def main():
             kwargs["prefetch_factor"] = args.prefetch
         if cfg["init_ms"]:
             kwargs["worker_init_fn"] = lambda _: spin(cfg["init_ms"])
+        if args.worker_timing:
+            if os.path.exists(args.worker_timing):
+                os.unlink(args.worker_timing)
+            kwargs["collate_fn"] = TimedCollate(args.worker_timing)
     loader = DataLoader(Synth(total, cfg["shape"], cfg["cpu_ms"], bool(cfg["pinned_base"]),
                               bool(args.half)), **kwargs)
 
@@ -184,6 +239,8 @@ def main():
                config=dict(workers=cfg["workers"], pin_memory=cfg["pin_memory"], batch=cfg["batch"],
                            sync=cfg["sync"], persistent=args.persistent,
                            pin=os.environ.get("PINSCOPE_PIN", "0")))
+    if args.worker_timing and os.path.exists(args.worker_timing):
+        out["workers"] = worker_timing(args.worker_timing, args.warmup // max(1, cfg["workers"]))
     print(json.dumps(out), flush=True)
 
 
