@@ -190,6 +190,7 @@ void WriteCounters() {
   StackCost stacks = GetStackCost();
   p.e().Varint(c::kStacksCaptured, stacks.captured);
   p.e().Varint(c::kStackCaptureNs, stacks.ns);
+  p.e().Varint(c::kStackPythonNs, stacks.python_ns);
   const OwnCost own = GetOwnCost();
   p.e().Varint(c::kHookCalls, own.hook_calls);
   p.e().Varint(c::kHookNs, own.hook_ns);

@@ -159,7 +159,7 @@ __attribute__((noinline)) bool WriteStack(uint64_t id, const uint64_t* words, si
   return p.Commit();
 }
 
-std::atomic<uint64_t> g_captures{0}, g_capture_ns{0};
+std::atomic<uint64_t> g_captures{0}, g_capture_ns{0}, g_python_ns{0};
 
 // The stack cache (stacks.h): per thread, two-way set-associative, keyed on
 // the innermost native frames, the depth and the Python frames. An entry
@@ -253,7 +253,10 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
   // cache may answer.
   uint64_t* python_ids = words + kMaxStackDepth + 1;
   uint64_t where = 0;  // the Python frames' instructions, for the key
-  if (g_python) np = python::Capture(python_ids, depth, &ptrunc, &where);
+  if (g_python) {
+    np = python::Capture(python_ids, depth, &ptrunc, &where);
+    g_python_ns.fetch_add(MonoNs() - timer.t0, std::memory_order_relaxed);
+  }
   CacheEntry* entry = nullptr;
   uint64_t key = 0, cached = 0, state = kNew, refreshes = 0;
   if (g_backtrace && GetConfig().stack_cache) {
@@ -354,12 +357,14 @@ StackCacheStats GetStackCacheStats() {
 }
 
 StackCost GetStackCost() {
-  return {g_captures.load(std::memory_order_relaxed), g_capture_ns.load(std::memory_order_relaxed)};
+  return {g_captures.load(std::memory_order_relaxed), g_capture_ns.load(std::memory_order_relaxed),
+          g_python_ns.load(std::memory_order_relaxed)};
 }
 
 void StacksResetInChild() {
   g_captures.store(0, std::memory_order_relaxed);
   g_capture_ns.store(0, std::memory_order_relaxed);
+  g_python_ns.store(0, std::memory_order_relaxed);
   intern::ResetInChild();
   modules::ResetInChild();
   // The stacks the cache names are not written in the child's file.

@@ -53,10 +53,12 @@ struct StackCacheStats {
 StackCacheStats GetStackCacheStats();
 
 // Stacks taken in this process and the time spent taking them (ns of the
-// calling threads, CLOCK_MONOTONIC), written in each Counters packet.
+// calling threads, CLOCK_MONOTONIC), of it the Python frames' walk, written
+// in each Counters packet.
 struct StackCost {
   uint64_t captured = 0;
   uint64_t ns = 0;
+  uint64_t python_ns = 0;  // of ns: the Python frames' walk
 };
 StackCost GetStackCost();
 

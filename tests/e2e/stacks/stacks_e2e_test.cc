@@ -113,6 +113,8 @@ TEST(StacksE2E, NativeChainGivesExactFunctionsFilesAndLines) {
   EXPECT_LE(counters->stacks_captured(), events);
   EXPECT_GT(counters->stack_capture_ns(), 0u);
   EXPECT_LT(counters->stack_capture_ns(), 1000000000u);
+  // No Python in this program: no time walking its frames.
+  EXPECT_EQ(counters->stack_python_ns(), 0u);
 }
 
 TEST(StacksE2E, StrippedBinaryGivesModuleAndOffset) {
@@ -534,6 +536,9 @@ TEST_P(StacksPython, TwoCallsOnOneLineKeepTheirOwnStacks) {
   ASSERT_NE(counters, nullptr);
   EXPECT_EQ(counters->stacks_captured(), 400u);
   EXPECT_GE(counters->stack_cache_hits(), 300u);
+  // The Python frames' walk is part of every capture's time, never all of it.
+  EXPECT_GT(counters->stack_python_ns(), 0u);
+  EXPECT_LT(counters->stack_python_ns(), counters->stack_capture_ns());
   ExpectNoSiteTurnedOff(t);
 }
 

@@ -550,6 +550,7 @@ std::vector<Case> AllCases() {
                      c->set_cupti_switch_ns(kMax64 - 15);
                      c->set_stack_cache_hits(16);
                      c->set_stack_cache_checks(17);
+                     c->set_stack_python_ns(kMax64 - 18);
                    },
                    [](const pt::TracePacket& p, Encoder* e) {
                      namespace k = f::counters;
@@ -571,6 +572,7 @@ std::vector<Case> AllCases() {
                      e->Varint(k::kCuptiSwitchNs, c.cupti_switch_ns());
                      e->Varint(k::kStackCacheHits, c.stack_cache_hits());
                      e->Varint(k::kStackCacheChecks, c.stack_cache_checks());
+                     e->Varint(k::kStackPythonNs, c.stack_python_ns());
                    }});
   cases.push_back({f::packet::kRecording,
                    [](pt::TracePacket* p) {
