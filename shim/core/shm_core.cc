@@ -76,8 +76,16 @@ void Record(uint32_t op, const Identity& id, int fd, uint64_t size, uint64_t off
   r.inode = id.inode;
   r.driver_internal = (id.flags & kFlagDriverInternal) != 0;
   r.pool = id.pool;
-  // The end of an unmap is the SHM_UNMAP's call: no stack of its own.
-  r.stack_id = op == fields::kShmUnmapDone ? 0 : CaptureStack(StackSite::kShm);
+  // A stack where it names a place in the program: where a segment is made
+  // or opened (the report's "where a batch is made") and where it is mapped
+  // (where a batch arrives). The rest follow from those, once per batch in
+  // a DataLoader job, and their stacks named no more than the map's: the
+  // truncate and unlink of a creation, the close and unmap wherever the
+  // batch's last reference went (issue 16: each stack costs the job's
+  // threads microseconds, docs/stacks.md).
+  const bool stack = op == fields::kShmCreate || op == fields::kShmOpen ||
+                     op == fields::kMemfdCreate || op == fields::kShmMap;
+  r.stack_id = stack ? CaptureStack(StackSite::kShm) : 0;
   r.t_enter = t0;
   r.t_exit = MonoNs();
   RecordShm(r);

@@ -336,6 +336,17 @@ TEST_F(E2eAlloc, SharedMemoryEvents) {
     uint64_t ns = 0;
     EXPECT_EQ(HookCalls(t, &ns), t.Shm().size() + t.Allocs().size());
     EXPECT_GT(ns, 0u);
+    // A call stack where a segment is made, opened or mapped; none on the
+    // ops that follow from those (issue 16: a stack costs microseconds).
+    size_t with_stack = 0;
+    for (const auto* p : t.Shm()) {
+      const trace::ShmOp op = p->shm().op();
+      const bool site = op == trace::SHM_CREATE || op == trace::SHM_OPEN ||
+                        op == trace::MEMFD_CREATE || op == trace::SHM_MAP;
+      EXPECT_EQ(p->shm().stack_id() != 0, site) << trace::ShmOp_Name(op);
+      with_stack += site;
+    }
+    EXPECT_GE(with_stack, 1u);
     if (t.header.origin() == trace::ORIGIN_FORK) {
       EXPECT_EQ(expected.size(), 3u);  // the map of the received fd, its unmap and the unmap's end
     } else {
