@@ -121,7 +121,8 @@ class TimedCollate:
 
 
 def worker_timing(path, skip):
-    """Medians of each worker's lines after its first `skip` (TimedCollate)."""
+    """Each worker's lines after its first `skip` (TimedCollate): medians of
+    its samples, collate and faults, and the mean of its whole cycles."""
     import statistics
 
     rows = {}
@@ -132,12 +133,13 @@ def worker_timing(path, skip):
     out = []
     for pid, r in sorted(rows.items()):
         r = r[skip:] or r
+        cycles = [x[1] + x[2] for x in r if x[1] >= 0]  # the first has no previous collate
         out.append(dict(batches=len(r), cpus=sorted({x[0] for x in r}),
                         samples_ms=round(1000 * statistics.median(x[1] for x in r), 3),
                         collate_ms=round(1000 * statistics.median(x[2] for x in r), 3),
                         faults=statistics.median(x[3] for x in r),
                         # a batch's whole cycle in the worker, mean: its throughput
-                        cycle_ms_mean=round(1000 * statistics.mean(x[1] + x[2] for x in r if x[1] >= 0), 3)))
+                        cycle_ms_mean=round(1000 * statistics.mean(cycles), 3) if cycles else None))
     return out
 
 
