@@ -19,7 +19,9 @@
 //   - one CUpti_ActivityKernel10 named "fake_kernel_a" / "fake_kernel_b"
 //     alternately,
 // all with the same new correlation id, timed with cuptiGetTimestamp()
-// (CLOCK_REALTIME, like CUPTI on Linux) from the region's push to its pop.
+// (CLOCK_REALTIME's reading at load, advanced by CLOCK_MONOTONIC: as far
+// from the host timeline as CUPTI's CLOCK_REALTIME on Linux, without the
+// steps of the machine's wall clock) from the region's push to its pop.
 // Records are delivered on cuptiActivityFlushAll, on the calling thread.
 //
 // FAKECUPTI_MODE: ok (default) | taken (register/enable fail with

@@ -7,8 +7,9 @@
 //   FAKENVML_MODE     ok (default), noinit (nvmlInit_v2 fails)
 //
 // Samples fall on every 10 ms boundary of the wall clock (NVML stamps them
-// in CLOCK_REALTIME microseconds); nvmlDeviceGetSamples returns those after
-// lastSeenTimeStamp up to now, at most 120 (the newest), oldest first.
+// in CLOCK_REALTIME microseconds; the double's wall clock does not step);
+// nvmlDeviceGetSamples returns those after lastSeenTimeStamp up to now, at
+// most 120 (the newest), oldest first.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,11 +32,15 @@ int Count() {
   int n = Env("FAKENVML_DEVICES", 1);
   return n < 0 ? 0 : n > 8 ? 8 : n;
 }
-unsigned long long NowUs() {
+unsigned long long ClockUs(clockid_t id) {
   timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(id, &ts);
   return static_cast<unsigned long long>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
 }
+// NVML's wall clock, without the CI machine's steps (as in fake_cupti.cc):
+// CLOCK_REALTIME read once, at load, advanced by CLOCK_MONOTONIC.
+const unsigned long long g_wall_offset_us = ClockUs(CLOCK_REALTIME) - ClockUs(CLOCK_MONOTONIC);
+unsigned long long NowUs() { return ClockUs(CLOCK_MONOTONIC) + g_wall_offset_us; }
 
 union Value {
   double d;

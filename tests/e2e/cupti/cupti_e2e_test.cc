@@ -215,7 +215,7 @@ TEST(CuptiE2E, DeviceRecordsJoinToTheirHostCalls) {
     const t::DeviceActivity& d = q->device();
     ASSERT_TRUE(call_of.count(d.correlation_id())) << d.correlation_id();
     uint64_t call = call_of[d.correlation_id()];
-    // CUPTI's clock (CLOCK_REALTIME in the double) was converted to the
+    // CUPTI's clock (a wall clock in the double) was converted to the
     // host timeline: the device interval lies inside its host call (1 ms
     // allowed for the offset measurement).
     const uint64_t slack = 1000000;
@@ -443,8 +443,14 @@ TEST(CuptiWindows, DeviceRecordsOnlyInWindowsAndNoCuptiCallBetween) {
   EXPECT_EQ(host_in + host_out, 135);
   EXPECT_EQ(k.memcpys, host_in);
   EXPECT_GT(host_out, 80);  // 0.9 s of the 1.3 s between windows
+  // The windows, for a failure's message.
+  std::string spans;
+  for (const auto& [a, d] : windows)
+    spans += " [" + std::to_string(a) + ", " + std::to_string(d) + ")";
   for (const t::TracePacket* q : p.Of(t::TracePacket::kDevice))
-    EXPECT_TRUE(inside(q->device().start_ns())) << q->device().start_ns();
+    EXPECT_TRUE(inside(q->device().start_ns()))
+        << q->device().start_ns() << " (call " << q->device().correlation_id() << ") not in"
+        << spans;
   // One registration and one finalize per window begun and ended; no CUPTI
   // call while detached.
   const long detaches = static_cast<long>(sw.size() / 2);
