@@ -47,6 +47,9 @@ struct PointerInfo {
 };
 
 // Kind of memory at p. Leaves the runtime's last-error state as it found it.
+// Answers from a per-thread cache (64 pointers, two ways a set) while no
+// registration or allocation has changed a kind since (BumpPointerGeneration);
+// else one cudaPointerGetAttributes (Counters.pointer_queries).
 PointerInfo ClassifyPointer(const void* p);
 
 // Invalidates every thread's pointer cache: called whenever memory may

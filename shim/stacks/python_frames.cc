@@ -228,13 +228,16 @@ void CodeNames(Reader& r, uintptr_t code, uint64_t tag, uintptr_t file, uintptr_
   intern::InsertCode(reinterpret_cast<void*>(code), tag, *filename_id, *function_id);
 }
 
-// Reads the calling thread's frame chain (see python_frames.h). Returns the
-// number of ids written; r.ok() false if something did not look like the
-// layout says (then the ids so far are still good).
-size_t Walk(Reader& r, uint64_t* ids, size_t max, bool* truncated, uint64_t* where_hash) {
+// Calls fn(code, frame, where) for each of the calling thread's Python
+// frames, innermost first, at most `max` of them (*truncated if more were
+// left out), until fn returns false; `where` is what the frame's line
+// depends on: the instruction (and 3.10's f_lineno). Stops early, with
+// r.ok() false, where something did not look like the layout says.
+template <typename Fn>
+void ForEachFrame(Reader& r, size_t max, bool* truncated, Fn&& fn) {
   const Layout& L = *g_layout;
   const uintptr_t tstate = reinterpret_cast<uintptr_t>(g_api.this_thread_state());
-  if (!tstate) return 0;
+  if (!tstate) return;
   uintptr_t frame = r.Ptr(tstate + L.tstate_frame);
   if (frame && L.cframe_current != kNone) frame = r.Ptr(frame + L.cframe_current);
   size_t n = 0;
@@ -244,7 +247,7 @@ size_t Walk(Reader& r, uint64_t* ids, size_t max, bool* truncated, uint64_t* whe
       break;
     }
     uintptr_t code, next;
-    uint64_t where;  // what the line depends on: the instruction (and 3.10's f_lineno)
+    uint64_t where;
     if (L.minor == 10) {
       if (r.Ptr(frame + kObType) != g_api.frame_type) {
         r.Fail();
@@ -289,17 +292,29 @@ size_t Walk(Reader& r, uint64_t* ids, size_t max, bool* truncated, uint64_t* whe
       *truncated = true;
       break;
     }
+    if (!fn(code, frame, where)) break;
+    ++n;
+    frame = next;
+  }
+}
+
+// Reads the calling thread's frame chain (see python_frames.h). Returns the
+// number of ids written; r.ok() false if something did not look like the
+// layout says (then the ids so far are still good).
+size_t Walk(Reader& r, uint64_t* ids, size_t max, bool* truncated, uint64_t* where_hash) {
+  size_t n = 0;
+  ForEachFrame(r, max, truncated, [&](uintptr_t code, uintptr_t frame, uint64_t where) {
     uintptr_t file, name;
     const uint64_t tag = CodeTag(r, code, &file, &name);
-    if (!r.ok()) break;
+    if (!r.ok()) return false;
     const uint64_t site = Mix(tag, where) | 1;
     *where_hash = Mix(*where_hash, site);
     uint64_t id = intern::LookupSite(reinterpret_cast<void*>(code), site);
     if (id == 0) {
       uint64_t filename_id = 0, function_id = 0;
       CodeNames(r, code, tag, file, name, &filename_id, &function_id);
-      if (!r.ok()) break;
-      const int line = L.minor == 10
+      if (!r.ok()) return false;
+      const int line = g_layout->minor == 10
                            ? g_api.frame_line(reinterpret_cast<Obj>(frame))  // 3.10: reads only
                            : g_api.addr2line(reinterpret_cast<Obj>(code), static_cast<int>(where));
       id = intern::InternFrame(filename_id, function_id, line > 0 ? line : 0);
@@ -307,11 +322,11 @@ size_t Walk(Reader& r, uint64_t* ids, size_t max, bool* truncated, uint64_t* whe
     }
     if (id == 0) {  // a table is full: say the Python stack is cut here
       *truncated = true;
-      break;
+      return false;
     }
     ids[n++] = id;
-    frame = next;
-  }
+    return true;
+  });
   return n;
 }
 
@@ -469,6 +484,37 @@ size_t Capture(uint64_t* ids, size_t max, bool* truncated, uint64_t* where) {
   }
   *where = 0;  // the C API path gives lines only
   return HoldsGil() ? ApiWalk(ids, max, truncated) : 0;
+}
+
+bool CaptureKey(size_t max, size_t* count, bool* truncated, uint64_t* key) {
+  *count = 0;
+  *truncated = false;
+  *key = 0;
+  if (!g_ok || max == 0 || !g_api.is_initialized()) return true;
+  if (g_api.is_finalizing && g_api.is_finalizing()) return true;
+  if (g_walk.load(std::memory_order_acquire) != kChecked) return false;
+  // Only what the frames and their code objects hold: the code object's
+  // address, its file and name objects' addresses (the same cache lines as
+  // the fields the walk reads anyway) and the instruction. Walk's CodeTag
+  // also reads the two names' hashes and its frame ids come from a table:
+  // on the H100 those misses made a cached stack's Python part cost 5-8 us
+  // (call 51). A freed code object's address taken by a new one under the
+  // same names on the same whole stack is the stack a full walk would name,
+  // up to its line; the cache's checks see any other change.
+  Reader r(false);
+  uint64_t h = 0;
+  size_t n = 0;
+  ForEachFrame(r, max, truncated, [&](uintptr_t code, uintptr_t, uint64_t where) {
+    const uintptr_t file = r.Ptr(code + g_layout->code_filename);
+    const uintptr_t name = r.Ptr(code + g_layout->code_name);
+    h = Mix(h, Mix(code ^ (file << 1) ^ (name << 2), where) | 1);
+    ++n;
+    return true;
+  });
+  if (!r.ok()) *truncated = true;
+  *count = n;
+  *key = h;
+  return true;
 }
 
 }  // namespace pinscope::shim::python

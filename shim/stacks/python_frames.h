@@ -44,4 +44,11 @@ bool FrameWalk();
 // not: the stack cache's key (stacks.cc).
 size_t Capture(uint64_t* ids, size_t max, bool* truncated, uint64_t* where = nullptr);
 
+// The stack cache's key of the same frames, cheaper than Capture's `where`:
+// the walk only, without the names' hashes and the frame id tables. Fills
+// *count (the frames Capture would give, at most `max`), *truncated and
+// *key, and returns true; false when the frame walk is not in use yet (its
+// first, careful walk has not run) or at all: Capture's `where` then.
+bool CaptureKey(size_t max, size_t* count, bool* truncated, uint64_t* key);
+
 }  // namespace pinscope::shim::python

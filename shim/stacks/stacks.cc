@@ -123,7 +123,7 @@ void LoadLibunwind() {
 // shim's frames: everything above `ra` (the return address into the caller
 // of CaptureStack), and then frames inside libpinscope.so.
 __attribute__((noinline)) size_t CaptureNative(void* ra, uint64_t* out, uint32_t depth,
-                                               bool* truncated) {
+                                               bool* truncated, uint64_t* first_program) {
   void* raw[kMaxStackDepth + kSlack + 1];
   const int cap = static_cast<int>(depth) + kSlack + 1;
   int n = g_backtrace(raw, cap);
@@ -136,11 +136,36 @@ __attribute__((noinline)) size_t CaptureNative(void* ra, uint64_t* out, uint32_t
     }
   }
   while (start < n && modules::InShim(reinterpret_cast<uintptr_t>(raw[start]))) ++start;
+  if (start < n) *first_program = reinterpret_cast<uintptr_t>(raw[start]);
   const size_t avail = static_cast<size_t>(n - start);
   *truncated = avail > depth || n == cap;
   const size_t count = std::min<size_t>(avail, depth);
   for (size_t i = 0; i < count; ++i) out[i] = reinterpret_cast<uintptr_t>(raw[start + i]);
   return count;
+}
+
+// Keys from the shim's frame chain (ProgramCaller) agree with the unwinder
+// so far; cleared at the first stack where they do not.
+std::atomic<bool> g_frame_key{true};
+
+// The return address into the program of the hook that called
+// CaptureStack: the shim's frames followed by their frame pointers (every
+// layer is built with them, shim/CMakeLists.txt) up to the first return
+// address outside libpinscope.so. On the H100 the unwinder's 12 innermost
+// frames, a cached stack's native key, took 9.6 us (call 51); this reads a
+// few words of this thread's stack. 0 where the chain does not look like
+// one (a frame pointer not above the last, or more than 64 KiB up). Inlined:
+// the walk starts at CaptureStack's own frame.
+__attribute__((always_inline)) inline uint64_t ProgramCaller() {
+  auto* fp = static_cast<const uintptr_t*>(__builtin_frame_address(0));
+  for (int i = 0; i < 8; ++i) {
+    const uintptr_t ra = fp[1];
+    if (!modules::InShim(ra)) return ra;
+    const auto* next = reinterpret_cast<const uintptr_t*>(fp[0]);
+    if (next <= fp || next - fp > 8192 || reinterpret_cast<uintptr_t>(next) % 8 != 0) return 0;
+    fp = next;
+  }
+  return 0;
 }
 
 // First sight of a stack in this file: its modules, its Python frames (and
@@ -199,7 +224,7 @@ bool CheckThisOne() {
   t_check_rng = x;
   return x % kStackCacheCheck == 0;
 }
-std::atomic<bool> g_notice_site_off{false};
+std::atomic<bool> g_notice_site_off{false}, g_notice_frame_key{false};
 std::atomic<uint64_t> g_cache_hits{0}, g_cache_checks{0};
 
 // The key of what `words` holds: the stacks' own content hash, folded to
@@ -248,33 +273,53 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
   uint64_t words[2 * kMaxStackDepth + 1];
   bool ntrunc = false, ptrunc = false;
   size_t nn = 0, np = 0;
-  // The Python frames first (a walk of the interpreter's frames, cheap), at
-  // the end of the buffer: with them and the innermost native frames the
-  // cache may answer.
+  // The Python frames first, at the end of the buffer. While the cache is
+  // on, only their key where the frame walk gives one (python::CaptureKey);
+  // their ids when the cache cannot answer.
   uint64_t* python_ids = words + kMaxStackDepth + 1;
-  uint64_t where = 0;  // the Python frames' instructions, for the key
+  uint64_t pkey = 0;  // the Python frames' code and instructions, for the key
+  const bool cache_on = g_backtrace && GetConfig().stack_cache;
+  bool have_ids = false;
   if (g_python) {
-    np = python::Capture(python_ids, depth, &ptrunc, &where);
+    if (!cache_on || !python::CaptureKey(depth, &np, &ptrunc, &pkey)) {
+      np = python::Capture(python_ids, depth, &ptrunc, &pkey);
+      have_ids = true;
+    }
     g_python_ns.fetch_add(MonoNs() - timer.t0, std::memory_order_relaxed);
   }
   CacheEntry* entry = nullptr;
   uint64_t key = 0, cached = 0, state = kNew, refreshes = 0;
-  if (g_backtrace && GetConfig().stack_cache) {
+  uint64_t caller = 0;  // the program's return address from the hook, if the key has it
+  if (cache_on) {
     // Right before the Python ids (the native part of the buffer is not
-    // filled yet): the depth, the counts and flag, the innermost frames as
-    // unw_backtrace gives them (the shim's included: they name the hook).
+    // filled yet): the depth, the counts and flags, the Python key, then
+    // the native part. Under Python frames that is the hook's return
+    // address into the program (ProgramCaller); else, or where the shim's
+    // frame chain does not give it, the innermost frames as unw_backtrace
+    // gives them (the shim's included: they name the hook).
     uint64_t* kw = python_ids - (kStackKeyFrames + 3);
-    void* inner[kStackKeyFrames];
-    const int ni = std::max(g_backtrace(inner, kStackKeyFrames), 0);
-    kw += kStackKeyFrames - ni;
+    int ni = 0;
+    if (np > 0 && g_frame_key.load(std::memory_order_relaxed)) caller = ProgramCaller();
+    if (caller != 0) {
+      kw += kStackKeyFrames - 1;
+      kw[3] = caller;
+      ni = 1;
+    } else {
+      void* inner[kStackKeyFrames];
+      ni = std::max(g_backtrace(inner, kStackKeyFrames), 0);
+      kw += kStackKeyFrames - ni;
+      for (int i = 0; i < ni; ++i) kw[3 + i] = reinterpret_cast<uintptr_t>(inner[i]);
+    }
     kw[0] = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-    kw[1] = static_cast<uint64_t>(ni) | np << 16 | uint64_t{ptrunc} << 32;
+    kw[1] = static_cast<uint64_t>(ni) | np << 16 | uint64_t{ptrunc} << 32 |
+            uint64_t{caller != 0} << 33 | uint64_t{have_ids} << 34;
     // Two calls on one Python line share its frame ids; their instructions
     // differ, and so may the interpreter's C frames below them (the
     // Hugging Face Trainer's two D2H copies a step, one line: 2026-12-05).
-    kw[2] = where;
-    for (int i = 0; i < ni; ++i) kw[3 + i] = reinterpret_cast<uintptr_t>(inner[i]);
-    key = CacheKey(kw, static_cast<size_t>(ni) + 3 + np);
+    kw[2] = pkey;
+    // With the ids (Capture), they are part of the key; CaptureKey's key
+    // stands for them.
+    key = CacheKey(kw, static_cast<size_t>(ni) + 3 + (have_ids ? np : 0));
     // Two ways: the pair of entries a key maps to (the state bits left
     // out). Direct-mapped, two sites of a loop whose keys met in one entry
     // (1 in 64 runs: a key holds the stack's address) evicted each other at
@@ -304,7 +349,23 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
       }
     }
   }
-  if (g_backtrace) nn = CaptureNative(__builtin_return_address(0), words, depth, &ntrunc);
+  if (g_python && !have_ids) {  // the cache cannot answer: the frames' ids
+    const uint64_t t0 = MonoNs();
+    np = python::Capture(python_ids, depth, &ptrunc);
+    g_python_ns.fetch_add(MonoNs() - t0, std::memory_order_relaxed);
+  }
+  uint64_t first_program = 0;
+  if (g_backtrace)
+    nn = CaptureNative(__builtin_return_address(0), words, depth, &ntrunc, &first_program);
+  if (caller != 0 && first_program != 0 && caller != first_program) {
+    // The shim's frame chain named another caller than the unwinder: keys
+    // from it cannot be trusted here. The innermost frames from now on.
+    g_frame_key.store(false, std::memory_order_relaxed);
+    entry = nullptr;
+    SayOnce(&g_notice_frame_key, "stack_cache_frame_key_off",
+            "the shim's frame chain named another caller than the unwinder: the stack cache "
+            "keys on the innermost native frames from now on");
+  }
   if (np > 0) memmove(words + nn, python_ids, np * sizeof(uint64_t));
   if (nn + np == 0) return 0;
   words[nn + np] = nn | np << 16 | uint64_t{ntrunc} << 32 | uint64_t{ptrunc} << 33;

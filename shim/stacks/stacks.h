@@ -28,10 +28,14 @@ void StacksInit();
 //
 // A per-thread cache answers a repeated call site without unwinding all the
 // native frames (the costly part: 6-34 us a copy on the H100 in a training
-// loop, docs/stacks.md). Its key: the innermost kStackKeyFrames native
-// frames (the shim's and the program's), the stack's depth there (this
-// function's frame address) and the Python frames; the same key is taken as
-// the same stack. The first answer of each entry, and then one answer in
+// loop, docs/stacks.md). Its key: the Python frames' code objects and
+// instructions (python::CaptureKey), the stack's depth (this function's
+// frame address) and, under Python frames, the hook's return address into
+// the program (found through the shim's frame pointers, checked against the
+// unwinder at every full unwind: notice `stack_cache_frame_key_off` if they
+// ever differ), else the innermost kStackKeyFrames native frames (the
+// shim's and the program's); the same key is taken as the same stack. The
+// first answer of each entry, and then one answer in
 // kStackCacheCheck at random, is checked against a full unwind. A check
 // that finds another stack refreshes the entry (CPython changes its own C
 // frames under the same Python frames when it specializes or deoptimizes a

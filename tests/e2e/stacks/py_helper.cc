@@ -29,6 +29,26 @@ __attribute__((noinline)) int Deep(int n, int levels) {
   return rc;
 }
 
+// Two callers of Outer with frames of one size: under one Python call,
+// the stack cache's key cannot tell them apart (stacks.cc: under Python
+// frames it holds the hook's return address and the depth, not the frames
+// between).
+__attribute__((noinline)) int TwinA(int n) {
+  volatile char pad[64];
+  pad[0] = static_cast<char>(n);
+  int rc = Outer(n);
+  asm volatile("" ::: "memory");
+  return rc + pad[0] - static_cast<char>(n);
+}
+
+__attribute__((noinline)) int TwinB(int n) {
+  volatile char pad[64];
+  pad[0] = static_cast<char>(n);
+  int rc = Outer(n);
+  asm volatile("" ::: "memory");
+  return rc + pad[0] - static_cast<char>(n);
+}
+
 }  // namespace pyhelper
 
 extern "C" __attribute__((visibility("default"))) int stacks_py_copy(int n) {
@@ -39,6 +59,13 @@ extern "C" __attribute__((visibility("default"))) int stacks_py_copy(int n) {
 
 extern "C" __attribute__((visibility("default"))) int stacks_py_copy_deep(int n) {
   int rc = pyhelper::Deep(n, 16);
+  asm volatile("" ::: "memory");
+  return rc;
+}
+
+// n KiB through TwinA when n is odd, else through TwinB.
+extern "C" __attribute__((visibility("default"))) int stacks_py_copy_twin(int n) {
+  int rc = n % 2 ? pyhelper::TwinA(n) : pyhelper::TwinB(n);
   asm volatile("" ::: "memory");
   return rc;
 }

@@ -2,7 +2,7 @@
 # LD_PRELOAD=libpinscope.so): two copies of known size from known lines.
 # ctypes.PyDLL keeps the GIL during the foreign call; ctypes.CDLL releases
 # it (as PyTorch does around its operators).
-#   python3 py_stacks.py LIBPY_HELPER [extra]
+#   python3 py_stacks.py LIBPY_HELPER [extra|sameline|twins]
 import ctypes
 import sys
 
@@ -56,8 +56,19 @@ def sameline():
         deep(5); deep(*SIX)  # noqa: E702  @py-sameline
 
 
+# "twins": 400 copies from one line, 1 KiB through TwinA and 2 KiB through
+# TwinB in turn: one Python call, two native callers of one size between it
+# and the copy.
+def twins():
+    twin = ctypes.PyDLL(LIB).stacks_py_copy_twin
+    for i in range(400):
+        twin(1 + i % 2)  # @py-twins
+
+
 if len(sys.argv) > 2 and sys.argv[2] == "sameline":
     sameline()
+elif len(sys.argv) > 2 and sys.argv[2] == "twins":
+    twins()
 elif len(sys.argv) > 2 and sys.argv[2] == "extra":
     extra()  # @py-extra-module
 else:

@@ -266,8 +266,12 @@ const TraceFile* TwinTrace(const RunResult& run) {
 
 // No stack cache site was turned off (notice stack_cache_site_off).
 void ExpectNoSiteTurnedOff(const TraceFile& t) {
-  for (const trace::TracePacket& p : t.packets)
+  for (const trace::TracePacket& p : t.packets) {
     EXPECT_FALSE(p.has_notice() && p.notice().code() == "stack_cache_site_off");
+    // Nor the key from the shim's frame chain (stacks.cc, ProgramCaller):
+    // checked against the unwinder at every full unwind.
+    EXPECT_FALSE(p.has_notice() && p.notice().code() == "stack_cache_frame_key_off");
+  }
 }
 
 // Twins whose innermost frames are alike (16 frames of Recurse below each)
@@ -540,6 +544,44 @@ TEST_P(StacksPython, TwoCallsOnOneLineKeepTheirOwnStacks) {
   EXPECT_GT(counters->stack_python_ns(), 0u);
   EXPECT_LT(counters->stack_python_ns(), counters->stack_capture_ns());
   ExpectNoSiteTurnedOff(t);
+}
+
+// Under Python frames the cache's key holds the hook's return address into
+// the program and the depth, not the native frames between (stacks.cc,
+// ProgramCaller: a few words of the stack instead of a partial unwind).
+// Two native callers of one frame size under one Python call share it: the
+// checks must keep each copy named by its own caller, turn the site off
+// once, and the frame chain must agree with the unwinder throughout.
+TEST_P(StacksPython, TwinNativeCallersUnderOnePythonCallKeepTheirStacks) {
+  const std::string python = GetParam();
+  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << python << " not installed";
+  RunResult run = RunTraced({python, kPyScript, PINSCOPE_PY_HELPER_PATH, "twins"}, {});
+  ASSERT_EQ(run.files.size(), 1u);
+  const TraceFile& t = run.files[0];
+  ExpectSelfContained(t);
+  ASSERT_EQ(t.copies.size(), 400u);
+  Symbolizer sym;
+  std::map<uint64_t, std::string> twin_of;  // stack id -> its twin
+  for (const auto& [id, stack] : t.stacks)
+    for (const SymbolizedFrame& f : NativeFrames(sym, t, id))
+      if (f.function.find("pyhelper::Twin") == 0) twin_of[id] = f.function;
+  int wrong = 0;
+  for (const trace::CopyEvent& c : t.copies) {
+    const std::string want = c.bytes() == 1024 ? "pyhelper::TwinA(int)" : "pyhelper::TwinB(int)";
+    wrong += twin_of[c.stack_id()] != want;
+  }
+  EXPECT_EQ(wrong, 0);
+  const trace::Counters* counters = LastCounters(t);
+  ASSERT_NE(counters, nullptr);
+  EXPECT_GE(counters->stack_cache_checks(), 2u);
+  EXPECT_LE(counters->stack_cache_hits(), 4u);  // 3.13 may re-key once, after its warm-up
+  int site_off = 0, frame_key_off = 0;
+  for (const trace::TracePacket& p : t.packets) {
+    site_off += p.has_notice() && p.notice().code() == "stack_cache_site_off";
+    frame_key_off += p.has_notice() && p.notice().code() == "stack_cache_frame_key_off";
+  }
+  EXPECT_EQ(site_off, 1);
+  EXPECT_EQ(frame_key_off, 0);
 }
 
 TEST_P(StacksPython, GeneratorFramesAndThePythonDepthLimit) {

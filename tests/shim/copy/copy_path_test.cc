@@ -213,6 +213,40 @@ TEST_F(CopyPathTest, InsideTheShimTheCallPassesThroughUnrecorded) {
   EXPECT_TRUE(CopiesAfter(first_id_).empty());
 }
 
+// The pointer-kind cache keeps two pointers that meet in one set: a loop
+// alternating between them queries each once (direct-mapped, they evicted
+// each other and were queried at every copy). A third one in the set
+// replaces the least recent of the two.
+TEST_F(CopyPathTest, PointerCacheKeepsTwoPointersOfOneSet) {
+  std::vector<uint8_t> host(1 << 20);
+  const uintptr_t q =
+      (reinterpret_cast<uintptr_t>(host.data()) + (1 << 17) - 1) & ~uintptr_t{(1 << 17) - 1};
+  // 4 KiB apart inside one 128 KiB-aligned block: one set of 32 (and one
+  // entry of the direct-mapped 64).
+  const void* a = reinterpret_cast<void*>(q);
+  const void* b = reinterpret_cast<void*>(q + 4096);
+  const void* c = reinterpret_cast<void*>(q + 8192);
+  BumpPointerGeneration();  // nothing cached from earlier tests
+  fakecuda_reset_stats();
+  auto queries = [] {
+    fakecuda_stats s{};
+    fakecuda_get_stats(&s);
+    return s.pointer_attribute_calls;
+  };
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(ClassifyPointer(a).kind, f::kPageable);
+    EXPECT_EQ(ClassifyPointer(b).kind, f::kPageable);
+  }
+  EXPECT_EQ(queries(), 2u);
+  ClassifyPointer(c);  // a, the least recent, goes
+  ClassifyPointer(b);
+  EXPECT_EQ(queries(), 3u);
+  ClassifyPointer(a);
+  EXPECT_EQ(queries(), 4u);
+  EXPECT_EQ(ClassifyPointer(dev_).kind, f::kDevice);
+  EXPECT_EQ(queries(), 5u);
+}
+
 TEST(CopyPathDirection, EveryKindAndTheDefaultCases) {
   EXPECT_EQ(DirectionFor(cudaMemcpyHostToHost, 0, 0), f::kH2H);
   EXPECT_EQ(DirectionFor(cudaMemcpyDeviceToDevice, f::kPageable, f::kPageable), f::kD2D);
