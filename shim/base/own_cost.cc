@@ -22,6 +22,8 @@ void AddHookCost(uint64_t ns) {
   g_hook_ns.fetch_add(ns, std::memory_order_relaxed);
 }
 
+void AddHookTime(uint64_t ns) { g_hook_ns.fetch_add(ns, std::memory_order_relaxed); }
+
 void AddPointerQueryCost(uint64_t ns) {
   g_pointer_queries.fetch_add(1, std::memory_order_relaxed);
   g_pointer_query_ns.fetch_add(ns, std::memory_order_relaxed);

@@ -2,7 +2,8 @@
 // stated by the report ("pinscope's own cost", docs/report.md): the time
 // the recording hooks spend on the job's threads - copies and waits besides
 // the real CUDA call and pinning's own work; recorded allocations, frees and
-// shared-memory events (their registry work, stack and record) - and the CPU
+// shared-memory events (their identification, registry work, stack and
+// record, besides the real call and pinning's and the pool's work) - and the CPU
 // time of pinscope's own threads.
 // Call stacks have their own count (shim/stacks: StackCost); the malloc
 // family's fast path is about 1 ns a call (docs/benchmarks.md) and is not
@@ -34,6 +35,10 @@ class HookCostTimer {
  private:
   uint64_t t0_;
 };
+
+// Time of a recording hook counted already (AddHookCost), ns: a
+// shared-memory hook's slow path around its records (shm::ShmOwnTime).
+void AddHookTime(uint64_t ns);
 
 // One driver query classifying a copy's pointer (a cache miss of
 // ClassifyPointer, shim/cuda), ns: part of the hook's time.

@@ -58,10 +58,32 @@ void InitShm() {
   PoolInit();
 }
 
+namespace {
+PINSCOPE_TLS ShmOwnTime* t_own = nullptr;
+}  // namespace
+
+ShmOwnTime::ShmOwnTime() : t0_(MonoNs()), outer_(t_own == nullptr) {
+  if (outer_) t_own = this;
+}
+
+ShmOwnTime::~ShmOwnTime() {
+  if (!outer_) return;
+  t_own = nullptr;
+  const uint64_t total = MonoNs() - t0_;
+  AddHookTime(total > aside_ns_ ? total - aside_ns_ : 0);
+}
+
+ShmOwnTime* ShmOwnTime::Current() { return t_own; }
+
 void Record(uint32_t op, const Identity& id, int fd, uint64_t size, uint64_t offset,
             uint64_t address, int flags, int prot, int error, uint64_t t0) {
   if (!Recording()) return;
-  HookCostTimer cost;  // the stack and the record (the call's own work is the program's)
+  // One hook a record. Its time (the stack and the record) is the slow
+  // path's (ShmOwnTime), unless it runs aside (the pool's records) or
+  // outside one: then its own.
+  const ShmOwnTime* own = ShmOwnTime::Current();
+  const bool self_timed = own == nullptr || own->in_aside();
+  const uint64_t t_record = MonoNs();
   ShmRecord r;
   r.op = op;
   r.name = id.name;
@@ -89,6 +111,7 @@ void Record(uint32_t op, const Identity& id, int fd, uint64_t size, uint64_t off
   r.t_enter = t0;
   r.t_exit = MonoNs();
   RecordShm(r);
+  AddHookCost(self_timed ? MonoNs() - t_record : 0);
 }
 
 }  // namespace pinscope::shim::shm

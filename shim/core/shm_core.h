@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shim/base/clock.h"
 #include "shim/memory/block_registry.h"
 
 namespace pinscope::shim::shm {
@@ -71,6 +72,50 @@ void InitShm();
 // Tests: the device numbers InitShm found (0 if none).
 uint64_t ShmDevice();
 uint64_t MemfdDevice();
+
+// pinscope's own time in a shared-memory hook's slow path (own_cost.h):
+// all of it but what runs through Aside - the real calls (the program's
+// time) and pinning's and the pool's work (pinning's). Each Record counts
+// one hook; its time is this scope's. A scope inside another (none today)
+// leaves the time to the outer one.
+class ShmOwnTime {
+ public:
+  ShmOwnTime();
+  ~ShmOwnTime();
+  ShmOwnTime(const ShmOwnTime&) = delete;
+  ShmOwnTime& operator=(const ShmOwnTime&) = delete;
+  // The open scope of this thread, or nullptr.
+  static ShmOwnTime* Current();
+  bool in_aside() const { return in_aside_; }
+  void AddAside(uint64_t ns) { aside_ns_ += ns; }
+  void SetInAside(bool on) { in_aside_ = on; }
+
+ private:
+  uint64_t t0_;
+  uint64_t aside_ns_ = 0;
+  bool outer_;
+  bool in_aside_ = false;
+};
+
+// Runs f() outside this thread's ShmOwnTime (the real call, pinning's or the
+// pool's work) and returns what it returns. errno is f's.
+template <typename F>
+auto Aside(F&& f) {
+  struct Timed {
+    ShmOwnTime* scope;
+    uint64_t t0;
+    bool was;
+    ~Timed() {
+      if (!scope) return;
+      scope->AddAside(MonoNs() - t0);
+      scope->SetInAside(was);
+    }
+  };
+  ShmOwnTime* scope = ShmOwnTime::Current();
+  Timed timed{scope, scope ? MonoNs() : 0, scope && scope->in_aside()};
+  if (scope) scope->SetInAside(true);
+  return f();
+}
 
 // --- entry points -------------------------------------------------------------
 int ShmOpen(const char* name, int oflag, mode_t mode);

@@ -127,7 +127,9 @@ bool IdentifyShm(int fd, Identity* id) {
 int ShmOpen(const char* name, int oflag, mode_t mode) {
   if (!Recording()) return g_real.shm_open(name, oflag, mode);
   HookScope scope;
+  ShmOwnTime own;
   uint64_t t0 = MonoNs();
+  auto real = [&](int flags) { return Aside([&] { return g_real.shm_open(name, flags, mode); }); };
   int fd = -1;
   bool created = false;
   if ((oflag & O_CREAT) && !(oflag & O_EXCL)) {
@@ -136,18 +138,18 @@ int ShmOpen(const char* name, int oflag, mode_t mode) {
     // open. Same outcome for the program; a loop covers a racing unlink.
     bool decided = false;
     for (int attempt = 0; attempt < 4 && !decided; ++attempt) {
-      fd = g_real.shm_open(name, oflag | O_EXCL, mode);
+      fd = real(oflag | O_EXCL);
       if (fd >= 0 || errno != EEXIST) {
         created = fd >= 0;
         decided = true;
         break;
       }
-      fd = g_real.shm_open(name, oflag & ~O_CREAT, mode);
+      fd = real(oflag & ~O_CREAT);
       if (fd >= 0 || errno != ENOENT) decided = true;
     }
-    if (!decided) fd = g_real.shm_open(name, oflag, mode);
+    if (!decided) fd = real(oflag);
   } else {
-    fd = g_real.shm_open(name, oflag, mode);
+    fd = real(oflag);
     created = fd >= 0 && (oflag & O_CREAT);
   }
   int err = fd < 0 ? errno : 0;
@@ -161,7 +163,8 @@ int ShmOpen(const char* name, int oflag, mode_t mode) {
     id.size = static_cast<uint64_t>(st.st_size);
   }
   if (fd >= 0) TrackFd(fd, id);
-  if (fd >= 0 && created && (oflag & O_EXCL)) PoolSegmentCreated(fd, name, id.device, id.inode);
+  if (fd >= 0 && created && (oflag & O_EXCL))
+    Aside([&] { PoolSegmentCreated(fd, name, id.device, id.inode); });
   Record(created ? f::kShmCreate : f::kShmOpen, id, fd, id.size, 0, 0, oflag, 0, err, t0);
   if (fd < 0) scope.KeepErrno(err);
   return fd;
@@ -170,6 +173,7 @@ int ShmOpen(const char* name, int oflag, mode_t mode) {
 int ShmUnlink(const char* name) {
   if (!Recording()) return g_real.shm_unlink(name);
   HookScope scope;
+  ShmOwnTime own;
   uint64_t t0 = MonoNs();
   Identity id;
   NameFrom(name, &id);
@@ -182,8 +186,8 @@ int ShmUnlink(const char* name) {
     id.inode = st.st_ino;
   }
   // A worker's new batch segment may become a pool slot first (shm_pool.cc).
-  PoolAtUnlink(name, t0);
-  int rc = g_real.shm_unlink(name);
+  Aside([&] { PoolAtUnlink(name, t0); });
+  int rc = Aside([&] { return g_real.shm_unlink(name); });
   int err = rc < 0 ? errno : 0;
   Record(f::kShmUnlink, id, -1, 0, 0, 0, 0, 0, err, t0);
   if (rc < 0) scope.KeepErrno(err);
@@ -193,8 +197,9 @@ int ShmUnlink(const char* name) {
 int MemfdCreate(const char* name, unsigned flags) {
   if (!Recording()) return g_real.memfd_create(name, flags);
   HookScope scope;
+  ShmOwnTime own;
   uint64_t t0 = MonoNs();
-  int fd = g_real.memfd_create(name, flags);
+  int fd = Aside([&] { return g_real.memfd_create(name, flags); });
   int err = fd < 0 ? errno : 0;
   Identity id;
   NameFrom(name, &id);
@@ -214,11 +219,12 @@ int FtruncateSlow(int fd, off_t length, bool is64) {
   auto call = [&] { return is64 ? g_real.ftruncate64(fd, length) : g_real.ftruncate(fd, length); };
   if (!Recording() || InForeignChild()) return call();
   HookScope scope;
+  ShmOwnTime own;
   uint64_t t0 = MonoNs();
   Identity id;
-  int rc = call();
+  int rc = Aside(call);
   int err = rc < 0 ? errno : 0;
-  if (rc == 0) PoolSegmentTruncated(fd, static_cast<uint64_t>(length));
+  if (rc == 0) Aside([&] { PoolSegmentTruncated(fd, static_cast<uint64_t>(length)); });
   if (TrackedAndValid(fd, &id)) {
     Record(f::kShmTruncate, id, fd, static_cast<uint64_t>(length), 0, 0, 0, 0, err, t0);
     if (err == ENOSPC && !(id.flags & kFlagMemfd))
@@ -235,9 +241,10 @@ int PosixFallocateSlow(int fd, off_t offset, off_t length, bool is64) {
   };
   if (!Recording() || InForeignChild()) return call();
   HookScope scope;
+  ShmOwnTime own;
   uint64_t t0 = MonoNs();
   Identity id;
-  int rc = call();  // returns the error number; errno is not part of its contract
+  int rc = Aside(call);  // returns the error number; errno is not part of its contract
   if (TrackedAndValid(fd, &id)) {
     Record(f::kShmFallocate, id, fd, static_cast<uint64_t>(length), static_cast<uint64_t>(offset),
            0, 0, 0, rc, t0);
@@ -253,13 +260,17 @@ int PosixFallocateSlow(int fd, off_t offset, off_t length, bool is64) {
 int CloseSlow(int fd) {
   if (InForeignChild()) return g_real.close(fd);
   HookScope scope;
-  uint64_t t0 = MonoNs();
-  Identity id;
-  bool tracked = TrackedEntry(fd, &id);
-  UntrackFd(fd);
-  PoolSegmentClosed(fd);
-  if (tracked) Record(f::kShmClose, id, fd, 0, 0, 0, 0, 0, 0, t0);
-  int rc = g_real.close(fd);
+  int rc = 0;
+  {
+    ShmOwnTime own;
+    uint64_t t0 = MonoNs();
+    Identity id;
+    bool tracked = TrackedEntry(fd, &id);
+    UntrackFd(fd);
+    Aside([&] { PoolSegmentClosed(fd); });
+    if (tracked) Record(f::kShmClose, id, fd, 0, 0, 0, 0, 0, 0, t0);
+    rc = Aside([&] { return g_real.close(fd); });
+  }
   if (rc < 0) scope.KeepErrno(errno);
   return rc;
 }

@@ -47,12 +47,14 @@ bool ForgetRange(uint64_t addr, uint64_t len, uint64_t t0, bool replace, Identit
   // mapping over it takes it out of the pool first (shim/pin/pool.h).
   bool kept = false;
   if (PoolOn()) {
-    if (replace) PoolDetachRange(addr, len);
-    kept = PoolOnUnmap(addr, len) && !replace;
+    Aside([&] {
+      if (replace) PoolDetachRange(addr, len);
+      kept = PoolOnUnmap(addr, len) && !replace;
+    });
   }
   // The pinning module unregisters before the pages go away (one relaxed
   // load when it pinned nothing).
-  if (!kept) PinOnUnmap(reinterpret_cast<void*>(addr), len);
+  if (!kept) Aside([&] { PinOnUnmap(reinterpret_cast<void*>(addr), len); });
   RemovedPiece pieces[kCap];
   size_t m = Registry().RemoveMappings(addr, len, pieces, kCap);
   uint32_t epoch = Registry().epoch();
@@ -98,69 +100,77 @@ void* MmapSlow(void* addr, size_t length, int prot, int flags, int fd, off_t off
   // Not recording: the registry holds no mapping a MAP_FIXED could replace.
   if (!Recording() || InForeignChild()) return call();
   HookScope scope;
-  uint64_t t0 = MonoNs();
-  uint64_t a = reinterpret_cast<uintptr_t>(addr);
-  // MAP_FIXED replaces whatever lay there: those mappings end now.
-  if ((flags & MAP_FIXED) && Registry().MayOverlapMappings(a, length))
-    ForgetRange(a, length, t0, true, nullptr);
-  Identity id;
-  bool shm = fd >= 0 && !(flags & MAP_ANONYMOUS) && IdentifyShm(fd, &id);
-  // A pool slot's fd: its batch is the owner's registered mapping already.
-  // Served only while the registry has room for it (with a margin for
-  // threads mapping at once): the program's munmap finds the slot there,
-  // and must, or the real munmap would take the owner's registered mapping.
-  void* served = nullptr;
-  if (shm && PoolOn() && !(flags & MAP_FIXED) &&
-      Registry().live_mappings() + kServeMargin < BlockRegistry::kMaxMappings)
-    served = PoolServeMap(id.device, id.inode, length, prot, flags, offset);
-  void* p = served ? served : call();
-  int err = p == MAP_FAILED ? errno : 0;
-  if (shm && !served && p != MAP_FAILED && PoolOn()) {
-    PoolSegmentMapped(fd, reinterpret_cast<uintptr_t>(p), length, static_cast<uint64_t>(offset),
-                      prot, flags);
-    // A batch that a worker could not put in a slot (received: not an fd
-    // this process opened; on /dev/shm): the pool may need one more.
-    if ((flags & MAP_SHARED) && offset == 0 && !FdTracked(fd) && id.device == State().shm_dev &&
-        !(id.flags & kFlagDriverInternal) && PoolOwner())
-      PoolNoteMiss(length, LiveBatchesOf(length) + 1);
-  }
-  if (shm) {
-    uint64_t at = p == MAP_FAILED ? 0 : reinterpret_cast<uintptr_t>(p);
-    if (at) {
-      ShmMapping m;
-      m.address = at;
-      m.size = length;
-      m.offset = static_cast<uint64_t>(offset);
-      m.device = id.device;
-      m.inode = id.inode;
-      m.flags = id.flags;
-      m.prot = prot;
-      m.map_flags = flags;
-      memcpy(m.name, id.name, sizeof m.name);
-      if (served && !Registry().AddMapping(m)) {
-        // The margin was not enough: the program gets a mapping of its own
-        // instead, and the slot escapes (a second map of it: never reused;
-        // the owner's mapping stays until the process ends).
-        PoolServeMap(id.device, id.inode, length, prot, flags, offset);
-        served = nullptr;
-        p = call();
-        err = p == MAP_FAILED ? errno : 0;
-        at = p == MAP_FAILED ? 0 : reinterpret_cast<uintptr_t>(p);
-        m.address = at;
-      }
-      if (at && (served || Registry().AddMapping(m))) {
-        // A pool slot is not on /dev/shm, and is registered already.
-        if (!(id.flags & kFlagDriverInternal) && !served)
-          State().job.Add(ProcessId(), at, id.device, id.inode, length);
-        EnsureSigbusHandler();
-        // A DataLoader batch arriving: registered ahead if its size is one
-        // this process copies (docs/pinning.md, pin-ahead).
-        if ((flags & MAP_SHARED) && !(id.flags & kFlagDriverInternal) && !served)
-          PinAheadOnMap(p, length, (prot & PROT_WRITE) != 0);
-      }
+  void* p = nullptr;
+  int err = 0;
+  {
+    ShmOwnTime own;
+    uint64_t t0 = MonoNs();
+    uint64_t a = reinterpret_cast<uintptr_t>(addr);
+    // MAP_FIXED replaces whatever lay there: those mappings end now.
+    if ((flags & MAP_FIXED) && Registry().MayOverlapMappings(a, length))
+      ForgetRange(a, length, t0, true, nullptr);
+    Identity id;
+    bool shm = fd >= 0 && !(flags & MAP_ANONYMOUS) && IdentifyShm(fd, &id);
+    // A pool slot's fd: its batch is the owner's registered mapping already.
+    // Served only while the registry has room for it (with a margin for
+    // threads mapping at once): the program's munmap finds the slot there,
+    // and must, or the real munmap would take the owner's registered mapping.
+    void* served = nullptr;
+    if (shm && PoolOn() && !(flags & MAP_FIXED) &&
+        Registry().live_mappings() + kServeMargin < BlockRegistry::kMaxMappings)
+      served =
+          Aside([&] { return PoolServeMap(id.device, id.inode, length, prot, flags, offset); });
+    p = served ? served : Aside(call);
+    err = p == MAP_FAILED ? errno : 0;
+    if (shm && !served && p != MAP_FAILED && PoolOn()) {
+      Aside([&] {
+        PoolSegmentMapped(fd, reinterpret_cast<uintptr_t>(p), length, static_cast<uint64_t>(offset),
+                          prot, flags);
+        // A batch that a worker could not put in a slot (received: not an fd
+        // this process opened; on /dev/shm): the pool may need one more.
+        if ((flags & MAP_SHARED) && offset == 0 && !FdTracked(fd) && id.device == State().shm_dev &&
+            !(id.flags & kFlagDriverInternal) && PoolOwner())
+          PoolNoteMiss(length, LiveBatchesOf(length) + 1);
+      });
     }
-    id.pool = served != nullptr;
-    Record(f::kShmMap, id, fd, length, static_cast<uint64_t>(offset), at, flags, prot, err, t0);
+    if (shm) {
+      uint64_t at = p == MAP_FAILED ? 0 : reinterpret_cast<uintptr_t>(p);
+      if (at) {
+        ShmMapping m;
+        m.address = at;
+        m.size = length;
+        m.offset = static_cast<uint64_t>(offset);
+        m.device = id.device;
+        m.inode = id.inode;
+        m.flags = id.flags;
+        m.prot = prot;
+        m.map_flags = flags;
+        memcpy(m.name, id.name, sizeof m.name);
+        if (served && !Registry().AddMapping(m)) {
+          // The margin was not enough: the program gets a mapping of its own
+          // instead, and the slot escapes (a second map of it: never reused;
+          // the owner's mapping stays until the process ends).
+          Aside([&] { PoolServeMap(id.device, id.inode, length, prot, flags, offset); });
+          served = nullptr;
+          p = Aside(call);
+          err = p == MAP_FAILED ? errno : 0;
+          at = p == MAP_FAILED ? 0 : reinterpret_cast<uintptr_t>(p);
+          m.address = at;
+        }
+        if (at && (served || Registry().AddMapping(m))) {
+          // A pool slot is not on /dev/shm, and is registered already.
+          if (!(id.flags & kFlagDriverInternal) && !served)
+            State().job.Add(ProcessId(), at, id.device, id.inode, length);
+          EnsureSigbusHandler();
+          // A DataLoader batch arriving: registered ahead if its size is one
+          // this process copies (docs/pinning.md, pin-ahead).
+          if ((flags & MAP_SHARED) && !(id.flags & kFlagDriverInternal) && !served)
+            Aside([&] { PinAheadOnMap(p, length, (prot & PROT_WRITE) != 0); });
+        }
+      }
+      id.pool = served != nullptr;
+      Record(f::kShmMap, id, fd, length, static_cast<uint64_t>(offset), at, flags, prot, err, t0);
+    }
   }
   if (err) scope.KeepErrno(err);
   return p;
@@ -172,6 +182,7 @@ int MunmapSlow(void* addr, size_t length) {
   // Invalid arguments change nothing: let the real call say EINVAL.
   if (length == 0 || (a & (page - 1)) || InForeignChild()) return g_real.munmap(addr, length);
   HookScope scope;
+  ShmOwnTime own;
   uint64_t t0 = MonoNs();
   uint64_t len = (length + page - 1) & ~(page - 1);
   // A pool slot kept by the pool stays mapped: the program's munmap of it
@@ -179,12 +190,13 @@ int MunmapSlow(void* addr, size_t length) {
   Identity recorded;  // the first mapping recorded as unmapped here
   if (ForgetRange(a, len, t0, false, &recorded)) return 0;
   const uint64_t t1 = MonoNs();
-  int rc = g_real.munmap(addr, length);
-  if (rc < 0) scope.KeepErrno(errno);
+  int rc = Aside([&] { return g_real.munmap(addr, length); });
+  const int err = rc < 0 ? errno : 0;
   // How long the call took: the pages freed, when this was the segment's
   // last mapping (the pipeline model's release of a batch).
   if (recorded.inode != 0 && rc == 0)
     Record(f::kShmUnmapDone, recorded, -1, len, 0, a, 0, 0, 0, t1);
+  if (rc < 0) scope.KeepErrno(err);
   return rc;
 }
 

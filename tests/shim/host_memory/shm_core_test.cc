@@ -7,12 +7,18 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "core_test_env.h"
+#include "shim/base/clock.h"
+#include "shim/base/own_cost.h"
+#include "shim/core/shm_state.h"
 #include "shim/core/sigbus.h"
 #include "shim/memory/block_registry.h"
+#include "shim/record/trace_fields.h"
 
 namespace pinscope::shim {
 namespace {
@@ -239,6 +245,35 @@ TEST_F(ShmCoreTest, SegmentLifeIsRecorded) {
     EXPECT_EQ(pk->shm().size(), 2 * kMiB);
     EXPECT_GE(pk->shm().end_ns(), pk->timestamp_ns());
   }
+}
+
+// pinscope's own time in a shared-memory hook (Counters.hook_ns): its whole
+// slow path, but not what runs aside (the real call, pinning's and the
+// pool's work). Here 200 ms aside and a 5 ms spin of its own, one record.
+TEST_F(ShmCoreTest, OwnTimeLeavesOutWhatRunsAside) {
+  const OwnCost before = GetOwnCost();
+  {
+    shm::ShmOwnTime own;
+    shm::Aside([] { usleep(200 * 1000); });
+    const uint64_t t0 = MonoNs();
+    while (MonoNs() - t0 < 5000000) {
+    }
+    shm::Identity id;
+    shm::Record(fields::kShmOpen, id, -1, 0, 0, 0, 0, 0, 0, t0);
+    // errno and results pass through
+    errno = 0;
+    EXPECT_EQ(shm::Aside([] {
+                errno = EINTR;
+                return 7;
+              }),
+              7);
+    EXPECT_EQ(errno, EINTR);
+  }
+  const OwnCost after = GetOwnCost();
+  EXPECT_EQ(after.hook_calls - before.hook_calls, 1u);  // the record
+  const uint64_t ns = after.hook_ns - before.hook_ns;
+  EXPECT_GE(ns, 5000000u);
+  EXPECT_LT(ns, 150000000u);  // the 200 ms aside are not in it
 }
 
 TEST_F(ShmCoreTest, OtherFilesAndAnonymousMemoryPassThrough) {
