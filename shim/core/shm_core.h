@@ -76,8 +76,9 @@ uint64_t MemfdDevice();
 // pinscope's own time in a shared-memory hook's slow path (own_cost.h):
 // all of it but what runs through Aside - the real calls (the program's
 // time) and pinning's and the pool's work (pinning's). Each Record counts
-// one hook; its time is this scope's. A scope inside another (none today)
-// leaves the time to the outer one.
+// one hook; its time is this scope's. A scope opened inside another (a
+// hook reached from pinning's work run aside) leaves its time to the outer
+// one, which counts it as aside.
 class ShmOwnTime {
  public:
   ShmOwnTime();

@@ -494,9 +494,9 @@ bool CaptureKey(size_t max, size_t* count, bool* truncated, uint64_t* key) {
   if (g_api.is_finalizing && g_api.is_finalizing()) return true;
   if (g_walk.load(std::memory_order_acquire) != kChecked) return false;
   // Only what the frames and their code objects hold: the code object's
-  // address, its file and name objects' addresses (the same cache lines as
-  // the fields the walk reads anyway) and the instruction. Walk's CodeTag
-  // also reads the two names' hashes and its frame ids come from a table:
+  // address, its file and name objects' addresses (one more line of the
+  // code object) and the instruction. Walk's CodeTag also reads the two
+  // name objects' hashes, and its frame ids come from a table:
   // on the H100 those misses made a cached stack's Python part cost 5-8 us
   // (call 51). A freed code object's address taken by a new one under the
   // same names on the same whole stack is the stack a full walk would name,
