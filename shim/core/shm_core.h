@@ -87,11 +87,12 @@ class ShmOwnTime {
   ShmOwnTime& operator=(const ShmOwnTime&) = delete;
   // The open scope of this thread, or nullptr.
   static ShmOwnTime* Current();
+  // Inside Aside: a Record here times itself.
   bool in_aside() const { return in_aside_; }
-  void AddAside(uint64_t ns) { aside_ns_ += ns; }
-  void SetInAside(bool on) { in_aside_ = on; }
 
  private:
+  template <typename F>
+  friend auto Aside(F&& f);
   uint64_t t0_;
   uint64_t aside_ns_ = 0;
   bool outer_;
@@ -108,13 +109,13 @@ auto Aside(F&& f) {
     bool was;
     ~Timed() {
       if (!scope) return;
-      scope->AddAside(MonoNs() - t0);
-      scope->SetInAside(was);
+      scope->aside_ns_ += MonoNs() - t0;
+      scope->in_aside_ = was;
     }
   };
   ShmOwnTime* scope = ShmOwnTime::Current();
-  Timed timed{scope, scope ? MonoNs() : 0, scope && scope->in_aside()};
-  if (scope) scope->SetInAside(true);
+  Timed timed{scope, scope ? MonoNs() : 0, scope && scope->in_aside_};
+  if (scope) scope->in_aside_ = true;
   return f();
 }
 

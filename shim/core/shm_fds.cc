@@ -260,17 +260,14 @@ int PosixFallocateSlow(int fd, off_t offset, off_t length, bool is64) {
 int CloseSlow(int fd) {
   if (InForeignChild()) return g_real.close(fd);
   HookScope scope;
-  int rc = 0;
-  {
-    ShmOwnTime own;
-    uint64_t t0 = MonoNs();
-    Identity id;
-    bool tracked = TrackedEntry(fd, &id);
-    UntrackFd(fd);
-    Aside([&] { PoolSegmentClosed(fd); });
-    if (tracked) Record(f::kShmClose, id, fd, 0, 0, 0, 0, 0, 0, t0);
-    rc = Aside([&] { return g_real.close(fd); });
-  }
+  ShmOwnTime own;
+  uint64_t t0 = MonoNs();
+  Identity id;
+  bool tracked = TrackedEntry(fd, &id);
+  UntrackFd(fd);
+  Aside([&] { PoolSegmentClosed(fd); });
+  if (tracked) Record(f::kShmClose, id, fd, 0, 0, 0, 0, 0, 0, t0);
+  int rc = Aside([&] { return g_real.close(fd); });
   if (rc < 0) scope.KeepErrno(errno);
   return rc;
 }

@@ -100,77 +100,72 @@ void* MmapSlow(void* addr, size_t length, int prot, int flags, int fd, off_t off
   // Not recording: the registry holds no mapping a MAP_FIXED could replace.
   if (!Recording() || InForeignChild()) return call();
   HookScope scope;
-  void* p = nullptr;
-  int err = 0;
-  {
-    ShmOwnTime own;
-    uint64_t t0 = MonoNs();
-    uint64_t a = reinterpret_cast<uintptr_t>(addr);
-    // MAP_FIXED replaces whatever lay there: those mappings end now.
-    if ((flags & MAP_FIXED) && Registry().MayOverlapMappings(a, length))
-      ForgetRange(a, length, t0, true, nullptr);
-    Identity id;
-    bool shm = fd >= 0 && !(flags & MAP_ANONYMOUS) && IdentifyShm(fd, &id);
-    // A pool slot's fd: its batch is the owner's registered mapping already.
-    // Served only while the registry has room for it (with a margin for
-    // threads mapping at once): the program's munmap finds the slot there,
-    // and must, or the real munmap would take the owner's registered mapping.
-    void* served = nullptr;
-    if (shm && PoolOn() && !(flags & MAP_FIXED) &&
-        Registry().live_mappings() + kServeMargin < BlockRegistry::kMaxMappings)
-      served =
-          Aside([&] { return PoolServeMap(id.device, id.inode, length, prot, flags, offset); });
-    p = served ? served : Aside(call);
-    err = p == MAP_FAILED ? errno : 0;
-    if (shm && !served && p != MAP_FAILED && PoolOn()) {
-      Aside([&] {
-        PoolSegmentMapped(fd, reinterpret_cast<uintptr_t>(p), length, static_cast<uint64_t>(offset),
-                          prot, flags);
-        // A batch that a worker could not put in a slot (received: not an fd
-        // this process opened; on /dev/shm): the pool may need one more.
-        if ((flags & MAP_SHARED) && offset == 0 && !FdTracked(fd) && id.device == State().shm_dev &&
-            !(id.flags & kFlagDriverInternal) && PoolOwner())
-          PoolNoteMiss(length, LiveBatchesOf(length) + 1);
-      });
-    }
-    if (shm) {
-      uint64_t at = p == MAP_FAILED ? 0 : reinterpret_cast<uintptr_t>(p);
-      if (at) {
-        ShmMapping m;
+  ShmOwnTime own;
+  uint64_t t0 = MonoNs();
+  uint64_t a = reinterpret_cast<uintptr_t>(addr);
+  // MAP_FIXED replaces whatever lay there: those mappings end now.
+  if ((flags & MAP_FIXED) && Registry().MayOverlapMappings(a, length))
+    ForgetRange(a, length, t0, true, nullptr);
+  Identity id;
+  bool shm = fd >= 0 && !(flags & MAP_ANONYMOUS) && IdentifyShm(fd, &id);
+  // A pool slot's fd: its batch is the owner's registered mapping already.
+  // Served only while the registry has room for it (with a margin for
+  // threads mapping at once): the program's munmap finds the slot there,
+  // and must, or the real munmap would take the owner's registered mapping.
+  void* served = nullptr;
+  if (shm && PoolOn() && !(flags & MAP_FIXED) &&
+      Registry().live_mappings() + kServeMargin < BlockRegistry::kMaxMappings)
+    served = Aside([&] { return PoolServeMap(id.device, id.inode, length, prot, flags, offset); });
+  void* p = served ? served : Aside(call);
+  int err = p == MAP_FAILED ? errno : 0;
+  if (shm && !served && p != MAP_FAILED && PoolOn()) {
+    Aside([&] {
+      PoolSegmentMapped(fd, reinterpret_cast<uintptr_t>(p), length, static_cast<uint64_t>(offset),
+                        prot, flags);
+      // A batch that a worker could not put in a slot (received: not an fd
+      // this process opened; on /dev/shm): the pool may need one more.
+      if ((flags & MAP_SHARED) && offset == 0 && !FdTracked(fd) && id.device == State().shm_dev &&
+          !(id.flags & kFlagDriverInternal) && PoolOwner())
+        PoolNoteMiss(length, LiveBatchesOf(length) + 1);
+    });
+  }
+  if (shm) {
+    uint64_t at = p == MAP_FAILED ? 0 : reinterpret_cast<uintptr_t>(p);
+    if (at) {
+      ShmMapping m;
+      m.address = at;
+      m.size = length;
+      m.offset = static_cast<uint64_t>(offset);
+      m.device = id.device;
+      m.inode = id.inode;
+      m.flags = id.flags;
+      m.prot = prot;
+      m.map_flags = flags;
+      memcpy(m.name, id.name, sizeof m.name);
+      if (served && !Registry().AddMapping(m)) {
+        // The margin was not enough: the program gets a mapping of its own
+        // instead, and the slot escapes (a second map of it: never reused;
+        // the owner's mapping stays until the process ends).
+        Aside([&] { PoolServeMap(id.device, id.inode, length, prot, flags, offset); });
+        served = nullptr;
+        p = Aside(call);
+        err = p == MAP_FAILED ? errno : 0;
+        at = p == MAP_FAILED ? 0 : reinterpret_cast<uintptr_t>(p);
         m.address = at;
-        m.size = length;
-        m.offset = static_cast<uint64_t>(offset);
-        m.device = id.device;
-        m.inode = id.inode;
-        m.flags = id.flags;
-        m.prot = prot;
-        m.map_flags = flags;
-        memcpy(m.name, id.name, sizeof m.name);
-        if (served && !Registry().AddMapping(m)) {
-          // The margin was not enough: the program gets a mapping of its own
-          // instead, and the slot escapes (a second map of it: never reused;
-          // the owner's mapping stays until the process ends).
-          Aside([&] { PoolServeMap(id.device, id.inode, length, prot, flags, offset); });
-          served = nullptr;
-          p = Aside(call);
-          err = p == MAP_FAILED ? errno : 0;
-          at = p == MAP_FAILED ? 0 : reinterpret_cast<uintptr_t>(p);
-          m.address = at;
-        }
-        if (at && (served || Registry().AddMapping(m))) {
-          // A pool slot is not on /dev/shm, and is registered already.
-          if (!(id.flags & kFlagDriverInternal) && !served)
-            State().job.Add(ProcessId(), at, id.device, id.inode, length);
-          EnsureSigbusHandler();
-          // A DataLoader batch arriving: registered ahead if its size is one
-          // this process copies (docs/pinning.md, pin-ahead).
-          if ((flags & MAP_SHARED) && !(id.flags & kFlagDriverInternal) && !served)
-            Aside([&] { PinAheadOnMap(p, length, (prot & PROT_WRITE) != 0); });
-        }
       }
-      id.pool = served != nullptr;
-      Record(f::kShmMap, id, fd, length, static_cast<uint64_t>(offset), at, flags, prot, err, t0);
+      if (at && (served || Registry().AddMapping(m))) {
+        // A pool slot is not on /dev/shm, and is registered already.
+        if (!(id.flags & kFlagDriverInternal) && !served)
+          State().job.Add(ProcessId(), at, id.device, id.inode, length);
+        EnsureSigbusHandler();
+        // A DataLoader batch arriving: registered ahead if its size is one
+        // this process copies (docs/pinning.md, pin-ahead).
+        if ((flags & MAP_SHARED) && !(id.flags & kFlagDriverInternal) && !served)
+          Aside([&] { PinAheadOnMap(p, length, (prot & PROT_WRITE) != 0); });
+      }
     }
+    id.pool = served != nullptr;
+    Record(f::kShmMap, id, fd, length, static_cast<uint64_t>(offset), at, flags, prot, err, t0);
   }
   if (err) scope.KeepErrno(err);
   return p;
@@ -191,12 +186,11 @@ int MunmapSlow(void* addr, size_t length) {
   if (ForgetRange(a, len, t0, false, &recorded)) return 0;
   const uint64_t t1 = MonoNs();
   int rc = Aside([&] { return g_real.munmap(addr, length); });
-  const int err = rc < 0 ? errno : 0;
+  if (rc < 0) scope.KeepErrno(errno);
   // How long the call took: the pages freed, when this was the segment's
   // last mapping (the pipeline model's release of a batch).
   if (recorded.inode != 0 && rc == 0)
     Record(f::kShmUnmapDone, recorded, -1, len, 0, a, 0, 0, 0, t1);
-  if (rc < 0) scope.KeepErrno(err);
   return rc;
 }
 

@@ -123,7 +123,7 @@ void LoadLibunwind() {
 // shim's frames: everything above `ra` (the return address into the caller
 // of CaptureStack), and then frames inside libpinscope.so.
 __attribute__((noinline)) size_t CaptureNative(void* ra, uint64_t* out, uint32_t depth,
-                                               bool* truncated, uint64_t* first_program) {
+                                               bool* truncated) {
   void* raw[kMaxStackDepth + kSlack + 1];
   const int cap = static_cast<int>(depth) + kSlack + 1;
   int n = g_backtrace(raw, cap);
@@ -136,7 +136,6 @@ __attribute__((noinline)) size_t CaptureNative(void* ra, uint64_t* out, uint32_t
     }
   }
   while (start < n && modules::InShim(reinterpret_cast<uintptr_t>(raw[start]))) ++start;
-  if (start < n) *first_program = reinterpret_cast<uintptr_t>(raw[start]);
   const size_t avail = static_cast<size_t>(n - start);
   *truncated = avail > depth || n == cap;
   const size_t count = std::min<size_t>(avail, depth);
@@ -354,10 +353,9 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
     np = python::Capture(python_ids, depth, &ptrunc);
     g_python_ns.fetch_add(MonoNs() - t0, std::memory_order_relaxed);
   }
-  uint64_t first_program = 0;
-  if (g_backtrace)
-    nn = CaptureNative(__builtin_return_address(0), words, depth, &ntrunc, &first_program);
-  if (caller != 0 && first_program != 0 && caller != first_program) {
+  if (g_backtrace) nn = CaptureNative(__builtin_return_address(0), words, depth, &ntrunc);
+  // words[0]: the unwinder's first frame in the program.
+  if (caller != 0 && nn > 0 && caller != words[0]) {
     // The shim's frame chain named another caller than the unwinder: keys
     // from it cannot be trusted here. The innermost frames from now on.
     g_frame_key.store(false, std::memory_order_relaxed);
