@@ -8,6 +8,38 @@
 #include "analyzer/common/trace_names.h"
 
 namespace pinscope {
+namespace {
+
+// Counters.hook_kinds as totals by kind; an unknown kind (a newer shim's)
+// counts as HOOK_KIND_UNKNOWN.
+HookKindArray KindsOf(const trace::Counters& counters) {
+  HookKindArray kinds{};
+  for (const trace::HookKindCost& h : counters.hook_kinds()) {
+    const int k = trace::HookKind_IsValid(h.kind()) ? h.kind() : trace::HOOK_KIND_UNKNOWN;
+    kinds[k].calls += h.calls();
+    kinds[k].ns += h.ns();
+  }
+  return kinds;
+}
+
+}  // namespace
+
+const char* HookKindName(int kind) {
+  switch (kind) {
+    case trace::HOOK_COPY:
+      return "copy";
+    case trace::HOOK_SYNC:
+      return "sync";
+    case trace::HOOK_ALLOC:
+      return "alloc";
+    case trace::HOOK_SHM:
+      return "shm";
+    case trace::HOOK_LOADER:
+      return "loader";
+    default:
+      return "";
+  }
+}
 
 std::string ProcessSummary::Role() const { return ProcessRoleName(origin, helper); }
 
@@ -103,6 +135,7 @@ void ProcessAnalysis::OnCounters(const Event& event, const trace::Counters& coun
   sample.pointer_query_ns = counters.pointer_query_ns();
   sample.cupti_switches = counters.cupti_switches();
   sample.cupti_switch_ns = counters.cupti_switch_ns();
+  sample.hook_kinds = KindsOf(counters);
   counter_samples_[event.process.index()].push_back(sample);
 }
 
@@ -130,6 +163,10 @@ std::optional<OwnCostSpan> ProcessAnalysis::OwnCostBetween(int process_index, ui
   span.pointer_query_ns = delta(first->pointer_query_ns, last->pointer_query_ns);
   span.cupti_switches = delta(first->cupti_switches, last->cupti_switches);
   span.cupti_switch_ns = delta(first->cupti_switch_ns, last->cupti_switch_ns);
+  for (size_t k = 0; k < span.hook_kinds.size(); ++k) {
+    span.hook_kinds[k].calls = delta(first->hook_kinds[k].calls, last->hook_kinds[k].calls);
+    span.hook_kinds[k].ns = delta(first->hook_kinds[k].ns, last->hook_kinds[k].ns);
+  }
   return span;
 }
 
@@ -156,6 +193,7 @@ void ProcessAnalysis::OnProcessEnd(const ProcessState& process) {
     summary.pointer_query_ns = counters.pointer_query_ns();
     summary.cupti_switches = counters.cupti_switches();
     summary.cupti_switch_ns = counters.cupti_switch_ns();
+    summary.hook_kinds = KindsOf(counters);
   }
   if (summary.dropped_events > 0) {
     NoticeRecord record;
@@ -192,6 +230,16 @@ uint64_t ProcessAnalysis::cupti_switches() const { return Sum(&ProcessSummary::c
 uint64_t ProcessAnalysis::cupti_switch_ns() const { return Sum(&ProcessSummary::cupti_switch_ns); }
 uint64_t ProcessAnalysis::own_threads_cpu_ns() const {
   return Sum(&ProcessSummary::own_threads_cpu_ns);
+}
+HookKindArray ProcessAnalysis::hook_kinds() const {
+  HookKindArray total{};
+  for (const ProcessSummary& p : processes_) {
+    for (size_t k = 0; k < total.size(); ++k) {
+      total[k].calls += p.hook_kinds[k].calls;
+      total[k].ns += p.hook_kinds[k].ns;
+    }
+  }
+  return total;
 }
 
 bool ProcessAnalysis::has_own_cost() const {

@@ -3,6 +3,7 @@
 // the shim wrote (deduplicated).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -13,6 +14,16 @@
 #include "analyzer/replay/replay.h"
 
 namespace pinscope {
+
+// A kind of recording hook's count and own time (Counters.hook_kinds),
+// indexed by trace::HookKind; all zero from shims before 2026-12-06.
+struct HookKindTotals {
+  uint64_t calls = 0;
+  uint64_t ns = 0;
+};
+using HookKindArray = std::array<HookKindTotals, trace::HookKind_ARRAYSIZE>;
+// "copy", "sync", "alloc", "shm", "loader" ("" for HOOK_KIND_UNKNOWN).
+const char* HookKindName(int kind);
 
 struct ProcessSummary {
   int index = 0;
@@ -68,6 +79,8 @@ struct ProcessSummary {
   // (its start, device-record windows' attach and detach; 0 before).
   uint64_t cupti_switches = 0;
   uint64_t cupti_switch_ns = 0;
+  // hook_calls and hook_ns by kind.
+  HookKindArray hook_kinds{};
   bool has_own_cost() const { return hook_calls > 0 || own_threads_cpu_ns > 0; }
 
   // "root", "worker" (forked), "exec", "helper".
@@ -90,6 +103,7 @@ struct OwnCostSpan {
   uint64_t hook_calls = 0, hook_ns = 0, stack_capture_ns = 0, own_threads_cpu_ns = 0;
   uint64_t pointer_queries = 0, pointer_query_ns = 0;
   uint64_t cupti_switches = 0, cupti_switch_ns = 0;
+  HookKindArray hook_kinds{};
   uint64_t length_ns() const { return end_ns - start_ns; }
 };
 
@@ -126,6 +140,7 @@ class ProcessAnalysis : public Analysis {
   uint64_t cupti_switches() const;
   uint64_t cupti_switch_ns() const;
   uint64_t own_threads_cpu_ns() const;
+  HookKindArray hook_kinds() const;
   // True when a process's shim wrote the own-cost fields.
   bool has_own_cost() const;
   // The own-cost counters of a process (not a forked one: workers' are not

@@ -457,6 +457,20 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                             {"hook_fraction_of_life", fraction(p.hook_ns, life)},
                             {"own_threads_cpu_ns", p.own_threads_cpu_ns}});
     }
+    // Only the kinds that ran (none from shims before 2026-12-06).
+    const auto kinds_json = [](const HookKindArray& kinds, const LoopOwnCost* loop) {
+      json out = json::array();
+      for (size_t k = 0; k < kinds.size(); ++k) {
+        if (kinds[k].calls == 0 && kinds[k].ns == 0) continue;
+        const std::string name = HookKindName(static_cast<int>(k));
+        json entry = {{"kind", name.empty() ? "unknown" : name},
+                      {"calls", kinds[k].calls},
+                      {"ns", kinds[k].ns}};
+        if (loop != nullptr) entry["ns_per_step"] = loop->PerStep(kinds[k].ns);
+        out.push_back(std::move(entry));
+      }
+      return out;
+    };
     j["own_cost"] = {{"hook_calls", analysis.hook_calls()},
                      {"hook_ns", analysis.hook_ns()},
                      {"hook_fraction_of_run", fraction(analysis.hook_ns(), report.duration_ns())},
@@ -466,6 +480,7 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                      {"pointer_query_ns", analysis.pointer_query_ns()},
                      {"cupti_switches", analysis.cupti_switches()},
                      {"cupti_switch_ns", analysis.cupti_switch_ns()},
+                     {"hook_kinds", kinds_json(analysis.hook_kinds(), nullptr)},
                      {"by_process", by_process}};
     // What the device-record windows cost the loop's steps (window_cost.h).
     json windows = json::array();
@@ -503,7 +518,8 @@ nlohmann::ordered_json JsonReport(const Report& report) {
                                {"cupti_switch_ns", s.cupti_switch_ns},
                                {"own_threads_cpu_ns", s.own_threads_cpu_ns},
                                {"hook_ns_per_step", loop->PerStep(s.hook_ns)},
-                               {"hook_fraction_of_step", fraction(s.hook_ns, s.length_ns())}};
+                               {"hook_fraction_of_step", fraction(s.hook_ns, s.length_ns())},
+                               {"hook_kinds", kinds_json(s.hook_kinds, &*loop)}};
     }
   }
 

@@ -10,19 +10,22 @@ namespace {
 
 constexpr int kThreads = static_cast<int>(OwnThread::kCount);
 
-std::atomic<uint64_t> g_hook_calls{0}, g_hook_ns{0};
+std::atomic<uint64_t> g_hook_calls[kHookKinds] = {}, g_hook_ns[kHookKinds] = {};
 std::atomic<uint64_t> g_pointer_queries{0}, g_pointer_query_ns{0};
 std::atomic<uint64_t> g_cupti_switches{0}, g_cupti_switch_ns{0};
 std::atomic<uint64_t> g_thread_cpu[kThreads] = {};
 
 }  // namespace
 
-void AddHookCost(uint64_t ns) {
-  g_hook_calls.fetch_add(1, std::memory_order_relaxed);
-  g_hook_ns.fetch_add(ns, std::memory_order_relaxed);
+void AddHookCost(HookKind kind, uint64_t ns) {
+  const int k = static_cast<int>(kind);
+  g_hook_calls[k].fetch_add(1, std::memory_order_relaxed);
+  g_hook_ns[k].fetch_add(ns, std::memory_order_relaxed);
 }
 
-void AddHookTime(uint64_t ns) { g_hook_ns.fetch_add(ns, std::memory_order_relaxed); }
+void AddHookTime(HookKind kind, uint64_t ns) {
+  g_hook_ns[static_cast<int>(kind)].fetch_add(ns, std::memory_order_relaxed);
+}
 
 void AddPointerQueryCost(uint64_t ns) {
   g_pointer_queries.fetch_add(1, std::memory_order_relaxed);
@@ -44,8 +47,12 @@ void NoteOwnThreadCpu(OwnThread which) {
 
 OwnCost GetOwnCost() {
   OwnCost c;
-  c.hook_calls = g_hook_calls.load(std::memory_order_relaxed);
-  c.hook_ns = g_hook_ns.load(std::memory_order_relaxed);
+  for (int k = 1; k < kHookKinds; ++k) {
+    c.kinds[k].calls = g_hook_calls[k].load(std::memory_order_relaxed);
+    c.kinds[k].ns = g_hook_ns[k].load(std::memory_order_relaxed);
+    c.hook_calls += c.kinds[k].calls;
+    c.hook_ns += c.kinds[k].ns;
+  }
   for (const auto& t : g_thread_cpu) c.threads_cpu_ns += t.load(std::memory_order_relaxed);
   c.pointer_queries = g_pointer_queries.load(std::memory_order_relaxed);
   c.pointer_query_ns = g_pointer_query_ns.load(std::memory_order_relaxed);
@@ -55,8 +62,8 @@ OwnCost GetOwnCost() {
 }
 
 void OwnCostResetInChild() {
-  g_hook_calls.store(0, std::memory_order_relaxed);
-  g_hook_ns.store(0, std::memory_order_relaxed);
+  for (auto& n : g_hook_calls) n.store(0, std::memory_order_relaxed);
+  for (auto& n : g_hook_ns) n.store(0, std::memory_order_relaxed);
   g_pointer_queries.store(0, std::memory_order_relaxed);
   g_pointer_query_ns.store(0, std::memory_order_relaxed);
   g_cupti_switches.store(0, std::memory_order_relaxed);

@@ -46,7 +46,7 @@ uint64_t PageSize() {
 // registry cannot hold is not recorded either, so every HostAlloc in the
 // trace gets its HostFree. False if the registry could not hold it.
 bool Track(uint32_t api, void* p, size_t n, uint64_t alignment, void* old, uint64_t t) {
-  HookCostTimer cost;
+  HookCostTimer cost(HookKind::kAlloc);
   HostBlock b;
   b.address = reinterpret_cast<uintptr_t>(p);
   b.size = n;
@@ -101,7 +101,7 @@ bool Untrack(void* p, bool by_realloc, HostBlock* out, bool* kept) {
     RecordFree(addr, by_realloc, t1);
     spent += MonoNs() - t1;
   }
-  AddHookCost(spent);
+  AddHookCost(HookKind::kAlloc, spent);
   return true;
 }
 
@@ -268,7 +268,7 @@ void* ReallocSlow(void* p, size_t n, uint32_t api, const void* caller) {
   if (q == nullptr) {
     int err = errno;
     if (had_old && n != 0 && old.epoch == Registry().epoch()) {
-      HookCostTimer cost;
+      HookCostTimer cost(HookKind::kAlloc);
       if (Registry().AddBlock(old)) {
         RecordAlloc(old.api, old.address, old.size, old.alignment, 0, 0, MonoNs());
       } else {

@@ -112,7 +112,7 @@ int TracedCopy(CopyCall& r, CopySide dst, CopySide src, RealCall call) {
   r.result = rc;
   RecordCopy(r);
   CuptiAfterCall();
-  AddHookCost(OwnNs(hook_start, pin_ns + (r.t_exit - r.t_enter)));
+  AddHookCost(HookKind::kCopy, OwnNs(hook_start, pin_ns + (r.t_exit - r.t_enter)));
   return rc;
 }
 
@@ -135,7 +135,7 @@ int TracedSync(uint32_t api, uint64_t stream, RealCall call) {
   r.result = rc;
   RecordSync(r);
   CuptiAfterCall();
-  AddHookCost(OwnNs(hook_start, r.t_exit - r.t_enter));
+  AddHookCost(HookKind::kSync, OwnNs(hook_start, r.t_exit - r.t_enter));
   return rc;
 }
 
@@ -190,7 +190,7 @@ int TracedBatch(bool per_thread, void* const* dsts, const void* const* srcs, con
     RecordCopy(r);
   }
   CuptiAfterCall();
-  AddHookCost(OwnNs(hook_start, pin_ns + (t1 - t0)));
+  AddHookCost(HookKind::kCopy, OwnNs(hook_start, pin_ns + (t1 - t0)));
   return rc;
 }
 

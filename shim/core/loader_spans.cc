@@ -3,6 +3,7 @@
 
 #include "shim/base/clock.h"
 #include "shim/base/guard.h"
+#include "shim/base/own_cost.h"
 #include "shim/base/usage.h"
 #include "shim/pin/pool.h"
 #include "shim/record/recorder.h"
@@ -24,6 +25,7 @@ PINSCOPE_TLS int t_depth = 0;
 void LoaderIter(const LoaderSettings& s) {
   if (!Recording()) return;
   HookScope scope;
+  HookCostTimer cost(HookKind::kLoader);
   // The pool sizes itself to the epoch's batches in flight (pool.h).
   // The epoch's batches: an upper bound (a sampler may take fewer, drop_last
   // one fewer); 0 when the dataset's length is not known.
@@ -54,8 +56,12 @@ void LoaderIter(const LoaderSettings& s) {
 
 void LoaderSpanBegin() {
   if (t_depth < kMaxLoaderSpanDepth) {
+    const uint64_t t0 = MonoNs();
     t_spans[t_depth].usage = ThreadUsageNow();
     t_spans[t_depth].t = MonoNs();
+    // The Python hook's calls are recording hooks too (own_cost.h); a span
+    // counts as one, at its end.
+    if (Recording()) AddHookTime(HookKind::kLoader, t_spans[t_depth].t - t0);
   }
   ++t_depth;
 }
@@ -66,6 +72,7 @@ void LoaderSpanEnd(uint32_t kind, uint64_t loader_id, uint64_t index, int32_t wo
   const int depth = --t_depth;
   if (depth >= kMaxLoaderSpanDepth || !Recording()) return;
   HookScope scope;
+  HookCostTimer cost(HookKind::kLoader);
   LoaderRecord r;
   r.kind = kind;
   r.loader_id = loader_id;
@@ -83,6 +90,7 @@ void LoaderSpanEnd(uint32_t kind, uint64_t loader_id, uint64_t index, int32_t wo
 void LoaderMark(uint32_t kind, uint64_t loader_id, uint64_t index) {
   if (!Recording()) return;
   HookScope scope;
+  HookCostTimer cost(HookKind::kLoader);
   LoaderRecord r;
   r.kind = kind;
   r.loader_id = loader_id;

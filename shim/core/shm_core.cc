@@ -70,7 +70,7 @@ ShmOwnTime::~ShmOwnTime() {
   if (!outer_) return;
   t_own = nullptr;
   const uint64_t total = MonoNs() - t0_;
-  AddHookTime(total > aside_ns_ ? total - aside_ns_ : 0);
+  AddHookTime(HookKind::kShm, total > aside_ns_ ? total - aside_ns_ : 0);
 }
 
 ShmOwnTime* ShmOwnTime::Current() { return t_own; }
@@ -111,7 +111,7 @@ void Record(uint32_t op, const Identity& id, int fd, uint64_t size, uint64_t off
   r.t_enter = t0;
   r.t_exit = MonoNs();
   RecordShm(r);
-  AddHookCost(self_timed ? MonoNs() - t_record : 0);
+  AddHookCost(HookKind::kShm, self_timed ? MonoNs() - t_record : 0);
 }
 
 }  // namespace pinscope::shim::shm

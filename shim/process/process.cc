@@ -199,6 +199,15 @@ void WriteCounters() {
   p.e().Varint(c::kPointerQueryNs, own.pointer_query_ns);
   p.e().Varint(c::kCuptiSwitches, own.cupti_switches);
   p.e().Varint(c::kCuptiSwitchNs, own.cupti_switch_ns);
+  for (int k = 1; k < kHookKinds; ++k) {
+    if (own.kinds[k].calls == 0 && own.kinds[k].ns == 0) continue;
+    namespace h = fields::hook_kind_cost;
+    const size_t m = p.e().BeginNested(c::kHookKinds);
+    p.e().Varint(h::kKind, static_cast<uint64_t>(k));
+    p.e().Varint(h::kCalls, own.kinds[k].calls);
+    p.e().Varint(h::kNs, own.kinds[k].ns);
+    p.e().EndNested(m);
+  }
   const StackCacheStats cache = GetStackCacheStats();
   p.e().Varint(c::kStackCacheHits, cache.hits);
   p.e().Varint(c::kStackCacheChecks, cache.checks);

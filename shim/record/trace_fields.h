@@ -61,7 +61,11 @@ constexpr uint32_t kCopies = 1, kAllocsRecorded = 2, kAllocsSeen = 3, kBytesWrit
                    kDropped = 5, kPinnedBytes = 6, kStacksCaptured = 7, kStackCaptureNs = 8,
                    kHookCalls = 9, kHookNs = 10, kOwnThreadsCpuNs = 11, kPointerQueries = 12,
                    kPointerQueryNs = 13, kCuptiSwitches = 14, kCuptiSwitchNs = 15,
-                   kStackCacheHits = 16, kStackCacheChecks = 17, kStackPythonNs = 18;
+                   kStackCacheHits = 16, kStackCacheChecks = 17, kStackPythonNs = 18,
+                   kHookKinds = 19;
+}
+namespace hook_kind_cost {
+constexpr uint32_t kKind = 1, kCalls = 2, kNs = 3;
 }
 namespace usage {
 constexpr uint32_t kUserNs = 1, kSysNs = 2, kMinorFaults = 3, kMajorFaults = 4, kCpuNs = 5;

@@ -29,8 +29,11 @@ PINSCOPE_CUPTI_PERIOD_S counts wall time, waiting included, so a side that
 steps half the time gets windows twice as often per step as a job that
 steps all the time: the measure errs against pinscope.
 
-Side specs: `plain`; `pinscope` or `pinscope:ENV=V,ENV2=V2` (run under
-`pinscope run --no-report -o OUT/NAME.run`); `profiler` (torch.profiler,
+Side specs: `plain`, or `plain:ENV=V,ENV2=V2` (the job with those
+variables only, e.g. `plain:LD_PRELOAD=/x/libpinscope.so,PINSCOPE_DISABLE=1`
+for what the preloaded shim costs when it does nothing); `pinscope` or
+`pinscope:ENV=V,ENV2=V2` (run under `pinscope run --no-report -o
+OUT/NAME.run`); `profiler` (torch.profiler,
 CPU and CUDA activities, on from before the first turn; the side exits
 without processing its events, which are not timed); each may end in
 `@LABEL`, for a second side of the same kind (`plain@again`: the spread of
@@ -53,6 +56,7 @@ excess above it against the reference kind's) and writes OUT/turns.jsonl
 run's --side list summarizes a recorded run again.
 """
 import argparse
+import hashlib
 import inspect
 import json
 import os
@@ -170,7 +174,13 @@ def side_main(args):
 # ---- the driver ---------------------------------------------------------------
 
 def side_name(spec):
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", spec)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", spec)
+    if len(name) <= 64:
+        return name
+    # A long spec (a path in LD_PRELOAD) still makes a file name: its start,
+    # a digest of the whole, its @LABEL's end.
+    digest = hashlib.sha1(spec.encode()).hexdigest()[:8]
+    return "%s_%s_%s" % (name[:40], digest, name[-12:])
 
 
 def read_line(fd, timeout_s, buf):
@@ -290,8 +300,8 @@ def summarize(sides, turns, reference=None, resamples=2000, seed=0, kinds=None):
 def drive(args):
     sides = args.side or ["plain", "pinscope"]
     for spec in sides:
-        if not re.fullmatch(r"(plain|profiler|pinscope(:\w+=[^,@]*(,\w+=[^,@]*)*)?)(@\w+)?", spec):
-            sys.exit("turns.py: unknown side %r (plain, pinscope[:ENV=V,...] or profiler, "
+        if not re.fullmatch(r"(profiler|(plain|pinscope)(:\w+=[^,@]*(,\w+=[^,@]*)*)?)(@\w+)?", spec):
+            sys.exit("turns.py: unknown side %r (plain[:ENV=V,...], pinscope[:ENV=V,...] or profiler, "
                      "each with an optional @LABEL)" % spec)
     names = [side_name(s) for s in sides]
     if len(set(names)) != len(names):
@@ -316,10 +326,12 @@ def drive(args):
             env["PYTHONHASHSEED"] = str(args.hashseed)
         if kind == "profiler":
             cmd.append("--profiler")
-        elif kind.startswith("pinscope"):
-            for kv in filter(None, kind[len("pinscope"):].lstrip(":").split(",")):
+        else:
+            assignments = kind.partition(":")[2]
+            for kv in filter(None, assignments.split(",")):
                 k, _, v = kv.partition("=")
                 env[k] = v
+        if kind.startswith("pinscope"):
             cmd = [args.ps, "run", "--no-report", "-o", os.path.join(args.out, name + ".run"),
                    "--"] + cmd
         if args.no_aslr:
@@ -429,7 +441,7 @@ def summarize_file(path, sides):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--job", choices=sorted(TURN_STEPS), default="mlp12")
-    ap.add_argument("--side", action="append", help="plain | pinscope[:ENV=V,...] | profiler")
+    ap.add_argument("--side", action="append", help="plain[:ENV=V,...] | pinscope[:ENV=V,...] | profiler")
     ap.add_argument("--seconds", type=float, default=90)
     ap.add_argument("--turn-steps", type=int, default=0, help="steps a turn (default: by job)")
     ap.add_argument("--warmup", type=int, default=0, help="steps before the turns (default: by job)")

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -117,10 +119,23 @@ TEST(StackCaptureTest, NothingWithoutStacks) {
   EXPECT_FALSE(nlohmann::json::parse(ReportOf(dir, true)).contains("stack_capture"));
 }
 
+// Counters.hook_kinds: {kind, calls, ns}.
+void AddKinds(trace::Counters* c, std::initializer_list<std::array<uint64_t, 3>> kinds) {
+  for (const auto& [kind, calls, ns] : kinds) {
+    trace::HookKindCost* h = c->add_hook_kinds();
+    h->set_kind(static_cast<trace::HookKind>(kind));
+    h->set_calls(calls);
+    h->set_ns(ns);
+  }
+}
+
 // A shim that times its hooks too (Counters.hook_calls, hook_ns,
 // own_threads_cpu_ns): main 400 calls / 2 ms and 30 ms of its threads' CPU,
 // with 100 stacks / 0.5 ms; a worker 100 calls / 0.5 ms and 4 ms of CPU.
-std::string WriteOwnCostRun() {
+// `kinds` (a shim since 2026-12-06): main's calls are 150 copies / 1.2 ms,
+// 150 waits / 0.3 ms, 100 shared-memory events / 0.5 ms; the worker's 60
+// shared-memory events / 0.3 ms and 40 DataLoader spans / 0.2 ms.
+std::string WriteOwnCostRun(bool kinds = false) {
   const std::string dir = MakeTempDir("own_cost");
   TraceBuilder main(100, "r", kT0);
   trace::Counters* c = AddCounters(main, kT0 + 100 * kMs, 10, kMs / 10).mutable_counters();
@@ -133,6 +148,11 @@ std::string WriteOwnCostRun() {
   c->set_own_threads_cpu_ns(30 * kMs);
   c->set_pointer_queries(200);
   c->set_pointer_query_ns(kMs * 4 / 5);
+  if (kinds) {
+    AddKinds(c, {{trace::HOOK_COPY, 150, kMs * 6 / 5},
+                 {trace::HOOK_SYNC, 150, kMs * 3 / 10},
+                 {trace::HOOK_SHM, 100, kMs / 2}});
+  }
   main.Exit(kT0 + 1000 * kMs);
   TraceBuilder worker(101, "r", kT0 + 100 * kMs, trace::ORIGIN_FORK, 100);
   c = AddCounters(worker, kT0 + 590 * kMs, 0, 0).mutable_counters();
@@ -141,6 +161,7 @@ std::string WriteOwnCostRun() {
   c->set_own_threads_cpu_ns(4 * kMs);
   c->set_pointer_queries(50);
   c->set_pointer_query_ns(kMs / 5);
+  if (kinds) AddKinds(c, {{trace::HOOK_SHM, 60, kMs * 3 / 10}, {trace::HOOK_LOADER, 40, kMs / 5}});
   worker.Exit(kT0 + 600 * kMs);
   main.Write(dir);
   worker.Write(dir);
@@ -182,6 +203,7 @@ TEST(OwnCostTest, JsonHasTheSumAndEachProcess) {
                                    {"pointer_query_ns", kMs},
                                    {"cupti_switches", 0},
                                    {"cupti_switch_ns", 0},
+                                   {"hook_kinds", nlohmann::json::array()},  // an older shim
                                    {"by_process",
                                     {{{"pid", 100},
                                       {"hook_calls", 400},
@@ -196,6 +218,29 @@ TEST(OwnCostTest, JsonHasTheSumAndEachProcess) {
   EXPECT_EQ(j["own_cost"], expected);
 }
 
+TEST(OwnCostTest, TheHooksByKindAreSummedOverTheProcessesAndNamed) {
+  const std::string dir = WriteOwnCostRun(true);
+  const std::string text = Flat(ReportOf(dir, false));
+  EXPECT_NE(text.find("0.2% of the run's 1.00 s wall time (by kind: copies 150 at 8.0 us, waits "
+                      "150 at 2.0 us, shared-memory events 160 at 5.0 us, DataLoader spans 40 "
+                      "at 5.0 us); call stacks"),
+            std::string::npos)
+      << text;
+  const nlohmann::json j = nlohmann::json::parse(ReportOf(dir, true));
+  const nlohmann::json expected = {{{"kind", "copy"}, {"calls", 150}, {"ns", 1200000}},
+                                   {{"kind", "sync"}, {"calls", 150}, {"ns", 300000}},
+                                   {{"kind", "shm"}, {"calls", 160}, {"ns", 800000}},
+                                   {{"kind", "loader"}, {"calls", 40}, {"ns", 200000}}};
+  EXPECT_EQ(j["own_cost"]["hook_kinds"], expected);
+  uint64_t calls = 0, ns = 0;
+  for (const auto& k : j["own_cost"]["hook_kinds"]) {
+    calls += k["calls"].get<uint64_t>();
+    ns += k["ns"].get<uint64_t>();
+  }
+  EXPECT_EQ(calls, j["own_cost"]["hook_calls"].get<uint64_t>());
+  EXPECT_EQ(ns, j["own_cost"]["hook_ns"].get<uint64_t>());
+}
+
 // A DataLoader loop (pinscope's Python hook: LOADER_ITER, then 300
 // __next__ spans of 1 ms, one every 10 ms, from 10 ms to 3.0 s) after 5 s
 // of start-up that made 1,000 hooked calls (a model's weights), and the
@@ -203,11 +248,13 @@ TEST(OwnCostTest, JsonHasTheSumAndEachProcess) {
 // a step, 25 us each, 10 us of stacks and 50 us of pinscope's own threads'
 // CPU a step. The run's totals say 0.2% of the run; the loop's step pays 1%.
 // `with_queries`: 2 driver pointer queries a step, 5 us each.
+// `with_kinds`: the start-up's calls are copies, and a step's 2 copies of
+// 35 us and 2 waits of 15 us (Counters.hook_kinds).
 // `with_switches`: CUPTI's start took 30 ms of the first hooked call, and a
 // device-record window 150 steps into the loop took 8 ms to attach and 12
 // ms to detach, all inside the hooks' time.
 std::string WriteLoopRun(uint64_t flush_every_ns, bool with_queries = false,
-                         bool with_switches = false) {
+                         bool with_switches = false, bool with_kinds = false) {
   const std::string dir = MakeTempDir("own_cost_loop");
   TraceBuilder main(100, "r", kT0);
   testing::SetHostFacts(&main.header(), 0, 0);
@@ -219,6 +266,10 @@ std::string WriteLoopRun(uint64_t flush_every_ns, bool with_queries = false,
     c->set_hook_calls(1000 + 4 * steps);
     c->set_hook_ns(50 * kMs + 4 * steps * 25000);
     c->set_own_threads_cpu_ns(20 * kMs + steps * 50000);
+    if (with_kinds) {  // the start-up's calls copies; a step's 2 copies and 2 waits
+      AddKinds(c, {{trace::HOOK_COPY, 1000 + 2 * steps, 50 * kMs + 2 * steps * 35000},
+                   {trace::HOOK_SYNC, 2 * steps, 2 * steps * 15000}});
+    }
     if (with_queries) {
       c->set_pointer_queries(100 + 2 * steps);
       c->set_pointer_query_ns(kMs + 2 * steps * 5000);
@@ -283,6 +334,25 @@ TEST(OwnCostTest, TheLoopsStepSaysWhatTheHooksCostIt) {
   EXPECT_DOUBLE_EQ(loop["hook_fraction_of_step"].get<double>(), 0.01);
   EXPECT_EQ(loop["hook_calls"].get<uint64_t>() * 25000, loop["hook_ns"].get<uint64_t>());
   EXPECT_EQ(loop["hook_calls"].get<uint64_t>(), static_cast<uint64_t>(span / kMs * 0.4));
+}
+
+TEST(OwnCostTest, TheLoopsStepSplitsItsHooksByKind) {
+  const nlohmann::json j =
+      nlohmann::json::parse(ReportOf(WriteLoopRun(500 * kMs, false, false, true), true));
+  const nlohmann::json& kinds = j["own_cost"]["loop"]["hook_kinds"];
+  ASSERT_EQ(kinds.size(), 2u) << kinds.dump();
+  EXPECT_EQ(kinds[0]["kind"], "copy");
+  EXPECT_NEAR(kinds[0]["ns_per_step"].get<double>(), 70000.0, 1e-6);
+  EXPECT_EQ(kinds[1]["kind"], "sync");
+  EXPECT_NEAR(kinds[1]["ns_per_step"].get<double>(), 30000.0, 1e-6);
+  EXPECT_EQ(kinds[0]["calls"], kinds[1]["calls"]);
+  EXPECT_EQ(kinds[0]["calls"].get<uint64_t>() + kinds[1]["calls"].get<uint64_t>(),
+            j["own_cost"]["loop"]["hook_calls"].get<uint64_t>());
+  // The whole run's: the start-up's 1,000 copies (50 ms) and the loop's 600 and 600.
+  const std::string text = Flat(ReportOf(WriteLoopRun(500 * kMs, false, false, true), false));
+  EXPECT_NE(text.find("(by kind: copies 1,600 at 44.4 us, waits 600 at 15.0 us)"),
+            std::string::npos)
+      << text;
 }
 
 TEST(OwnCostTest, TheLoopsStepSaysWhatThePointerQueriesCostIt) {

@@ -111,6 +111,18 @@ uint64_t HookCalls(const ProcessTrace& t, uint64_t* ns) {
   return last ? last->hook_calls() : ~0ull;
 }
 
+// The last Counters packet's hook calls of one kind (Counters.hook_kinds).
+uint64_t KindCalls(const ProcessTrace& t, trace::HookKind kind) {
+  const trace::Counters* last = nullptr;
+  for (const auto& p : t.packets)
+    if (p.has_counters()) last = &p.counters();
+  uint64_t calls = 0;
+  if (last)
+    for (const trace::HookKindCost& h : last->hook_kinds())
+      if (h.kind() == kind) calls += h.calls();
+  return calls;
+}
+
 TEST_F(E2eAlloc, EveryEntryPointRecordsExactly) {
   RunResult r = RunPreloaded({Program("alloc_apis")}, {"PINSCOPE_TRACE_MIN=1M"});
   ASSERT_TRUE(r.Exited(0)) << r.err;
@@ -128,6 +140,7 @@ TEST_F(E2eAlloc, EveryEntryPointRecordsExactly) {
   // (since the twentieth session; before, only copies and waits were).
   uint64_t ns = 0;
   EXPECT_EQ(HookCalls(t, &ns), t.Allocs().size());
+  EXPECT_EQ(KindCalls(t, trace::HOOK_ALLOC), t.Allocs().size());
   EXPECT_GT(ns, 0u);
 }
 
@@ -336,6 +349,9 @@ TEST_F(E2eAlloc, SharedMemoryEvents) {
     uint64_t ns = 0;
     EXPECT_EQ(HookCalls(t, &ns), t.Shm().size() + t.Allocs().size());
     EXPECT_GT(ns, 0u);
+    // ... and counted as the kind it is.
+    EXPECT_EQ(KindCalls(t, trace::HOOK_SHM), t.Shm().size());
+    EXPECT_EQ(KindCalls(t, trace::HOOK_ALLOC), t.Allocs().size());
     // A call stack where a segment is made, opened or mapped; none on the
     // ops that follow from those (issue 16: a stack costs microseconds).
     size_t with_stack = 0;

@@ -4,12 +4,12 @@
 // addresses, devices, stream, per-thread flag, result, batch index, height)
 // and the process packets (header, CUDA runtime, threads, exit).
 #include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
+#include <map>
 #include <string>
 #include <vector>
 
@@ -408,6 +408,13 @@ TEST_F(E2ECopies, HostBlockedTimeOfPageableAndPinnedAsync) {
   EXPECT_EQ(c.hook_calls(), 4u);
   EXPECT_GT(c.hook_ns(), 0u);
   EXPECT_LT(c.hook_ns(), 20 * ms);
+  // By kind: the two copies and the two waits, adding up to the totals.
+  std::map<int, std::pair<uint64_t, uint64_t>> kinds;  // kind -> calls, ns
+  for (const pt::HookKindCost& h : c.hook_kinds()) kinds[h.kind()] = {h.calls(), h.ns()};
+  ASSERT_EQ(kinds.size(), 2u);
+  EXPECT_EQ(kinds[pt::HOOK_COPY].first, 2u);
+  EXPECT_EQ(kinds[pt::HOOK_SYNC].first, 2u);
+  EXPECT_EQ(kinds[pt::HOOK_COPY].second + kinds[pt::HOOK_SYNC].second, c.hook_ns());
   // Of it, the driver queries classifying the copies' pointers: the device
   // buffer and the pageable one at the first copy, the pinned one at the
   // second (the device buffer's answer is in the thread's cache by then).

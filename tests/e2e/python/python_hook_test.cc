@@ -159,6 +159,26 @@ TEST_F(PythonHook, WorkersFetchAndTheMainThreadWaits) {
       EXPECT_TRUE(Loader(t, trace::LOADER_RECV).empty()) << pid;
     }
   }
+
+  // pinscope's own cost: each loader record is one hook of its kind, in
+  // every process (stacks are off, and no copy or large allocation here).
+  for (const auto& [pid, t] : run) {
+    const trace::Counters* last = nullptr;
+    for (const auto& p : t.packets)
+      if (p.has_counters()) last = &p.counters();
+    ASSERT_NE(last, nullptr) << pid;
+    uint64_t loader_calls = 0, loader_ns = 0;
+    for (const trace::HookKindCost& h : last->hook_kinds()) {
+      if (h.kind() != trace::HOOK_LOADER) continue;
+      loader_calls += h.calls();
+      loader_ns += h.ns();
+    }
+    const size_t records =
+        t.Select([](const trace::TracePacket& p) { return p.has_loader(); }).size();
+    EXPECT_EQ(loader_calls, records) << pid;
+    EXPECT_GT(loader_ns, 0u) << pid;
+    EXPECT_LE(loader_ns, last->hook_ns()) << pid;
+  }
 }
 
 // Frameworks build DataLoaders in their own files: the site is still the

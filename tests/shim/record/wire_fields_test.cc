@@ -6,6 +6,7 @@
 #include <google/protobuf/descriptor.h>
 #include <gtest/gtest.h>
 
+#include "shim/base/own_cost.h"
 #include "shim/record/trace_fields.h"
 #include "trace.pb.h"
 
@@ -151,6 +152,10 @@ FIELD(f::counters::kStackCaptureNs, Counters, StackCaptureNs);
 FIELD(f::counters::kHookCalls, Counters, HookCalls);
 FIELD(f::counters::kHookNs, Counters, HookNs);
 FIELD(f::counters::kOwnThreadsCpuNs, Counters, OwnThreadsCpuNs);
+FIELD(f::counters::kHookKinds, Counters, HookKinds);
+FIELD(f::hook_kind_cost::kKind, HookKindCost, Kind);
+FIELD(f::hook_kind_cost::kCalls, HookKindCost, Calls);
+FIELD(f::hook_kind_cost::kNs, HookKindCost, Ns);
 
 FIELD(f::recording::kKernels, DeviceRecording, Kernels);
 FIELD(f::recording::kReason, DeviceRecording, Reason);
@@ -260,6 +265,13 @@ FIELD(f::pin::kReason, PinEvent, Reason);
 
 #define ENUM(shim_value, proto_value) \
   static_assert(static_cast<int>(shim_value) == static_cast<int>(proto_value), #proto_value)
+
+ENUM(pinscope::shim::HookKind::kCopy, pt::HOOK_COPY);
+ENUM(pinscope::shim::HookKind::kSync, pt::HOOK_SYNC);
+ENUM(pinscope::shim::HookKind::kAlloc, pt::HOOK_ALLOC);
+ENUM(pinscope::shim::HookKind::kShm, pt::HOOK_SHM);
+ENUM(pinscope::shim::HookKind::kLoader, pt::HOOK_LOADER);
+static_assert(pinscope::shim::kHookKinds == pt::HookKind_ARRAYSIZE, "HookKind");
 
 ENUM(f::kOriginUnknown, pt::ORIGIN_UNKNOWN);
 ENUM(f::kOriginRoot, pt::ORIGIN_ROOT);

@@ -551,6 +551,12 @@ std::vector<Case> AllCases() {
                      c->set_stack_cache_hits(16);
                      c->set_stack_cache_checks(17);
                      c->set_stack_python_ns(kMax64 - 18);
+                     for (int k : {1, 4, 5}) {
+                       pt::HookKindCost* h = c->add_hook_kinds();
+                       h->set_kind(static_cast<pt::HookKind>(k));
+                       h->set_calls(19 + k);
+                       h->set_ns(kMax64 - k);
+                     }
                    },
                    [](const pt::TracePacket& p, Encoder* e) {
                      namespace k = f::counters;
@@ -573,6 +579,14 @@ std::vector<Case> AllCases() {
                      e->Varint(k::kStackCacheHits, c.stack_cache_hits());
                      e->Varint(k::kStackCacheChecks, c.stack_cache_checks());
                      e->Varint(k::kStackPythonNs, c.stack_python_ns());
+                     for (const pt::HookKindCost& h : c.hook_kinds()) {
+                       namespace hk = f::hook_kind_cost;
+                       const size_t m = e->BeginNested(k::kHookKinds);
+                       e->Varint(hk::kKind, static_cast<uint64_t>(h.kind()));
+                       e->Varint(hk::kCalls, h.calls());
+                       e->Varint(hk::kNs, h.ns());
+                       e->EndNested(m);
+                     }
                    }});
   cases.push_back({f::packet::kRecording,
                    [](pt::TracePacket* p) {
