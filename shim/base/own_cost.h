@@ -36,6 +36,7 @@ inline constexpr int kHookKinds = 6;  // index 0 unused
 // One recording hook of `kind`, and its own time, ns (CLOCK_MONOTONIC on
 // the calling thread).
 void AddHookCost(HookKind kind, uint64_t ns);
+
 // Times its scope as one recording hook's own time (AddHookCost): the
 // recording part of an allocation, free, shared-memory event or DataLoader
 // span, which holds no real call.
@@ -50,10 +51,12 @@ class HookCostTimer {
   HookKind kind_;
   uint64_t t0_;
 };
+
 // Time of a recording hook of `kind` counted already (AddHookCost): a
 // shared-memory hook's slow path around its records (shm::ShmOwnTime), a
 // DataLoader span's begin.
 void AddHookTime(HookKind kind, uint64_t ns);
+
 // One driver query classifying a copy's pointer (a cache miss of
 // ClassifyPointer, shim/cuda), ns: part of the hook's time.
 void AddPointerQueryCost(uint64_t ns);

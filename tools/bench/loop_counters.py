@@ -53,7 +53,8 @@ def main():
         if not files:
             sys.exit("%s: no trace files" % run)
         main_packets = max(files.values(), key=lambda ps: sum(p.HasField("copy") for p in ps))
-        counters = sorted((p.timestamp_ns, p.counters) for p in main_packets if p.HasField("counters"))
+        counters = sorted((p.timestamp_ns, p.counters) for p in main_packets
+                          if p.HasField("counters"))
         if len(counters) < 5:
             print("%s: too few Counters packets (%d)" % (run, len(counters)))
             continue
@@ -80,7 +81,8 @@ def main():
                 kinds.setdefault(h.kind, {"a": (0, 0), "b": (0, 0)})[side] = (h.calls, h.ns)
         parts = ", ".join(
             "%s %.1f a step, %.1f us" % (KINDS.get(k, "kind %d" % k),
-                                          (v["b"][0] - v["a"][0]) / steps, per(v["a"][1], v["b"][1]))
+                                          (v["b"][0] - v["a"][0]) / steps,
+                                          per(v["a"][1], v["b"][1]))
             for k, v in sorted(kinds.items()))
         print("%s: %.0f steps (%s / %d), %.1f hooks a step, %.1f us of hooks a step%s; "
               "of it stacks %.1f us, pointer queries %.1f us, CUPTI switches %.1f us" % (
