@@ -168,6 +168,32 @@ expect("unknown side: exit", r.returncode, 1)
 if "'plane'" not in r.stderr:
     fails.append("unknown side: stderr %r does not name it" % r.stderr)
 
+# 5. A side of the job with variables only (`plain:ENV=V,...`, no `pinscope
+# run`): the preloaded shim, told where to write, makes that folder; the
+# spec holds a path, and its name is still short and its own.
+shim = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(pinscope))), "lib",
+                    "libpinscope.so")
+out = tempfile.mkdtemp(prefix="turns-test-")
+where = os.path.join(out, "preloaded")
+spec = "plain:LD_PRELOAD=%s,PINSCOPE_OUT=%s@e" % (shim, where)
+r = subprocess.run([sys.executable, os.path.join(tools, "bench", "turns.py"), "--job", "tiny",
+                    "--device", "cpu", "--side", "plain", "--side", spec, "--seconds", "2",
+                    "--out", out], capture_output=True, text=True, timeout=240)
+if r.returncode != 0:
+    fails.append("plain:ENV: exit %d\n%s" % (r.returncode, r.stderr[-2000:]))
+else:
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    name = turns.side_name(spec)
+    expect("plain:ENV: exits", res["exit"], {"plain": 0, name: 0})
+    if not os.path.isdir(where):
+        fails.append("plain:ENV: %s not made: the side did not get its variables" % where)
+expect("a long spec's name: length", len(turns.side_name(spec)) <= 64, True)
+expect("a long spec's name: its label", turns.side_name(spec).endswith("_e"), True)
+expect("two long specs: two names", turns.side_name(spec) != turns.side_name(spec.replace(
+    "PINSCOPE_OUT=", "PINSCOPE_OUT=/x")), True)
+expect("a short spec's name", turns.side_name("pinscope:PINSCOPE_CUPTI=0@2"),
+       "pinscope_PINSCOPE_CUPTI_0_2")
+
 if fails:
     print("\n".join(fails))
     sys.exit(1)

@@ -3,9 +3,10 @@
 report cannot find the loop's step (a side of tools/bench/turns.py steps in
 turns and waits between them, so its loop's "step" holds the waits).
 
-    /usr/bin/python3 tools/bench/loop_counters.py [--per-step EVENT=N] RUN_DIR...
+    /usr/bin/python3 tools/bench/loop_counters.py [--per-step EVENT=N] [--pb2-dir DIR] RUN_DIR...
 
-For each run folder: its main process (the trace with the most copies),
+For each run folder: its main process (the trace with the most copies; the
+root among equals),
 two of its Counters packets (one a quarter into its life, and the one
 before its last, so inside the loop and past start-up), the steps between
 them counted by an event (default: one LOADER_NEXT a step where the Python
@@ -44,15 +45,19 @@ def step_times(packets, spec, pb2):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--per-step", help="EVENT=N, e.g. copy:H2D=3 or loader:LOADER_NEXT=1")
+    ap.add_argument("--pb2-dir", help="where trace_pb2.py is (default: build*/python)")
     ap.add_argument("runs", nargs="+")
     args = ap.parse_args()
     import trace_dump
-    pb2 = trace_dump._import_pb2()
+    pb2 = trace_dump._import_pb2(args.pb2_dir)
     for run in args.runs:
-        files = load_run(run)
+        files = load_run(run, args.pb2_dir)
         if not files:
             sys.exit("%s: no trace files" % run)
-        main_packets = max(files.values(), key=lambda ps: sum(p.HasField("copy") for p in ps))
+        # The most copies; among equals (a loop on the CPU) the run's root.
+        main_packets = max(files.values(), key=lambda ps: (
+            sum(p.HasField("copy") for p in ps),
+            any(p.HasField("header") and p.header.origin == pb2.ORIGIN_ROOT for p in ps)))
         counters = sorted((p.timestamp_ns, p.counters) for p in main_packets
                           if p.HasField("counters"))
         if len(counters) < 5:
