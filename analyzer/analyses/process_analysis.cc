@@ -24,23 +24,6 @@ HookKindArray KindsOf(const trace::Counters& counters) {
 
 }  // namespace
 
-const char* HookKindName(int kind) {
-  switch (kind) {
-    case trace::HOOK_COPY:
-      return "copy";
-    case trace::HOOK_SYNC:
-      return "sync";
-    case trace::HOOK_ALLOC:
-      return "alloc";
-    case trace::HOOK_SHM:
-      return "shm";
-    case trace::HOOK_LOADER:
-      return "loader";
-    default:
-      return "";
-  }
-}
-
 std::string ProcessSummary::Role() const { return ProcessRoleName(origin, helper); }
 
 void ProcessAnalysis::OnProcess(const ProcessState& process) {

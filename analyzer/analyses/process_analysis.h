@@ -22,8 +22,6 @@ struct HookKindTotals {
   uint64_t ns = 0;
 };
 using HookKindArray = std::array<HookKindTotals, trace::HookKind_ARRAYSIZE>;
-// "copy", "sync", "alloc", "shm", "loader" ("" for HOOK_KIND_UNKNOWN).
-const char* HookKindName(int kind);
 
 struct ProcessSummary {
   int index = 0;

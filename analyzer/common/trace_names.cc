@@ -141,6 +141,23 @@ const char* ProcessRoleName(trace::ProcessOrigin origin, bool helper) {
   }
 }
 
+const char* HookKindName(trace::HookKind kind) {
+  switch (kind) {
+    case trace::HOOK_COPY:
+      return "copy";
+    case trace::HOOK_SYNC:
+      return "sync";
+    case trace::HOOK_ALLOC:
+      return "alloc";
+    case trace::HOOK_SHM:
+      return "shm";
+    case trace::HOOK_LOADER:
+      return "loader";
+    default:
+      return "unknown";
+  }
+}
+
 const char* ShmOpName(trace::ShmOp op) {
   switch (op) {
     case trace::SHM_OPEN:

@@ -29,6 +29,8 @@ const char* ShmOpName(trace::ShmOp op);
 const char* ExitHowName(trace::ProcessExit::How how);
 // "info", "warning", "error".
 const char* NoticeSeverityName(trace::Notice::Severity severity);
+// "copy", "sync", "alloc", "shm", "loader", "unknown" (Counters.hook_kinds).
+const char* HookKindName(trace::HookKind kind);
 
 // The host side of a copy: the memory kind and address the report attributes
 // it to (src for H2D and H2H, dst for D2H); kind MEM_UNKNOWN, address 0 for

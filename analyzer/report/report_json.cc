@@ -462,8 +462,7 @@ nlohmann::ordered_json JsonReport(const Report& report) {
       json out = json::array();
       for (size_t k = 0; k < kinds.size(); ++k) {
         if (kinds[k].calls == 0 && kinds[k].ns == 0) continue;
-        const std::string name = HookKindName(static_cast<int>(k));
-        json entry = {{"kind", name.empty() ? "unknown" : name},
+        json entry = {{"kind", HookKindName(static_cast<trace::HookKind>(k))},
                       {"calls", kinds[k].calls},
                       {"ns", kinds[k].ns}};
         if (loop != nullptr) entry["ns_per_step"] = loop->PerStep(kinds[k].ns);

@@ -5,8 +5,8 @@ turns and waits between them, so its loop's "step" holds the waits).
 
     /usr/bin/python3 tools/bench/loop_counters.py [--per-step EVENT=N] [--pb2-dir DIR] RUN_DIR...
 
-For each run folder: its main process (the trace with the most copies; the
-root among equals),
+For each run folder: its main process (window_cost.py's root_packets: the
+trace with the most copies, the root among equals),
 two of its Counters packets (one a quarter into its life, and the one
 before its last, so inside the loop and past start-up), the steps between
 them counted by an event (default: one LOADER_NEXT a step where the Python
@@ -21,8 +21,8 @@ import bisect
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from trace_dump import load_run  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from window_cost import root_packets  # noqa: E402
 
 KINDS = {1: "copy", 2: "sync", 3: "alloc", 4: "shm", 5: "loader"}
 
@@ -51,13 +51,9 @@ def main():
     import trace_dump
     pb2 = trace_dump._import_pb2(args.pb2_dir)
     for run in args.runs:
-        files = load_run(run, args.pb2_dir)
-        if not files:
+        main_packets = root_packets(run, args.pb2_dir)
+        if not main_packets:
             sys.exit("%s: no trace files" % run)
-        # The most copies; among equals (a loop on the CPU) the run's root.
-        main_packets = max(files.values(), key=lambda ps: (
-            sum(p.HasField("copy") for p in ps),
-            any(p.HasField("header") and p.header.origin == pb2.ORIGIN_ROOT for p in ps)))
         counters = sorted((p.timestamp_ns, p.counters) for p in main_packets
                           if p.HasField("counters"))
         if len(counters) < 5:

@@ -44,15 +44,17 @@ import trace_dump  # noqa: E402
 
 
 def root_packets(run, pb2_dir=None):
+    """The packets of the run's main process: the trace with the most copies,
+    the root among equals (a loop on the CPU makes none)."""
     files = trace_dump.load_run(run, pb2_dir)
     best = None
     for f, packets in files.items():
         header = next((p.header for p in packets if p.HasField("header")), None)
         if header is None:
             continue
-        copies = sum(1 for p in packets if p.HasField("copy"))
-        if best is None or copies > best[0]:
-            best = (copies, packets)
+        key = (sum(1 for p in packets if p.HasField("copy")), header.origin == 1)  # ORIGIN_ROOT
+        if best is None or key > best[0]:
+            best = (key, packets)
     return best[1] if best else []
 
 
