@@ -58,6 +58,7 @@ _sites = weakref.WeakKeyDictionary()  # DataLoader -> (site, user_site, framewor
 _epochs = weakref.WeakKeyDictionary()  # DataLoader -> epochs started
 _iter_ids = weakref.WeakKeyDictionary()  # iterator -> loader id
 _fetches = [0]  # batches fetched in this process
+_on = ctypes.c_int(1)  # the shim's pinscope_recording_on, once loaded
 _said = set()
 
 
@@ -91,6 +92,13 @@ def _load_shim():
     lib.pinscope_loader_end.restype = None
     lib.pinscope_loader_mark.argtypes = [u32, u64, u64]
     lib.pinscope_loader_mark.restype = None
+    global _on
+    try:
+        # 0 while the shim's recording is paused (tools/bench/turns.py's
+        # paired sides): the wrappers then call the original straight.
+        _on = ctypes.c_int.in_dll(lib, "pinscope_recording_on")
+    except ValueError:
+        pass  # a shim before it: always on
     return lib
 
 
@@ -326,6 +334,8 @@ def _is_iterable(loader):
 def _wrap_next(original):
     @functools.wraps(original)
     def __next__(self):
+        if not _on.value:
+            return original(self)
         lid = _iter_ids.get(self, 0)
         index = _int(getattr(self, "_num_yielded", 0))
         outer = getattr(_state, "receiving", None)
@@ -363,6 +373,8 @@ def _worker_id():
 def _wrap_fetch(original):
     @functools.wraps(original)
     def fetch(self, possibly_batched_index):
+        if not _on.value:
+            return original(self, possibly_batched_index)
         index = _fetches[0]
         _fetches[0] = index + 1
         try:
@@ -384,7 +396,7 @@ def _wrap_pin(original):
         # pin_memory recurses into lists and dicts: only the outermost call
         # is one batch.
         depth = getattr(_state, "pin_depth", 0)
-        if depth:
+        if depth or not _on.value:
             return original(data, *args, **kwargs)
         _state.pin_depth = 1
         _lib.pinscope_loader_begin()
@@ -425,7 +437,7 @@ def _timed_queue_pickler():
         @staticmethod
         def loads(data, *args, **kwargs):
             receiving = getattr(_state, "receiving", None)
-            if receiving is None:
+            if receiving is None or not _on.value:
                 return base_loads(data, *args, **kwargs)
             _lib.pinscope_loader_begin()
             try:

@@ -6,6 +6,7 @@
 #include "shim/base/clock.h"
 #include "shim/base/guard.h"
 #include "shim/base/own_cost.h"
+#include "shim/base/phases.h"
 #include "shim/cuda/real_runtime.h"
 #include "shim/device/cupti.h"
 #include "shim/pin/pinning.h"
@@ -94,25 +95,51 @@ int TracedCopy(CopyCall& r, CopySide dst, CopySide src, RealCall call) {
   if (InHook() || (!Recording() && !PinMayOwn())) return call();
   HookScope scope;
   const uint64_t hook_start = MonoNs();
-  NoteCuda();
-  Classify(&r, dst, src);
+  {
+    PS_PHASE(kCopyCupti);
+    NoteCuda();
+  }
+  {
+    PS_PHASE(kCopyClassify);
+    Classify(&r, dst, src);
+  }
   r.call_id = NextCallId();
-  r.stack_id = CaptureStack(StackSite::kCopy);
+  {
+    PS_PHASE(kCopyStack);
+    r.stack_id = CaptureStack(StackSite::kCopy);
+  }
   const uint64_t pin_start = MonoNs();
   PinTicket ticket = PinBeforeCopy(&r);
   const uint64_t pin_ns = MonoNs() - pin_start;
-  r.usage_enter = ThreadUsageNow();
+  {
+    PS_PHASE(kCopyUsage);
+    r.usage_enter = ThreadUsageNow();
+  }
   r.t_enter = MonoNs();
   CuptiPushCall(r.call_id);  // device records of this call join to call_id
   int rc = call();
   CuptiPopCall();
   PinAfterCopy(&r, &ticket, rc);
   r.t_exit = MonoNs();
-  r.usage_exit = ThreadUsageNow();
+  {
+    PS_PHASE(kCopyUsage);
+    r.usage_exit = ThreadUsageNow();
+  }
   r.result = rc;
-  RecordCopy(r);
-  CuptiAfterCall();
-  AddHookCost(HookKind::kCopy, OwnNs(hook_start, pin_ns + (r.t_exit - r.t_enter)));
+  {
+    PS_PHASE(kCopyRecord);
+    RecordCopy(r);
+  }
+  {
+    PS_PHASE(kCopyCupti);
+    CuptiAfterCall();
+  }
+  const uint64_t own = OwnNs(hook_start, pin_ns + (r.t_exit - r.t_enter));
+  AddHookCost(HookKind::kCopy, own);
+#ifdef PINSCOPE_PHASES
+  phases::Add(phases::kCopyOwn, own);
+  phases::Add(phases::kCopyPin, pin_ns);
+#endif
   return rc;
 }
 
@@ -125,17 +152,30 @@ int TracedSync(uint32_t api, uint64_t stream, RealCall call) {
   r.api = api;
   r.stream = stream;
   r.call_id = NextCallId();
-  r.usage_enter = ThreadUsageNow();
+  {
+    PS_PHASE(kSyncUsage);
+    r.usage_enter = ThreadCpuNow();  // a wait: its CPU time, no faults (trace.proto)
+  }
   r.t_enter = MonoNs();
   CuptiPushCall(r.call_id);
   int rc = call();
   CuptiPopCall();
   r.t_exit = MonoNs();
-  r.usage_exit = ThreadUsageNow();
+  {
+    PS_PHASE(kSyncUsage);
+    r.usage_exit = ThreadCpuNow();
+  }
   r.result = rc;
-  RecordSync(r);
+  {
+    PS_PHASE(kSyncRecord);
+    RecordSync(r);
+  }
   CuptiAfterCall();
-  AddHookCost(HookKind::kSync, OwnNs(hook_start, r.t_exit - r.t_enter));
+  const uint64_t own = OwnNs(hook_start, r.t_exit - r.t_enter);
+  AddHookCost(HookKind::kSync, own);
+#ifdef PINSCOPE_PHASES
+  phases::Add(phases::kSyncOwn, own);
+#endif
   return rc;
 }
 

@@ -4,6 +4,7 @@
 #include "shim/base/clock.h"
 #include "shim/base/guard.h"
 #include "shim/base/own_cost.h"
+#include "shim/base/phases.h"
 #include "shim/base/usage.h"
 #include "shim/pin/pool.h"
 #include "shim/record/recorder.h"
@@ -56,12 +57,17 @@ void LoaderIter(const LoaderSettings& s) {
 
 void LoaderSpanBegin() {
   if (t_depth < kMaxLoaderSpanDepth) {
-    const uint64_t t0 = MonoNs();
-    t_spans[t_depth].usage = ThreadUsageNow();
-    t_spans[t_depth].t = MonoNs();
-    // The Python hook's calls are recording hooks too (own_cost.h); a span
-    // counts as one, at its end.
-    if (Recording()) AddHookTime(HookKind::kLoader, t_spans[t_depth].t - t0);
+    if (Recording()) {
+      PS_PHASE(kLoaderBegin);
+      const uint64_t t0 = MonoNs();
+      t_spans[t_depth].usage = ThreadUsageNow();
+      t_spans[t_depth].t = MonoNs();
+      // The Python hook's calls are recording hooks too (own_cost.h); a span
+      // counts as one, at its end.
+      AddHookTime(HookKind::kLoader, t_spans[t_depth].t - t0);
+    } else {
+      t_spans[t_depth].t = 0;  // begun unrecorded (passive, paused): dropped at its end
+    }
   }
   ++t_depth;
 }
@@ -70,9 +76,10 @@ void LoaderSpanEnd(uint32_t kind, uint64_t loader_id, uint64_t index, int32_t wo
                    uint32_t batch_samples) {
   if (t_depth == 0) return;  // an End without its Begin: ignored
   const int depth = --t_depth;
-  if (depth >= kMaxLoaderSpanDepth || !Recording()) return;
+  if (depth >= kMaxLoaderSpanDepth || !Recording() || t_spans[depth].t == 0) return;
   HookScope scope;
   HookCostTimer cost(HookKind::kLoader);
+  PS_PHASE(kLoaderEnd);
   LoaderRecord r;
   r.kind = kind;
   r.loader_id = loader_id;
@@ -91,6 +98,7 @@ void LoaderMark(uint32_t kind, uint64_t loader_id, uint64_t index) {
   if (!Recording()) return;
   HookScope scope;
   HookCostTimer cost(HookKind::kLoader);
+  PS_PHASE(kLoaderEnd);
   LoaderRecord r;
   r.kind = kind;
   r.loader_id = loader_id;

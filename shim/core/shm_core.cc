@@ -11,6 +11,7 @@
 #include "shim/base/clock.h"
 #include "shim/base/guard.h"
 #include "shim/base/own_cost.h"
+#include "shim/base/phases.h"
 #include "shim/core/shm_fds.h"
 #include "shim/core/shm_real.h"
 #include "shim/core/shm_state.h"
@@ -107,10 +108,16 @@ void Record(uint32_t op, const Identity& id, int fd, uint64_t size, uint64_t off
   // threads microseconds, docs/stacks.md).
   const bool stack = op == fields::kShmCreate || op == fields::kShmOpen ||
                      op == fields::kMemfdCreate || op == fields::kShmMap;
-  r.stack_id = stack ? CaptureStack(StackSite::kShm) : 0;
+  if (stack) {
+    PS_PHASE(kShmStack);
+    r.stack_id = CaptureStack(StackSite::kShm);
+  }
   r.t_enter = t0;
   r.t_exit = MonoNs();
-  RecordShm(r);
+  {
+    PS_PHASE(kShmPacket);
+    RecordShm(r);
+  }
   AddHookCost(HookKind::kShm, self_timed ? MonoNs() - t_record : 0);
 }
 

@@ -87,6 +87,8 @@ class ShmOwnTime {
   ShmOwnTime& operator=(const ShmOwnTime&) = delete;
   // The open scope of this thread, or nullptr.
   static ShmOwnTime* Current();
+  // Its own time so far (the diagnostic build's phases, shim/base/phases.h).
+  uint64_t own_ns_so_far() const { return MonoNs() - t0_ - aside_ns_; }
   // Inside Aside: a Record here times itself.
   bool in_aside() const { return in_aside_; }
 
@@ -229,10 +231,32 @@ class JobTable {
   bool FirstDiagnosis();
   void ResetForTest();
 
+  // The names of the job's newest segments, by identity: a process that
+  // creates or opens one by name (shm_open, memfd_create) publishes it, and
+  // a process that maps an fd it received (a DataLoader batch) takes the
+  // name from here instead of readlink(/proc/self/fd/N) - 11 us a batch on
+  // the H100 machine, the largest part of a received batch's hook (issue
+  // 16, docs/benchmarks.md). A ring of kNames; names longer than
+  // ShmMapping::kNameCap - 1 are cut as the fd table cuts them.
+  static constexpr size_t kNames = 64;
+  void PublishName(uint64_t device, uint64_t inode, const char* name);
+  // The newest name published for (device, inode), into out (cap bytes,
+  // NUL-terminated); false when none of the last kNames is it (or one was
+  // being rewritten while read). Lock-free.
+  bool FindName(uint64_t device, uint64_t inode, char* out, size_t cap) const;
+
  private:
   struct Header {
     std::atomic<uint32_t> said;
+    std::atomic<uint32_t> names_head;  // names published so far
   };
+  // A seqlock each: seq odd while its writer fills it.
+  struct Name {
+    std::atomic<uint32_t> seq;
+    std::atomic<uint64_t> device, inode;
+    std::atomic<uint64_t> words[ShmMapping::kNameCap / 8];
+  };
+  Name* names_ = nullptr;
   struct Slot {
     std::atomic<uint32_t> state;  // 0 free, 1 being written, 2 live
     uint32_t pid;

@@ -70,6 +70,23 @@ void NameFrom(const char* name, Identity* id) {
   CopyString(id->name, sizeof id->name, name ? name : "");
 }
 
+// Tells the job the name of an object this process made or opened, as
+// readlink would give it to a process mapping the object through a
+// received fd (NameFromFdLink): "/name" for /dev/shm (glibc drops the
+// leading slashes shm_open is given), the label for a memfd.
+void PublishName(const Identity& id, const char* name, bool memfd) {
+  if (!name || id.inode == 0) return;
+  if (memfd) {
+    Job().PublishName(id.device, id.inode, name);
+    return;
+  }
+  while (*name == '/') ++name;
+  char slashed[ShmMapping::kNameCap];
+  slashed[0] = '/';
+  CopyString(slashed + 1, sizeof slashed - 1, name);
+  Job().PublishName(id.device, id.inode, slashed);
+}
+
 }  // namespace
 
 std::atomic<FdEntry*> g_fds{nullptr};
@@ -103,6 +120,13 @@ bool IdentifyShm(int fd, Identity* id) {
   id->inode = st.st_ino;
   id->size = static_cast<uint64_t>(st.st_size);
   id->flags = dev == State().memfd_dev ? static_cast<uint32_t>(kFlagMemfd) : 0u;
+  // Made or opened by name in this job (a worker's batch): its name is
+  // known without a readlink, the slowest part of this path.
+  if (Job().FindName(dev, id->inode, id->name, sizeof id->name)) {
+    if (dev != State().memfd_dev && IsDriverInternalName(id->name))
+      id->flags |= kFlagDriverInternal;
+    return true;
+  }
   char proc[40] = "/proc/self/fd/";
   FormatU64(proc + 14, sizeof proc - 14, static_cast<uint64_t>(fd));
   char link[512];
@@ -162,7 +186,10 @@ int ShmOpen(const char* name, int oflag, mode_t mode) {
     id.inode = st.st_ino;
     id.size = static_cast<uint64_t>(st.st_size);
   }
-  if (fd >= 0) TrackFd(fd, id);
+  if (fd >= 0) {
+    TrackFd(fd, id);
+    PublishName(id, name, false);
+  }
   if (fd >= 0 && created && (oflag & O_EXCL))
     Aside([&] { PoolSegmentCreated(fd, name, id.device, id.inode); });
   Record(created ? f::kShmCreate : f::kShmOpen, id, fd, id.size, 0, 0, oflag, 0, err, t0);
@@ -209,7 +236,10 @@ int MemfdCreate(const char* name, unsigned flags) {
     id.device = st.st_dev;
     id.inode = st.st_ino;
   }
-  if (fd >= 0) TrackFd(fd, id);
+  if (fd >= 0) {
+    TrackFd(fd, id);
+    PublishName(id, name, true);
+  }
   Record(f::kMemfdCreate, id, fd, 0, 0, 0, static_cast<int>(flags), 0, err, t0);
   if (fd < 0) scope.KeepErrno(err);
   return fd;

@@ -15,11 +15,65 @@ bool JobTable::Create() {
   if (slots_) return true;
   // MAP_SHARED: forked children write into the same table. One page of
   // header, then the slots.
-  auto* mem = static_cast<uint8_t*>(MapAnon(4096 + sizeof(Slot) * kSlots, MAP_SHARED));
+  auto* mem = static_cast<uint8_t*>(
+      MapAnon(4096 + sizeof(Slot) * kSlots + sizeof(Name) * kNames, MAP_SHARED));
   if (!mem) return false;
   header_ = reinterpret_cast<Header*>(mem);
   slots_ = reinterpret_cast<Slot*>(mem + 4096);
+  names_ = reinterpret_cast<Name*>(mem + 4096 + sizeof(Slot) * kSlots);
   return true;
+}
+
+void JobTable::PublishName(uint64_t device, uint64_t inode, const char* name) {
+  if (!names_ || !name || !*name || inode == 0) return;
+  Name& n = names_[header_->names_head.fetch_add(1, std::memory_order_relaxed) % kNames];
+  uint32_t seq = n.seq.load(std::memory_order_relaxed);
+  // Another writer in this entry (the ring went round meanwhile): leave it.
+  if ((seq & 1) || !n.seq.compare_exchange_strong(seq, seq + 1, std::memory_order_acquire)) return;
+  std::atomic_thread_fence(std::memory_order_release);
+  n.device.store(device, std::memory_order_relaxed);
+  n.inode.store(inode, std::memory_order_relaxed);
+  constexpr size_t kWords = sizeof n.words / sizeof n.words[0];
+  size_t at = 0;
+  for (size_t w = 0; w < kWords; ++w) {
+    uint64_t word = 0;
+    for (size_t b = 0; b < 8; ++b) {
+      const size_t i = w * 8 + b;
+      // The last byte stays NUL: a name is cut to kNameCap - 1.
+      const unsigned char c =
+          i + 1 < sizeof n.words && name[at] ? static_cast<unsigned char>(name[at++]) : 0;
+      word |= static_cast<uint64_t>(c) << (8 * b);
+    }
+    n.words[w].store(word, std::memory_order_relaxed);
+  }
+  n.seq.store(seq + 2, std::memory_order_release);
+}
+
+bool JobTable::FindName(uint64_t device, uint64_t inode, char* out, size_t cap) const {
+  if (!names_ || cap == 0 || inode == 0) return false;
+  const uint32_t head = header_->names_head.load(std::memory_order_acquire);
+  const uint32_t back = head < kNames ? head : static_cast<uint32_t>(kNames);
+  constexpr size_t kWords = sizeof(Name::words) / sizeof(uint64_t);
+  for (uint32_t k = 1; k <= back; ++k) {
+    const Name& n = names_[(head - k) % kNames];
+    const uint32_t seq = n.seq.load(std::memory_order_acquire);
+    if ((seq & 1) || seq == 0 || n.device.load(std::memory_order_relaxed) != device ||
+        n.inode.load(std::memory_order_relaxed) != inode)
+      continue;
+    uint64_t words[kWords];
+    for (size_t w = 0; w < kWords; ++w) words[w] = n.words[w].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (n.seq.load(std::memory_order_relaxed) != seq) continue;  // rewritten meanwhile
+    size_t i = 0;
+    for (; i + 1 < cap && i < sizeof words; ++i) {
+      const char c = static_cast<char>(words[i / 8] >> (8 * (i % 8)));
+      if (!c) break;
+      out[i] = c;
+    }
+    out[i] = '\0';
+    return true;
+  }
+  return false;
 }
 
 bool JobTable::FirstDiagnosis() {
@@ -99,6 +153,9 @@ JobUsage JobTable::Usage() const {
 void JobTable::ResetForTest() {
   said_locally_.store(false);
   if (header_) header_->said.store(0);
+  if (header_) header_->names_head.store(0);
+  if (names_)
+    for (size_t i = 0; i < kNames; ++i) names_[i].seq.store(0);
   if (!slots_) return;
   for (size_t i = 0; i < kSlots; ++i) slots_[i].state.store(0);
 }

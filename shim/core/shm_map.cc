@@ -9,6 +9,7 @@
 
 #include "shim/base/clock.h"
 #include "shim/base/guard.h"
+#include "shim/base/phases.h"
 #include "shim/core/shm_core.h"
 #include "shim/core/shm_fds.h"
 #include "shim/core/shm_pool.h"
@@ -70,6 +71,7 @@ bool ForgetRange(uint64_t addr, uint64_t len, uint64_t t0, bool replace, Identit
     id.flags = p.mapping.flags;
     memcpy(id.name, p.mapping.name, sizeof id.name);
     id.pool = kept;
+    PS_PHASE(kUnmapRecord);
     Record(f::kShmUnmap, id, -1, p.size, p.mapping.offset + (p.address - p.mapping.address),
            p.address, 0, 0, 0, t0);
     if (recorded && recorded->inode == 0) *recorded = id;
@@ -107,7 +109,11 @@ void* MmapSlow(void* addr, size_t length, int prot, int flags, int fd, off_t off
   if ((flags & MAP_FIXED) && Registry().MayOverlapMappings(a, length))
     ForgetRange(a, length, t0, true, nullptr);
   Identity id;
-  bool shm = fd >= 0 && !(flags & MAP_ANONYMOUS) && IdentifyShm(fd, &id);
+  bool shm;
+  {
+    PS_PHASE(kMapIdentify);
+    shm = fd >= 0 && !(flags & MAP_ANONYMOUS) && IdentifyShm(fd, &id);
+  }
   // A pool slot's fd: its batch is the owner's registered mapping already.
   // Served only while the registry has room for it (with a margin for
   // threads mapping at once): the program's munmap finds the slot there,
@@ -153,10 +159,15 @@ void* MmapSlow(void* addr, size_t length, int prot, int flags, int fd, off_t off
         at = p == MAP_FAILED ? 0 : reinterpret_cast<uintptr_t>(p);
         m.address = at;
       }
-      if (at && (served || Registry().AddMapping(m))) {
+      bool added;
+      {
+        PS_PHASE(kMapTables);
+        added = at && (served || Registry().AddMapping(m));
         // A pool slot is not on /dev/shm, and is registered already.
-        if (!(id.flags & kFlagDriverInternal) && !served)
+        if (added && !(id.flags & kFlagDriverInternal) && !served)
           State().job.Add(ProcessId(), at, id.device, id.inode, length);
+      }
+      if (added) {
         EnsureSigbusHandler();
         // A DataLoader batch arriving: registered ahead if its size is one
         // this process copies (docs/pinning.md, pin-ahead).
@@ -165,9 +176,13 @@ void* MmapSlow(void* addr, size_t length, int prot, int flags, int fd, off_t off
       }
     }
     id.pool = served != nullptr;
+    PS_PHASE(kMapRecord);
     Record(f::kShmMap, id, fd, length, static_cast<uint64_t>(offset), at, flags, prot, err, t0);
   }
   if (err) scope.KeepErrno(err);
+#ifdef PINSCOPE_PHASES
+  if (shm) phases::Add(phases::kMapOwn, own.own_ns_so_far());
+#endif
   return p;
 }
 
@@ -183,14 +198,24 @@ int MunmapSlow(void* addr, size_t length) {
   // A pool slot kept by the pool stays mapped: the program's munmap of it
   // is done as far as the program can tell.
   Identity recorded;  // the first mapping recorded as unmapped here
-  if (ForgetRange(a, len, t0, false, &recorded)) return 0;
+  bool kept;
+  {
+    PS_PHASE(kUnmapForget);
+    kept = ForgetRange(a, len, t0, false, &recorded);
+  }
+  if (kept) return 0;
   const uint64_t t1 = MonoNs();
   int rc = Aside([&] { return g_real.munmap(addr, length); });
   if (rc < 0) scope.KeepErrno(errno);
   // How long the call took: the pages freed, when this was the segment's
   // last mapping (the pipeline model's release of a batch).
-  if (recorded.inode != 0 && rc == 0)
+  if (recorded.inode != 0 && rc == 0) {
+    PS_PHASE(kUnmapDone);
     Record(f::kShmUnmapDone, recorded, -1, len, 0, a, 0, 0, 0, t1);
+  }
+#ifdef PINSCOPE_PHASES
+  if (recorded.inode != 0) phases::Add(phases::kUnmapOwn, own.own_ns_so_far());
+#endif
   return rc;
 }
 

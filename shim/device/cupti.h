@@ -44,7 +44,14 @@ extern std::atomic<uint64_t> g_hooked_calls;
 // the window has lasted PINSCOPE_CUPTI_WINDOW_MS (UINT64_MAX otherwise).
 extern std::atomic<uint64_t> g_window_calls_due;
 void WindowDueSlow();
+bool EndWindowNow();
 }  // namespace cupti_internal
+
+// Ends a device-record window open now, on a program thread after its CUDA
+// work (the recording paused: no window spans a pause, pinscope_recording_pause).
+// Timed as a CUPTI switch. False when the flusher held CUPTI's lock for
+// 100 ms and the window is still open.
+bool CuptiEndWindow();
 
 // Around the real copy/sync call: makes the shim's call_id CUPTI's external
 // correlation id for the CUDA calls made in between, so device records join

@@ -9,6 +9,7 @@
 #include <cupti_activity.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <time.h>
 
 #include <atomic>
 
@@ -217,4 +218,29 @@ void ServeWindow() {
   pthread_mutex_unlock(&s.mu);
 }
 
+bool EndWindowNow() {
+  CuptiState& s = Cupti();
+  HookScope scope;
+  // The flusher holds the lock for a flush at most: 100 tries 1 ms apart.
+  for (int tries = 0; tries < 100; ++tries) {
+    if (pthread_mutex_trylock(&s.mu) == 0) {
+      if (s.state.load() == kActive && s.windows.on && s.windows.attached &&
+          !s.program_owns.load()) {
+        const uint64_t t0 = MonoNs();
+        DetachLocked();
+        AddCuptiSwitchCost(MonoNs() - t0);
+      }
+      pthread_mutex_unlock(&s.mu);
+      return true;
+    }
+    timespec ts{0, 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  return false;
+}
+
 }  // namespace pinscope::shim::cupti_internal
+
+namespace pinscope::shim {
+bool CuptiEndWindow() { return cupti_internal::EndWindowNow(); }
+}  // namespace pinscope::shim

@@ -19,6 +19,7 @@
 #include "shim/base/guard.h"
 #include "shim/base/log.h"
 #include "shim/base/own_cost.h"
+#include "shim/base/phases.h"
 #include "shim/device/cupti.h"
 #include "shim/device/nvml.h"
 #include "shim/pin/pinning.h"
@@ -256,12 +257,18 @@ void OnTraceOpen() {
 
 void FlusherTick() {
   PinPeriodic();  // idle kept pinned blocks, even once passive (no lock held here)
+  // Paused (PauseRecording): no window begins, no sample is taken.
   if (!Recording() || !RecorderOpen()) return;
   CuptiFlushPeriodic();  // device records: a crash loses at most one period
   NvmlSamplePeriodic();  // GPU utilization samples since the last tick
   WriteThreadSample();
   WriteCounters();
   FlushTrace();
+}
+
+int PauseProcessRecording(bool pause) {
+  if (!PauseRecording(pause)) return -1;
+  return pause && !CuptiEndWindow() ? 1 : 0;
 }
 
 void InitProcess() { InitProcessIn(getauxval(AT_SECURE) != 0); }
@@ -348,10 +355,11 @@ void ForkChild() {
   NvmlForkChild();
   StacksResetInChild();
   OwnCostResetInChild();
+  PS_PHASE_RESET_IN_CHILD();
 }
 
 void FinishProcess(uint32_t how, int status) {
-  if (!RecorderOpen() || !Recording()) return;
+  if (!RecorderOpen() || !RecorderLive()) return;
   HookScope scope;
   if (how == fields::kExit && g_exit_status_known.load()) status = g_exit_status;
   if (how != fields::kSignal) {
@@ -361,16 +369,17 @@ void FinishProcess(uint32_t how, int status) {
   }
   WriteCounters();
   RecorderFinish(how, status);
+  PS_PHASE_DUMP();
 }
 
 void FinishProcessFromSignal(uint32_t how, int status) {
-  if (!RecorderOpen() || !Recording()) return;
+  if (!RecorderOpen() || !RecorderLive()) return;
   HookScope scope;
   RecorderFinishFromSignal(how, status);
 }
 
 void ResumeAfterFailedExec(const char* path, int err) {
-  if (!RecorderOpen() || !Recording()) return;
+  if (!RecorderOpen() || !RecorderLive()) return;
   HookScope scope;
   RecorderResume();
   char text[4400];

@@ -40,6 +40,13 @@ void FinishProcess(uint32_t how, int status);
 // last device records, thread samples or counters.
 void FinishProcessFromSignal(uint32_t how, int status);
 
+// Recording paused or resumed in this process (PauseRecording) from a
+// program thread, its CUDA work done: pausing also ends a device-record
+// window open now (CuptiEndWindow), so that none spans the pause. 0 when the
+// recorder is now as asked; 1 paused, the window still open (CUPTI's lock
+// busy for 100 ms); -1 not recording here (not started, or passive).
+int PauseProcessRecording(bool pause);
+
 // One period's work of the flusher thread: idle pinned blocks, device
 // records (CuptiFlushPeriodic), the thread sample and counters, then the
 // trace buffer written out. The flusher calls it every PINSCOPE_FLUSH_MS;

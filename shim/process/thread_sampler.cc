@@ -94,7 +94,7 @@ void Flush(const Entry* entries, int n) {
 }  // namespace
 
 void WriteThreadSample() {
-  if (!Recording()) return;
+  if (!RecorderLive()) return;  // at exit too when paused
   HookScope scope;
   int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;

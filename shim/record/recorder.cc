@@ -19,7 +19,10 @@ namespace pinscope::shim {
 
 namespace {
 
-enum State : int { kUninit = 0, kActive = 1, kPassive = 2 };
+// kPaused: started, and events are not recorded for now (PauseRecording);
+// the file, the exit packet and what the flusher and CUPTI's buffers write
+// go on as while active.
+enum State : int { kUninit = 0, kActive = 1, kPassive = 2, kPaused = 3 };
 
 std::atomic<int> g_state{kUninit};
 std::atomic<bool> g_open{false};
@@ -34,6 +37,8 @@ std::atomic<uint64_t> g_dropped{0};
 std::atomic<uint64_t> g_copies{0};
 std::atomic<uint64_t> g_allocs{0};
 PINSCOPE_TLS bool t_thread_announced = false;
+
+bool Live(int state) { return state == kActive || state == kPaused; }
 
 const char* ErrorText(int e) {
   const char* s = strerrordesc_np(e);
@@ -55,7 +60,7 @@ bool EnsureOpen() {
   HookScope scope;
   pthread_mutex_lock(&g_open_mu);
   bool ok = g_open.load(std::memory_order_relaxed);
-  if (!ok && g_state.load() == kActive) {
+  if (!ok && Live(g_state.load())) {
     int err =
         g_writer.Open(GetConfig().out_fd, GetConfig().out_dir, g_id.pid, GetConfig().compress);
     if (err) {
@@ -120,6 +125,14 @@ void RecorderStayPassive() {
 
 bool Recording() { return g_state.load(std::memory_order_relaxed) == kActive; }
 bool RecorderUninitialized() { return g_state.load() == kUninit; }
+bool RecorderLive() { return Live(g_state.load(std::memory_order_relaxed)); }
+
+bool PauseRecording(bool pause) {
+  int from = pause ? kActive : kPaused;
+  const int to = pause ? kPaused : kActive;
+  // From `from` only: a passive recorder stays passive.
+  return g_state.compare_exchange_strong(from, to) || from == to;
+}
 bool RecorderOpen() { return g_open.load(std::memory_order_acquire); }
 const ProcessIdentity& Identity() { return g_id; }
 uint32_t ProcessId() { return g_id.pid; }
@@ -194,7 +207,7 @@ void RecorderForkChild() {
 }
 
 void RecorderFinish(uint32_t how, int status) {
-  if (!g_open.load() || g_state.load() != kActive) return;
+  if (!g_open.load() || !Live(g_state.load())) return;
   HookScope scope;
   Packet p(fields::packet::kExit, MonoNs());
   p.e().Varint(fields::exit::kHow, how);
@@ -210,7 +223,7 @@ void RecorderFinish(uint32_t how, int status) {
 }
 
 void RecorderResume() {
-  if (!g_open.load() || g_state.load() != kActive) return;
+  if (!g_open.load() || !Live(g_state.load())) return;
   g_final.store(false);
 }
 
@@ -235,8 +248,7 @@ bool AppendFromSignal(const uint8_t* framed, size_t n) {
   // A lock another thread holds is released soon (that thread runs): up to
   // 250 tries 2 ms apart. One this thread holds never is (kNever).
   for (int attempt = 0; attempt < 250; ++attempt) {
-    if (g_state.load(std::memory_order_relaxed) != kActive ||
-        !g_open.load(std::memory_order_acquire))
+    if (!Live(g_state.load(std::memory_order_relaxed)) || !g_open.load(std::memory_order_acquire))
       return false;
     switch (g_writer.TryWriteFromSignal(framed, n)) {
       case TraceWriter::SignalWrite::kWritten:
@@ -283,7 +295,7 @@ bool Packet::Commit() {
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  if (g_state.load(std::memory_order_relaxed) != kActive || !EnsureOpen()) return false;
+  if (!Live(g_state.load(std::memory_order_relaxed)) || !EnsureOpen()) return false;
   if (!t_thread_announced) AnnounceThread();
   if (!g_writer.Append(buf_, enc_.size())) {
     CheckWriter();
@@ -384,8 +396,10 @@ void RecordShm(const ShmRecord& r) {
   e.Bool(s::kPool, r.pool);
   e.Varint(s::kStackId, r.stack_id);
   e.Varint(s::kEnd, r.t_exit);
-  if (r.op == fields::kShmCreate || r.op == fields::kShmMap || r.op == fields::kShmUnmap)
-    EncodeUsage(e, s::kUsage, ThreadUsageNow());
+  // A worker's CPU time per batch (consecutive creations). Not on the maps
+  // and unmaps: two system calls each, on the thread that receives every
+  // batch, which nothing read (issue 16; before the twenty-fifth session).
+  if (r.op == fields::kShmCreate) EncodeUsage(e, s::kUsage, ThreadUsageNow());
   p.Commit();
 }
 

@@ -44,6 +44,17 @@ void RecorderStart(uint32_t origin, const RecorderCallbacks& callbacks);
 void RecorderStayPassive();
 // True while events are being recorded (cheap: one relaxed load).
 bool Recording();
+// Started and not passive: recording, or paused. The process's file, its
+// Counters and exit packets and the device records already asked for are
+// written while paused.
+bool RecorderLive();
+// Stops recording events for now (pause), or starts again: every hook
+// passes through as when passive, and nothing else changes. For measuring
+// what recording costs inside one process (tools/bench/turns.py's paired
+// sides, through pinscope_recording_pause). True when the recorder is now
+// as asked; false when it is not started or passive. A child forked while
+// paused starts paused.
+bool PauseRecording(bool pause);
 // True while the recorder has not yet been started or made passive.
 bool RecorderUninitialized();
 // The trace file of this process is open (its first event was recorded).

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""tools/bench/turns.py (issue 16): the arithmetic on planted turns, exact;
-then the real thing on the CPU: a no-tool side and a side under
-`pinscope run` (the real shim) taking turns on mlp12's loop at width 64,
-in the order A B, B A, ...; and a side that cannot start, reported as such.
+"""tools/bench/turns.py (issue 16): the arithmetic on planted turns, exact
+(kinds, the steady pace, paired sides and --pool); then the real thing on
+the CPU: a no-tool side and a side under `pinscope run` (the real shim)
+taking turns on mlp12's loop at width 64, in the order A B, B A, ...; a
+paired side (recording paused and resumed through the shim's
+pinscope_recording_pause); a side that cannot start, and a paired side
+without the shim, reported as such.
 
     turns_test.py TOOLS_DIR PINSCOPE_CLI
 """
@@ -17,6 +20,15 @@ sys.path.insert(0, os.path.join(tools, "bench"))
 import turns  # noqa: E402
 
 fails = []
+
+
+def tiny_run(sides, ps, seconds, out):
+    """turns.py on the tiny job on the CPU with these sides; its result."""
+    argv = [sys.executable, os.path.join(tools, "bench", "turns.py"), "--job", "tiny",
+            "--device", "cpu", "--ps", ps, "--seconds", str(seconds), "--out", out]
+    for side in sides:
+        argv += ["--side", side]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=240)
 
 
 def expect(what, got, want, tol=0.0):
@@ -91,6 +103,64 @@ lo, hi = f["kinds"]["pinscope"]["steady_overhead_ci95"]
 if not (103 / 104 - 1 - 1e-12 <= lo < 104 / 102 - 1 < hi <= 105 / 100 - 1 + 1e-12):
     fails.append("steady: interval [%r, %r] not within [103/104, 105/100]" % (lo, hi))
 
+# Paired sides: each process's turns with recording against its own turns
+# without, in the same rounds. Process a: 100 off, 101 on (+1%); process b:
+# 110 off, 112.2 on (+2%), and one round of b's on turns 50 ms slower (a
+# window): in b's total, not in its steady pace. Pooled: the processes' mean.
+paired = []
+for r in range(20):
+    paired += [(r, "plain", 100_000_000, 25), (r, "a.off", 100_000_000, 25),
+               (r, "a.on", 101_000_000, 25), (r, "b.off", 110_000_000, 25),
+               (r, "b.on", 112_200_000 + (50_000_000 if r == 3 else 0), 25)]
+pz = turns.summarize(["plain", "a.off", "a.on", "b.off", "b.on"], paired,
+                     kinds={"plain": "plain", "a.off": "paired.off", "a.on": "paired.on",
+                            "b.off": "paired.off", "b.on": "paired.on"},
+                     pairs={"a": ("a.off", "a.on"), "b": ("b.off", "b.on")})["paired"]
+expect("paired: processes", pz["processes"], 2)
+expect("paired: a", pz["each"]["a"]["overhead"], 0.01, 1e-12)
+expect("paired: a steady", pz["each"]["a"]["steady_overhead"], 0.01, 1e-12)
+expect("paired: b", pz["each"]["b"]["overhead"], (20 * 112.2 + 50) / (20 * 110) - 1, 1e-12)
+expect("paired: b steady", pz["each"]["b"]["steady_overhead"], 0.02, 1e-12)
+expect("paired: b median round", pz["each"]["b"]["median_round_overhead"], 0.02, 1e-12)
+expect("paired: b off ms a step", pz["each"]["b"]["off_ms_per_step"], 4.4, 1e-12)
+expect("paired: pooled steady", pz["steady_overhead"], 0.015, 1e-12)
+lo, hi = pz["steady_overhead_ci95"]
+if not (0.01 - 1e-12 <= lo < 0.015 < hi <= 0.02 + 1e-12):
+    fails.append("paired: steady interval [%r, %r] not within [1%%, 2%%] around 1.5%%" % (lo, hi))
+expect("paired: slots", turns.slots_of(["plain", "paired:PINSCOPE_CUPTI=0@x"])[0],
+       ["plain", "paired_PINSCOPE_CUPTI_0_x.off", "paired_PINSCOPE_CUPTI_0_x.on"])
+
+# Runs of one paired side each, pooled (--pool): run a +1% in every round,
+# run b +3%: their mean +2%, the interval between them; a file with two
+# paired sides is refused by name.
+pool_dir = tempfile.mkdtemp(prefix="turns-pool-")
+pool_files = []
+for name, extra in (("a", 0.01), ("b", 0.03)):
+    path = os.path.join(pool_dir, name + ".jsonl")
+    with open(path, "w") as fh:
+        for r in range(30):
+            fh.write(json.dumps({"round": r, "side": "paired.off", "ns": 100_000_000, "steps": 5}) + "\n")
+            fh.write(json.dumps({"round": r, "side": "paired.on", "ns": int(1e8 * (1 + extra)),
+                                 "steps": 5, "switch_ns": 20_000}) + "\n")
+    pool_files.append(path)
+pooled = turns.pool_paired(pool_files)
+expect("pool: runs", pooled["runs"], 2)
+expect("pool: rounds", pooled["rounds"], [30, 30])
+expect("pool: mean", pooled["overhead"], 0.02, 1e-9)
+expect("pool: each", [round(x, 9) for x in pooled["each"]], [0.01, 0.03])
+lo, hi = pooled["overhead_ci95"]
+if not (0.01 - 1e-9 <= lo <= 0.02 <= hi <= 0.03 + 1e-9):
+    fails.append("pool: interval [%r, %r] not between the runs around 2%%" % (lo, hi))
+two = os.path.join(pool_dir, "two.jsonl")
+with open(two, "w") as fh:
+    for side in ("x.off", "x.on", "y.off", "y.on"):
+        fh.write(json.dumps({"round": 0, "side": side, "ns": 1, "steps": 1}) + "\n")
+r = subprocess.run([sys.executable, os.path.join(tools, "bench", "turns.py"), "--pool", two],
+                   capture_output=True, text=True)
+expect("pool, two paired sides: exit", r.returncode, 1)
+if "2 paired sides" not in r.stderr:
+    fails.append("pool, two paired sides: %r" % r.stderr)
+
 # A recorded run summarized again (--from): the same figures; a side the
 # list does not name is an error that names it.
 rec = tempfile.mkdtemp(prefix="turns-from-")
@@ -114,9 +184,7 @@ if "pinscope_b, plain_b" not in r.stderr:
 
 # 2. The real thing on the CPU, 3 s of turns.
 out = tempfile.mkdtemp(prefix="turns-test-")
-r = subprocess.run([sys.executable, os.path.join(tools, "bench", "turns.py"), "--job", "tiny",
-                    "--device", "cpu", "--side", "plain", "--side", "pinscope", "--ps", pinscope,
-                    "--seconds", "3", "--out", out], capture_output=True, text=True, timeout=240)
+r = tiny_run(["plain", "pinscope"], pinscope, 3, out)
 if r.returncode != 0:
     fails.append("tiny run: exit %d\n%s" % (r.returncode, r.stderr[-2000:]))
 else:
@@ -150,12 +218,43 @@ else:
     if "pinscope: recording" not in log or os.path.join(out, "pinscope.run") not in log:
         fails.append("tiny: the pinscope side's log does not show pinscope run: %r" % log[:500])
 
+# 2b. A paired side on the CPU: one process under `pinscope run` whose
+# turns alternate without recording and with it (pinscope_recording_pause,
+# through ctypes); the pause and resume calls' time is in its "on" turns.
+out = tempfile.mkdtemp(prefix="turns-test-")
+r = tiny_run(["plain", "paired"], pinscope, 3, out)
+if r.returncode != 0:
+    fails.append("paired run: exit %d\n%s" % (r.returncode, r.stderr[-2000:]))
+else:
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    expect("paired run: exits", res["exit"], {"plain": 0, "paired": 0})
+    expect("paired run: slots", sorted(res["sides"]), ["paired.off", "paired.on", "plain"])
+    expect("paired run: one process", res["paired"]["processes"], 1)
+    rows = [json.loads(line) for line in open(os.path.join(out, "turns.jsonl"))]
+    on = [row for row in rows if row["side"] == "paired.on"]
+    off = [row for row in rows if row["side"] == "paired.off"]
+    expect("paired run: as many on turns as off", len(on), len(off))
+    if not on or not all(row.get("switch_ns", 0) > 0 for row in on):
+        fails.append("paired run: on turns without their switches: %r" % on[:3])
+    if any("switch_ns" in row for row in off):
+        fails.append("paired run: an off turn holds a switch")
+# A paired side whose process has no shim (its "pinscope" runs the command
+# as it is): said, exit 1.
+out = tempfile.mkdtemp(prefix="turns-test-")
+bare = os.path.join(out, "bare-run")
+with open(bare, "w") as fh:
+    fh.write('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n')
+os.chmod(bare, 0o755)
+r = tiny_run(["plain", "paired"], bare, 2, out)
+expect("paired without the shim: exit", r.returncode, 1)
+log = open(os.path.join(out, "paired.log")).read()
+if "without pinscope_recording_pause" not in log:
+    fails.append("paired without the shim: its log says %r" % log[-300:])
+
 # 3. A side that cannot start (its "pinscope" is /bin/false): said, exit 1,
 # and the other side stopped (it exits 0).
 out = tempfile.mkdtemp(prefix="turns-test-")
-r = subprocess.run([sys.executable, os.path.join(tools, "bench", "turns.py"), "--job", "tiny",
-                    "--device", "cpu", "--side", "plain", "--side", "pinscope", "--ps", "/bin/false",
-                    "--seconds", "3", "--out", out], capture_output=True, text=True, timeout=240)
+r = tiny_run(["plain", "pinscope"], "/bin/false", 3, out)
 expect("cannot start: exit", r.returncode, 1)
 res = json.loads(r.stdout.strip().splitlines()[-1])
 expect("cannot start: the other side", res["exit"].get("plain"), 0)

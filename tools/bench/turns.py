@@ -54,6 +54,22 @@ the same for the steady pace, each side's median turn, and the one-time
 excess above it against the reference kind's) and writes OUT/turns.jsonl
 (every turn). Exit 1 when a side failed. `--from OUT/turns.jsonl` with the
 run's --side list summarizes a recorded run again.
+
+Paired sides (`paired` or `paired:ENV=V,...`, twenty-fifth session): one
+process under `pinscope run` with two slots in every round, NAME.off and
+NAME.on, in the rounds' random order; before each turn it pauses or
+resumes pinscope's recording (pinscope_recording_pause, through ctypes:
+every hook passes through as when passive, the Python hook calls the
+DataLoader straight, a device-record window open at the pause ends), and
+the time of those calls goes to its on turn. Its on turns against its off
+turns hold no spread between processes (`paired` in the JSON: each
+process, and the processes pooled). Alone (`--side paired`), the process
+steps all the time, as a job does. What a paired side does not hold:
+pinscope's mere presence (the malloc family's pass-through and the
+interposed symbols, measured at nothing on the H100, docs/benchmarks.md),
+the DataLoader workers' recording (other processes, not paused), and the
+tool's threads while paused (the flusher skips its tick). `--pool
+A/turns.jsonl B/turns.jsonl ...` pools runs of one paired side each.
 """
 import argparse
 import hashlib
@@ -82,10 +98,14 @@ class Turns:
     """Counts steps and, every turn_steps after warmup, reports its turn's
     time and waits for the next: after_step() says whether to stop."""
 
-    def __init__(self, go, done, turn_steps, warmup, sync, main_cpu=None):
+    def __init__(self, go, done, turn_steps, warmup, sync, main_cpu=None, pause=None):
         self.go, self.done, self.main_cpu = go, done, main_cpu
         self.turn_steps, self.warmup, self.sync = turn_steps, warmup, sync
         self.n, self.t0 = 0, 0
+        # A paired side: pinscope's pinscope_recording_pause, called before
+        # each turn as the driver says ("go off", "go on"); its own time is
+        # reported beside the turn's (the driver counts it with recording).
+        self.pause, self.switch_ns = pause, 0
 
     def _say(self, text):
         os.write(self.done, (text + "\n").encode())
@@ -94,6 +114,17 @@ class Turns:
         line = self.go.readline()
         if not line or line.strip() == "stop":
             return True
+        mode = line.split()[1:]
+        self.switch_ns = 0
+        if mode:
+            if self.pause is None:
+                sys.exit("turns.py: a turn %r for a side that is not paired" % line.strip())
+            t = time.perf_counter_ns()
+            rc = self.pause(1 if mode[0] == "off" else 0)
+            self.switch_ns = time.perf_counter_ns() - t
+            if rc < 0:
+                sys.exit("turns.py: pinscope_recording_pause(%s) = %d: this process does not "
+                         "record" % (mode[0], rc))
         self.t0 = time.perf_counter_ns()
         return False
 
@@ -110,7 +141,8 @@ class Turns:
                 os.sched_setaffinity(0, {self.main_cpu})
             self._say("ready")
             return self._wait()
-        self._say(str(time.perf_counter_ns() - self.t0))
+        ns = time.perf_counter_ns() - self.t0
+        self._say("%d %d" % (ns, self.switch_ns) if self.pause else str(ns))
         return self._wait()
 
 
@@ -148,7 +180,16 @@ def side_main(args):
     import torch
     dev = torch.device(args.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    turns = Turns(go, done, args.turn_steps, args.warmup, sync, args.main_cpu)
+    pause = None
+    if args.paired:
+        import ctypes
+        try:
+            pause = ctypes.CDLL(None).pinscope_recording_pause
+        except AttributeError:
+            sys.exit("turns.py: a paired side without pinscope_recording_pause in its process "
+                     "(not under pinscope run, or a libpinscope.so before it)")
+        pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
+    turns = Turns(go, done, args.turn_steps, args.warmup, sync, args.main_cpu, pause)
     prof = None
     if args.profiler:
         from torch.profiler import ProfilerActivity, profile
@@ -215,13 +256,15 @@ def open_go(path, proc, timeout_s):
         time.sleep(0.01)
 
 
-def summarize(sides, turns, reference=None, resamples=2000, seed=0, kinds=None):
+def summarize(sides, turns, reference=None, resamples=2000, seed=0, kinds=None, pairs=None):
     """sides: names; turns: (round, side, ns, steps). Per side ms a step;
     against the reference (the first side) the ratio of total turn time over
     the rounds every side completed, its 95% interval (the rounds
     resampled), and the median of per-round ratios. kinds (name -> kind,
     where two sides share one): the sides of a kind pooled, against the
-    reference's kind."""
+    reference's kind. pairs (process -> (its off side, its on side)): each
+    paired process's turns with recording against its own turns without,
+    and the processes pooled (`paired`)."""
     reference = reference or sides[0]
     by_round = {}
     for r, s, ns, steps in turns:
@@ -257,6 +300,8 @@ def summarize(sides, turns, reference=None, resamples=2000, seed=0, kinds=None):
             "overhead_ci95": [boot[int(0.025 * len(boot))] - 1, boot[int(0.975 * len(boot)) - 1] - 1],
             "median_round_overhead": statistics.median(m / f for m, f in zip(mine, ref)) - 1,
         })
+    if pairs and rounds:
+        out["paired"] = paired_summary(by_round, rounds, pairs, rng, resamples)
     if kinds and rounds and len(set(kinds.values())) < len(sides):
         # Every side ran the same steps (the complete rounds): a kind's ms a
         # step is the mean of its processes'. Two processes of one job
@@ -297,13 +342,81 @@ def summarize(sides, turns, reference=None, resamples=2000, seed=0, kinds=None):
     return out
 
 
+def paired_summary(by_round, rounds, pairs, rng, resamples):
+    """Each paired process's on turns against its off turns in the same
+    rounds: one process, so none of the spread between processes. total:
+    sum on / sum off; steady: the median on turn over the median off turn
+    (a window's turns are not in it); the pooled figures are the processes'
+    means, their interval resampling the processes and the rounds."""
+    def ratio(on, off, pick):
+        return sum(on[i] for i in pick) / sum(off[i] for i in pick)
+
+    per, series = {}, {}
+    for proc, (off_side, on_side) in pairs.items():
+        off = [by_round[r][off_side][0] / by_round[r][off_side][1] for r in rounds]
+        on = [by_round[r][on_side][0] / by_round[r][on_side][1] for r in rounds]
+        series[proc] = (on, off)
+        everything = range(len(rounds))
+        boot = sorted(ratio(on, off, [rng.randrange(len(rounds)) for _ in rounds]) - 1
+                      for _ in range(resamples))
+        per[proc] = {
+            "off_ms_per_step": statistics.fmean(off) / 1e6,
+            "on_ms_per_step": statistics.fmean(on) / 1e6,
+            "overhead": ratio(on, off, everything) - 1,
+            "overhead_ci95": [boot[int(0.025 * len(boot))], boot[int(0.975 * len(boot)) - 1]],
+            "median_round_overhead": statistics.median(a / b for a, b in zip(on, off)) - 1,
+            "steady_overhead": statistics.median(on) / statistics.median(off) - 1,
+        }
+    procs = sorted(per)
+    boot_total, boot_steady = [], []
+    for _ in range(resamples):
+        chosen = rng.choices(procs, k=len(procs))
+        pick = [rng.randrange(len(rounds)) for _ in rounds]
+        boot_total.append(statistics.fmean(ratio(*series[p], pick) - 1 for p in chosen))
+        boot_steady.append(statistics.fmean(
+            statistics.median(series[p][0][i] for i in pick) /
+            statistics.median(series[p][1][i] for i in pick) - 1 for p in chosen))
+    boot_total.sort()
+    boot_steady.sort()
+    lo, hi = int(0.025 * resamples), int(0.975 * resamples) - 1
+    return {"processes": len(procs), "rounds": len(rounds), "each": per,
+            "overhead": statistics.fmean(per[p]["overhead"] for p in procs),
+            "overhead_ci95": [boot_total[lo], boot_total[hi]],
+            "steady_overhead": statistics.fmean(per[p]["steady_overhead"] for p in procs),
+            "steady_overhead_ci95": [boot_steady[lo], boot_steady[hi]]}
+
+
+SIDE_SPEC = re.compile(r"(profiler|(plain|pinscope|paired)(:\w+=[^,@]*(,\w+=[^,@]*)*)?)(@\w+)?")
+
+
+def slots_of(sides):
+    """The turns' slots of the given side specs: (slot names, their kinds,
+    paired processes -> (off slot, on slot), slot -> (process, mode)). A
+    paired side is one process with two slots, NAME.off and NAME.on."""
+    slots, kinds, pairs, where = [], {}, {}, {}
+    for spec in sides:
+        name, kind = side_name(spec), spec.split("@")[0]
+        if kind.startswith("paired"):
+            off, on = name + ".off", name + ".on"
+            slots += [off, on]
+            kinds.update({off: kind + ".off", on: kind + ".on"})
+            pairs[name] = (off, on)
+            where.update({off: (name, "off"), on: (name, "on")})
+        else:
+            slots.append(name)
+            kinds[name] = kind
+            where[name] = (name, None)
+    return slots, kinds, pairs, where
+
+
 def drive(args):
     sides = args.side or ["plain", "pinscope"]
     for spec in sides:
-        if not re.fullmatch(r"(profiler|(plain|pinscope)(:\w+=[^,@]*(,\w+=[^,@]*)*)?)(@\w+)?", spec):
-            sys.exit("turns.py: unknown side %r (plain[:ENV=V,...], pinscope[:ENV=V,...] or profiler, "
-                     "each with an optional @LABEL)" % spec)
+        if not SIDE_SPEC.fullmatch(spec):
+            sys.exit("turns.py: unknown side %r (plain[:ENV=V,...], pinscope[:ENV=V,...], "
+                     "paired[:ENV=V,...] or profiler, each with an optional @LABEL)" % spec)
     names = [side_name(s) for s in sides]
+    slots, slot_kinds, pairs, where = slots_of(sides)
     if len(set(names)) != len(names):
         sys.exit("turns.py: two sides with the same name: %s" % sides)
     os.makedirs(args.out, exist_ok=True)
@@ -331,7 +444,9 @@ def drive(args):
             for kv in filter(None, assignments.split(",")):
                 k, _, v = kv.partition("=")
                 env[k] = v
-        if kind.startswith("pinscope"):
+        if kind.startswith("paired"):
+            cmd.append("--paired")
+        if kind.startswith("pinscope") or kind.startswith("paired"):
             cmd = [args.ps, "run", "--no-report", "-o", os.path.join(args.out, name + ".run"),
                    "--"] + cmd
         if args.no_aslr:
@@ -359,20 +474,30 @@ def drive(args):
     turns = []
     start = time.monotonic()
     rng = random.Random(args.seed)
-    r, order = 0, names
+    switches = {}  # (round, process) -> ns in pinscope_recording_pause
+    r, order = 0, slots
     while failed is None and time.monotonic() - start < args.seconds:
         # Rounds in pairs: a random order, then the same reversed. Every side
         # takes every place and follows every other side alike, and a drift
         # over a pair of rounds cancels.
-        order = rng.sample(names, len(names)) if r % 2 == 0 else order[::-1]
-        for name in order:
-            os.write(gos[name], b"go\n")
+        order = rng.sample(slots, len(slots)) if r % 2 == 0 else order[::-1]
+        for slot in order:
+            name, mode = where[slot]
+            os.write(gos[name], b"go %s\n" % mode.encode() if mode else b"go\n")
             line = read_line(dones[name], args.turn_timeout, bufs[name])
-            if line is None or not line.isdigit():
-                failed = "%s: no turn back (exit %s)" % (name, procs[name].poll())
+            fields = (line or "").split()
+            if not fields or not all(f.isdigit() for f in fields) or len(fields) != (2 if mode else 1):
+                failed = "%s: no turn back (exit %s)" % (slot, procs[name].poll())
                 break
-            turns.append((r, name, int(line), turn_steps))
+            turns.append((r, slot, int(fields[0]), turn_steps))
+            if mode:
+                switches[(r, name)] = switches.get((r, name), 0) + int(fields[1])
         r += 1
+    # A paired side's pauses and resumes belong to recording (pausing ends a
+    # device-record window): their time goes to its turn with recording.
+    folded = {(r, s): switches.get((r, where[s][0]), 0) for r, s, _, _ in turns
+              if where[s][1] == "on"}
+    turns = [(r, s, ns + folded.get((r, s), 0), st) for r, s, ns, st in turns]
     for name in gos:
         try:
             if gos[name] is not None:
@@ -388,8 +513,11 @@ def drive(args):
             rcs[name] = "killed after %d s" % args.stop_timeout
     with open(os.path.join(args.out, "turns.jsonl"), "w") as f:
         for t in turns:
-            f.write(json.dumps(dict(zip(("round", "side", "ns", "steps"), t))) + "\n")
-    out = summarize(names, turns, kinds={n: sp.split("@")[0] for n, sp in zip(names, sides)})
+            row = dict(zip(("round", "side", "ns", "steps"), t))
+            if (t[0], t[1]) in folded:
+                row["switch_ns"] = folded[(t[0], t[1])]  # in ns already
+            f.write(json.dumps(row) + "\n")
+    out = summarize(slots, turns, kinds=slot_kinds, pairs=pairs)
     out.update({"job": args.job, "turn_steps": turn_steps, "seconds": round(time.monotonic() - start, 1),
                 "exit": rcs, "failed": failed})
     show(out)
@@ -407,6 +535,19 @@ def show(out):
                 100 * d["overhead"], 100 * d["overhead_ci95"][0], 100 * d["overhead_ci95"][1],
                 100 * d["median_round_overhead"])
         print(line, file=sys.stderr)
+    paired = out.get("paired")
+    if paired:
+        for proc, d in paired["each"].items():
+            print("  paired %-33s %8.3f ms a step off, %8.3f on: %+.2f%% [%+.2f%%, %+.2f%%], "
+                  "median round %+.2f%%, steady %+.2f%%" % (
+                      proc, d["off_ms_per_step"], d["on_ms_per_step"], 100 * d["overhead"],
+                      100 * d["overhead_ci95"][0], 100 * d["overhead_ci95"][1],
+                      100 * d["median_round_overhead"], 100 * d["steady_overhead"]), file=sys.stderr)
+        print("  paired, %d processes: %+.2f%% [%+.2f%%, %+.2f%%]; steady %+.2f%% [%+.2f%%, %+.2f%%]" % (
+            paired["processes"], 100 * paired["overhead"], 100 * paired["overhead_ci95"][0],
+            100 * paired["overhead_ci95"][1], 100 * paired["steady_overhead"],
+            100 * paired["steady_overhead_ci95"][0], 100 * paired["steady_overhead_ci95"][1]),
+            file=sys.stderr)
     for kind, d in out.get("kinds", {}).items():
         line = "  kind %-35s %8.3f ms a step over %d sides (spread %.2f%%), %+.2f%%" % (
             kind, d["ms_per_step"], d["sides"], 100 * d["spread"], 100 * d["overhead"])
@@ -422,7 +563,7 @@ def show(out):
 def summarize_file(path, sides):
     """A recorded run's turns.jsonl summarized again, its sides as given
     to the run (--side, in order; the first is the reference)."""
-    names = [side_name(s) for s in sides]
+    names, kinds, pairs, _ = slots_of(sides)
     turns = []
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -434,14 +575,52 @@ def summarize_file(path, sides):
     unknown = sorted({t[1] for t in turns} - set(names))
     if unknown:
         sys.exit("turns.py: %s has sides %s that --side does not name" % (path, ", ".join(unknown)))
-    show(summarize(names, turns, kinds={n: sp.split("@")[0] for n, sp in zip(names, sides)}))
+    show(summarize(names, turns, kinds=kinds, pairs=pairs))
     return 0
+
+
+def pool_paired(paths, resamples=4000, seed=0):
+    """Runs of one paired side each (OUT/turns.jsonl of `--side paired`),
+    pooled: each run's on turns against its off turns, and the runs' mean
+    with a 95% interval that resamples the runs and, in each, its rounds."""
+    runs = []
+    for path in paths:
+        by = {}
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                try:
+                    d = json.loads(line)
+                    by.setdefault(d["round"], {})[d["side"]] = d["ns"]
+                except (ValueError, KeyError, TypeError) as e:
+                    sys.exit("turns.py: %s:%d: not a turn (%s): %.80s" % (path, n, e, line))
+        ons = sorted({s for d in by.values() for s in d if s.endswith(".on")})
+        if len(ons) != 1:
+            sys.exit("turns.py: %s: %d paired sides, --pool takes runs of one" % (path, len(ons)))
+        on_side, off_side = ons[0], ons[0][:-3] + ".off"
+        rounds = [r for r in sorted(by) if on_side in by[r] and off_side in by[r]]
+        if not rounds:
+            sys.exit("turns.py: %s: no round with both turns" % path)
+        runs.append(([by[r][on_side] for r in rounds], [by[r][off_side] for r in rounds]))
+    rng = random.Random(seed)
+    each = [sum(on) / sum(off) - 1 for on, off in runs]
+    boot = []
+    for _ in range(resamples):
+        picked = []
+        for on, off in rng.choices(runs, k=len(runs)):
+            pick = [rng.randrange(len(on)) for _ in on]
+            picked.append(sum(on[i] for i in pick) / sum(off[i] for i in pick) - 1)
+        boot.append(statistics.fmean(picked))
+    boot.sort()
+    return {"runs": len(runs), "rounds": [len(on) for on, _ in runs], "each": each,
+            "median_round": [statistics.median(a / b for a, b in zip(on, off)) - 1 for on, off in runs],
+            "overhead": statistics.fmean(each),
+            "overhead_ci95": [boot[int(0.025 * resamples)], boot[int(0.975 * resamples) - 1]]}
 
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--job", choices=sorted(TURN_STEPS), default="mlp12")
-    ap.add_argument("--side", action="append", help="plain[:ENV=V,...] | pinscope[:ENV=V,...] | profiler")
+    ap.add_argument("--side", action="append", help="plain[:ENV=V,...] | pinscope[:ENV=V,...] | paired[:ENV=V,...] | profiler")
     ap.add_argument("--seconds", type=float, default=90)
     ap.add_argument("--turn-steps", type=int, default=0, help="steps a turn (default: by job)")
     ap.add_argument("--warmup", type=int, default=0, help="steps before the turns (default: by job)")
@@ -460,17 +639,28 @@ def main(argv):
     ap.add_argument("--stop-timeout", type=float, default=120)
     ap.add_argument("--from", dest="from_file",
                     help="summarize a recorded OUT/turns.jsonl again (with the run's --side list)")
+    ap.add_argument("--pool", nargs="+", metavar="TURNS_JSONL",
+                    help="pool runs of one paired side each: their mean and its 95%% interval")
     # A side (started by the driver).
     ap.add_argument("--side-of", help=argparse.SUPPRESS)
     ap.add_argument("--go", help=argparse.SUPPRESS)
     ap.add_argument("--done", help=argparse.SUPPRESS)
     ap.add_argument("--profiler", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--paired", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv[1:])
     if args.side_of:
         side_main(args)
         return 0
     if args.from_file:
         return summarize_file(args.from_file, args.side or [])
+    if args.pool:
+        out = pool_paired(args.pool)
+        print(json.dumps(out))
+        print("  paired, %d runs: %+.2f%% [%+.2f%%, %+.2f%%]; each %s" % (
+            out["runs"], 100 * out["overhead"], 100 * out["overhead_ci95"][0],
+            100 * out["overhead_ci95"][1], " ".join("%+.2f%%" % (100 * x) for x in out["each"])),
+            file=sys.stderr)
+        return 0
     return drive(args)
 
 

@@ -361,10 +361,13 @@ TEST_F(E2eAlloc, SharedMemoryEvents) {
                         op == trace::MEMFD_CREATE || op == trace::SHM_MAP;
       EXPECT_EQ(p->shm().stack_id() != 0, site) << trace::ShmOp_Name(op);
       with_stack += site;
+      // The thread's usage on a creation only (two system calls a reading).
+      EXPECT_EQ(p->shm().has_usage(), op == trace::SHM_CREATE) << trace::ShmOp_Name(op);
     }
     EXPECT_GE(with_stack, 1u);
     if (t.header.origin() == trace::ORIGIN_FORK) {
-      EXPECT_EQ(expected.size(), 3u);  // the map of the received fd, its unmap and the unmap's end
+      // The maps of the two received fds, their unmaps and the unmaps' ends.
+      EXPECT_EQ(expected.size(), 6u);
     } else {
       EXPECT_GT(expected.size(), 30u);
     }

@@ -4,6 +4,7 @@
 // The checker (e2e_copies_test) runs it under LD_PRELOAD=libpinscope.so and
 // compares the trace with what the scenario did; see the checker for the
 // expected events of each scenario. Addresses and thread ids go to stdout.
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -187,6 +188,28 @@ void NoGpu() {
   CK_FAILS(cudaMemcpyAsync(c, a, 1003, cudaMemcpyHostToHost, nullptr), cudaErrorNoDevice);
 }
 
+// Recording paused and resumed through the shim's control ABI
+// (pinscope_recording_pause): a copy before, a copy and a wait while
+// paused, a copy after; then paused again until the exit. Without the shim
+// the symbol is missing ("pause_missing").
+void Paused(Bufs& b) {
+  using PauseFn = int (*)(int);
+  auto pause = reinterpret_cast<PauseFn>(dlsym(RTLD_DEFAULT, "pinscope_recording_pause"));
+  if (!pause) {
+    Put("pause_missing", 1);
+    return;
+  }
+  CK(cudaMemcpy(b.d0, b.host, 1001, cudaMemcpyHostToDevice));
+  Put("pause_rc", static_cast<unsigned long long>(pause(1) + 10));
+  Put("pause_again_rc", static_cast<unsigned long long>(pause(1) + 10));
+  CK(cudaMemcpy(b.d0, b.host, 1002, cudaMemcpyHostToDevice));
+  CK(cudaDeviceSynchronize());
+  Put("resume_rc", static_cast<unsigned long long>(pause(0) + 10));
+  CK(cudaMemcpy(b.host, b.d0, 1003, cudaMemcpyDeviceToHost));
+  Put("last_pause_rc", static_cast<unsigned long long>(pause(1) + 10));
+  CK(cudaMemcpy(b.d0, b.host, 1004, cudaMemcpyHostToDevice));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -250,6 +273,8 @@ int main(int argc, char** argv) {
     Threads(b);
   } else if (sc == "sleep") {
     SleepUntilKilled(b);
+  } else if (sc == "paused") {
+    Paused(b);
   } else if (sc == "many") {
     Many(b, arg);
   } else {

@@ -423,6 +423,44 @@ TEST_F(E2ECopies, HostBlockedTimeOfPageableAndPinnedAsync) {
   EXPECT_LE(c.pointer_query_ns(), c.hook_ns());
 }
 
+// Recording paused and resumed from inside the program (the control ABI
+// that tools/bench/turns.py's paired sides call): what runs while paused
+// passes through unrecorded and uncounted (the calls still reach the
+// runtime: the program checks each result); the
+// process paused at its exit still ends its trace with its counters and
+// exit packet. Without the shim there is no such symbol.
+TEST_F(E2ECopies, PausedRecordingPassesThroughAndTheTraceStillEnds) {
+  TraceFile t = Scenario("paused");
+  EXPECT_EQ(M("pause_rc"), 10u);        // 0: paused
+  EXPECT_EQ(M("pause_again_rc"), 10u);  // 0: already as asked
+  EXPECT_EQ(M("resume_rc"), 10u);
+  EXPECT_EQ(M("last_pause_rc"), 10u);
+  auto copies = e2e::Packets(t, pt::TracePacket::kCopy);
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0]->copy().bytes(), 1001u);
+  EXPECT_EQ(copies[1]->copy().bytes(), 1003u);
+  EXPECT_EQ(copies[1]->copy().direction(), pt::D2H);
+  EXPECT_TRUE(e2e::Packets(t, pt::TracePacket::kSync).empty());
+  ASSERT_FALSE(t.packets.empty());
+  ASSERT_TRUE(t.packets.back().has_exit());
+  EXPECT_EQ(t.packets.back().exit().how(), pt::ProcessExit::EXIT);
+  auto counters = e2e::Packets(t, pt::TracePacket::kCounters);
+  ASSERT_FALSE(counters.empty());
+  const pt::Counters& c = counters.back()->counters();
+  EXPECT_EQ(c.hook_calls(), 2u);  // the two recorded copies, nothing while paused
+  ASSERT_EQ(c.hook_kinds_size(), 1);
+  EXPECT_EQ(c.hook_kinds(0).kind(), pt::HOOK_COPY);
+  EXPECT_EQ(c.hook_kinds(0).calls(), 2u);
+
+  RunOptions o;
+  o.args = {"paused"};
+  o.preload = false;
+  e2e::TempDir dir;
+  RunResult bare = e2e::Run(E2E_PROG13, o, dir.path());
+  EXPECT_EQ(bare.exit_code, 0) << bare.stderr_text;
+  EXPECT_EQ(bare.at("pause_missing"), 1u);
+}
+
 // cudaHostRegister / cudaHostUnregister change a pointer's kind between two
 // copies of the same address: the pointer cache must not hide it.
 TEST_F(E2ECopies, PointerKindCacheFollowsHostRegister) {

@@ -537,6 +537,49 @@ TEST(CuptiWindows, TheFirstWindowWaitsForTheLoop) {
   EXPECT_LE(c.cupti_switch_ns(), c.hook_ns());
 }
 
+// Recording paused from inside the program (pinscope_recording_pause, for
+// tools/bench/turns.py's paired sides) while a device-record window is
+// open: the pause ends the window at once, so that no window spans it; what
+// runs while paused is neither recorded nor seen by CUPTI, and no window
+// begins until recording goes on.
+TEST(CuptiWindows, PausingRecordingEndsTheOpenWindow) {
+  Env e = WithFakeDefaults();
+  e.Set("PINSCOPE_FLUSH_MS", "20").Set("PINSCOPE_CUPTI_START", "first");
+  e.Set("PINSCOPE_CUPTI_WINDOW_MS", "60000").Set("PINSCOPE_CUPTI_PERIOD_S", "120");
+  Result r = RunJob(CUPTI_JOB, {"pause"}, e);
+  ASSERT_EQ(r.status, 3) << r.err;
+  EXPECT_EQ(r.Diag("pause_rc"), 0);
+  EXPECT_EQ(r.Diag("resume_rc"), 0);
+  const ProcessTrace& p = r.root();
+  const auto sw = Switches(p);
+  ASSERT_EQ(sw.size(), 2u);
+  EXPECT_EQ(sw[0].second->reason(), "attached");
+  EXPECT_EQ(sw[1].second->reason(), "detached");
+  // The copies: the job's three, then the one after the pause; none of the
+  // five made while paused.
+  std::vector<uint64_t> bytes;
+  for (const t::TracePacket* q : p.Of(t::TracePacket::kCopy)) bytes.push_back(q->copy().bytes());
+  EXPECT_EQ(bytes, (std::vector<uint64_t>{1000, 2000, 3000, 128}));
+  // The window ended before the first paused copy: device records for the
+  // job's five calls, all before the switch; the copy after the pause made
+  // none (detached until the next period).
+  const uint64_t detached = sw[1].first;
+  const auto copies = p.Of(t::TracePacket::kCopy);
+  EXPECT_LT(detached, copies.back()->timestamp_ns());
+  EXPECT_GT(detached, copies[2]->timestamp_ns());
+  KernelCount k = CountKernels(p);
+  EXPECT_EQ(k.memcpys, 5);
+  for (const t::TracePacket* q : p.Of(t::TracePacket::kDevice))
+    EXPECT_LT(q->device().start_ns(), detached);
+  EXPECT_EQ(r.Diag("fake_registrations"), 1);
+  EXPECT_EQ(r.Diag("fake_finalizes"), 1);
+  EXPECT_EQ(r.Diag("fake_calls_while_finalized"), 0);
+  // The detach is a switch of the job's thread; the paused copies are no hooks.
+  const t::Counters& c = p.Of(t::TracePacket::kCounters).back()->counters();
+  EXPECT_EQ(c.hook_calls(), 6u);      // 4 copies, 2 waits
+  EXPECT_EQ(c.cupti_switches(), 2u);  // the start's attach, the pause's detach
+}
+
 // PINSCOPE_CUPTI_WINDOW_MS=0: attached throughout, as before windows.
 TEST(CuptiWindows, ZeroKeepsCuptiAttached) {
   Env e = WithFakeDefaults();

@@ -12,6 +12,8 @@
 //            many kernels, for the sampled kernel recording
 //     paced: then 130 copies of 512 bytes, one every 10 ms (1.3 s): for the
 //            device-record windows (PINSCOPE_CUPTI_WINDOW_MS)
+//     pause: then recording paused (pinscope_recording_pause), 5 copies of
+//            256 bytes and 100 ms, resumed, one copy of 128 bytes
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -55,12 +57,13 @@ constexpr int kCustom2 = 5;  // CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool do_fork = false, do_sleep = false, do_storm = false, do_paced = false;
+  bool do_fork = false, do_sleep = false, do_storm = false, do_paced = false, do_pause = false;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "storm")) do_storm = true;
     if (!strcmp(argv[i], "fork")) do_fork = true;
     if (!strcmp(argv[i], "sleep")) do_sleep = true;
     if (!strcmp(argv[i], "paced")) do_paced = true;
+    if (!strcmp(argv[i], "pause")) do_pause = true;
   }
   FILE* diag = fopen(getenv("JOB_DIAG") ? getenv("JOB_DIAG") : "/dev/null", "w");
   fprintf(diag, "cupti_loaded_before=%d\n", CuptiMapped());
@@ -94,6 +97,14 @@ int main(int argc, char** argv) {
       usleep(10 * 1000);
     }
     fprintf(diag, "paced_copies=130\n");
+  }
+  if (do_pause) {
+    auto pause = reinterpret_cast<int (*)(int)>(dlsym(RTLD_DEFAULT, "pinscope_recording_pause"));
+    fprintf(diag, "pause_rc=%d\n", pause ? pause(1) : -9);
+    for (int i = 0; i < 5; ++i) cudaMemcpy(dev, host.data(), 256, cudaMemcpyHostToDevice);
+    usleep(100 * 1000);
+    fprintf(diag, "resume_rc=%d\n", pause ? pause(0) : -9);
+    cudaMemcpy(dev, host.data(), 128, cudaMemcpyHostToDevice);
   }
   fakecupti_stats s{};
   if (FakeStats(&s)) {

@@ -9,7 +9,9 @@ costs that much Python in the worker (holding its GIL); with --epochs E the
 loop runs E epochs of --batches batches, and --init-ms is each worker's
 start (worker_init_fn); with --eval-every K, after every K batches the loop
 takes the 3 batches of an evaluation DataLoader (another dataset, built on
-another line). Prints "batches N" and exits 0 on success."""
+another line); with --pause-first K, pinscope's recording is paused
+(pinscope_recording_pause) from before the loop until K batches were
+taken. Prints "batches N" and exits 0 on success."""
 import argparse
 import time
 
@@ -57,7 +59,14 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--init-ms", type=float, default=0.0)
     ap.add_argument("--eval-every", type=int, default=0)
+    ap.add_argument("--pause-first", type=int, default=0)
     args = ap.parse_args()
+    pause = None
+    if args.pause_first:
+        import ctypes
+        pause = ctypes.CDLL(None).pinscope_recording_pause
+        pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
+        assert pause(1) == 0
     shape = tuple(int(x) for x in args.shape.split(","))
     data = Synthetic(args.batch * args.batches, shape, args.spin_ms)
     loader = DataLoader(data, batch_size=args.batch,  # LOADER
@@ -73,6 +82,8 @@ def main():
             elif args.hold:
                 keep.append(batch)
             n += 1
+            if pause is not None and n == args.pause_first:
+                assert pause(0) == 0
             if args.eval_every and n % args.eval_every == 0:
                 evaluation = DataLoader(Synthetic(3 * args.batch, shape), batch_size=args.batch)
                 assert sum(1 for _ in evaluation) == 3

@@ -243,6 +243,33 @@ TEST_F(PythonHook, WithoutWorkersTheFetchIsInsideTheNext) {
   }
 }
 
+// Recording paused for the first 3 batches (pinscope_recording_pause, as
+// tools/bench/turns.py's paired sides pause it): the hook's wrappers call
+// the DataLoader straight while paused - its fetch count did not move, so
+// the first batch recorded is fetch 0 - and nothing of those batches is
+// recorded, not even the epoch's start.
+TEST_F(PythonHook, WhilePausedTheHookStepsAside) {
+  constexpr int kPaused = 3;
+  RunResult r = RunCommand(
+      {PINSCOPE_PYTHON, DATALOADER_JOB, "--workers", "0", "--batch", std::to_string(kBatch),
+       "--batches", std::to_string(kBatches), "--pause-first", std::to_string(kPaused)},
+      {"PYTHONPATH=" PINSCOPE_HOOK_DIR, "PINSCOPE_OUT=" + dir_.path() + "/run", "PINSCOPE_STACKS=0",
+       "PINSCOPE_CUPTI=0", PreloadPinscope(PINSCOPE_LIB, "")},
+      dir_.path());
+  ASSERT_TRUE(r.Exited(0)) << r.err;
+  EXPECT_EQ(r.out, "batches 8\n");
+  auto run = Traces();
+  ASSERT_EQ(run.size(), 1u);
+  const ProcessTrace& main = run.begin()->second;
+  EXPECT_TRUE(Loader(main, trace::LOADER_ITER).empty());
+  auto nexts = Loader(main, trace::LOADER_NEXT);
+  auto fetches = Loader(main, trace::LOADER_FETCH);
+  ASSERT_EQ(nexts.size(), static_cast<size_t>(kBatches - kPaused + 1));  // and the last, empty
+  ASSERT_EQ(fetches.size(), static_cast<size_t>(kBatches - kPaused));
+  for (size_t i = 0; i < fetches.size(); ++i) EXPECT_EQ(fetches[i]->loader().index(), i);
+  EXPECT_EQ(nexts.front()->loader().index(), static_cast<uint64_t>(kPaused));
+}
+
 TEST_F(PythonHook, TheJobsOwnSitecustomizeStillRuns) {
   const std::string own = dir_.path() + "/own";
   ASSERT_EQ(system(("mkdir -p " + own).c_str()), 0);

@@ -78,6 +78,9 @@ TEST_F(CopyPathTest, PageableHostToDeviceIsRecordedAndMovesTheData) {
   EXPECT_EQ(c.dst_address(), reinterpret_cast<uintptr_t>(dev_));
   EXPECT_EQ(c.src_device(), -1);
   EXPECT_EQ(c.dst_device(), 0);
+  // A copy's usage is whole: its CPU time and the thread's page faults so far.
+  EXPECT_GT(c.usage_exit().cpu_ns(), 0u);
+  EXPECT_GT(c.usage_exit().minor_faults(), 0u);
   EXPECT_EQ(c.stream(), 0u);
   EXPECT_EQ(c.result(), 0);
   EXPECT_EQ(c.pin(), trace::PIN_NONE);
@@ -161,6 +164,12 @@ TEST_F(CopyPathTest, SyncIsRecordedWithItsStreamAndTimes) {
   EXPECT_EQ(syncs[0].api(), trace::STREAM_SYNCHRONIZE);
   EXPECT_EQ(syncs[0].stream(), reinterpret_cast<uintptr_t>(s));
   EXPECT_EQ(syncs[0].result(), 0);
+  // The waiting thread's CPU time at each end, and only that (one system
+  // call a reading: a wait takes no page faults).
+  EXPECT_GT(syncs[0].usage_enter().cpu_ns(), 0u);
+  EXPECT_GE(syncs[0].usage_exit().cpu_ns(), syncs[0].usage_enter().cpu_ns());
+  EXPECT_EQ(syncs[0].usage_exit().minor_faults(), 0u);
+  EXPECT_EQ(syncs[0].usage_exit().user_ns() + syncs[0].usage_exit().sys_ns(), 0u);
   cudaStreamDestroy(s);
 }
 

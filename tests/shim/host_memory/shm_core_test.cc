@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "core_test_env.h"
 #include "shim/base/clock.h"
@@ -181,6 +182,49 @@ TEST(JobTable, DistinctLiveSegmentsAcrossProcesses) {
   EXPECT_EQ(u.bytes, 8 * kMiB);  // the first slot of 100 went, the 8 MiB one is left
   EXPECT_TRUE(job.FirstDiagnosis());
   EXPECT_FALSE(job.FirstDiagnosis());
+}
+
+// The job's names by identity (what a process mapping a received fd takes
+// instead of readlink): the newest of the last kNames, across fork.
+TEST(JobTable, NamesOfTheNewestSegmentsByIdentity) {
+  shm::JobTable job;
+  ASSERT_TRUE(job.Create());
+  char out[ShmMapping::kNameCap];
+  EXPECT_FALSE(job.FindName(5, 100, out, sizeof out));
+  job.PublishName(5, 100, "/torch_1_a");
+  job.PublishName(5, 101, "/torch_1_b");
+  ASSERT_TRUE(job.FindName(5, 100, out, sizeof out));
+  EXPECT_STREQ(out, "/torch_1_a");
+  EXPECT_FALSE(job.FindName(6, 100, out, sizeof out));  // another device
+  job.PublishName(5, 100, "/torch_1_c");                // the inode again: the newest wins
+  ASSERT_TRUE(job.FindName(5, 100, out, sizeof out));
+  EXPECT_STREQ(out, "/torch_1_c");
+  // Cut to the caller's room, and to kNameCap - 1 where published longer.
+  char small[6];
+  ASSERT_TRUE(job.FindName(5, 101, small, sizeof small));
+  EXPECT_STREQ(small, "/torc");
+  std::string longest(200, 'x');
+  job.PublishName(5, 102, longest.c_str());
+  ASSERT_TRUE(job.FindName(5, 102, out, sizeof out));
+  EXPECT_EQ(std::string(out), longest.substr(0, ShmMapping::kNameCap - 1));
+  // A child's name is seen by the parent (the table is shared).
+  pid_t child = fork();
+  if (child == 0) {
+    job.PublishName(5, 200, "/torch_child");
+    _exit(0);
+  }
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  ASSERT_TRUE(job.FindName(5, 200, out, sizeof out));
+  EXPECT_STREQ(out, "/torch_child");
+  // Only the last kNames: 101 is gone after kNames more.
+  for (uint64_t i = 0; i < shm::JobTable::kNames; ++i) job.PublishName(7, 1000 + i, "/n");
+  EXPECT_FALSE(job.FindName(5, 101, out, sizeof out));
+  EXPECT_TRUE(job.FindName(7, 1000, out, sizeof out));
+  // Nothing without a name or an inode.
+  job.PublishName(5, 300, "");
+  job.PublishName(5, 0, "/zero");
+  EXPECT_FALSE(job.FindName(5, 300, out, sizeof out));
+  EXPECT_FALSE(job.FindName(5, 0, out, sizeof out));
 }
 
 // --- entry points against the real /dev/shm ------------------------------------

@@ -122,7 +122,7 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   shim::RecordFree(0x7f00aa000000ull, true, 5000);
 
   shim::ShmRecord m;
-  m.op = f::kShmMap;
+  m.op = f::kShmCreate;
   m.name = "/torch_42_1";
   m.fd = 17;
   m.size = 1 << 20;
@@ -303,7 +303,7 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
 
   want.set_timestamp_ns(6000);
   pt::ShmEvent* wm = want.mutable_shm();
-  wm->set_op(pt::SHM_MAP);
+  wm->set_op(pt::SHM_CREATE);
   wm->set_name("/torch_42_1");
   wm->set_fd(17);
   wm->set_size(1 << 20);
@@ -317,8 +317,9 @@ TEST(RecorderRoundTrip, HeaderAndEveryRecordFunction) {
   wm->set_driver_internal(true);
   wm->set_stack_id(10);
   wm->set_end_ns(6100);
-  // A map carries the thread's own usage, read when it was recorded: this
-  // test process has used CPU time and taken page faults by then.
+  // A creation carries the thread's own usage, read when it was recorded:
+  // this test process has used CPU time and taken page faults by then (a
+  // map or an unmap carries none: e2e_alloc_test's SharedMemoryEvents).
   const pt::ThreadUsage& got_usage = t.packet(6).shm().usage();
   EXPECT_GT(got_usage.cpu_ns(), 0u);
   EXPECT_GT(got_usage.minor_faults(), 0u);

@@ -124,6 +124,23 @@ int main(void) {
   CHECK(shm_unlink(name) == -1 && errno == ENOENT);
   ExpectShm("SHM_UNLINK", name, -1, 0, 0, NULL, 0, 0, ENOENT, NULL, 0);
 
+  /* A second segment, renamed in /dev/shm after it was made (rename(2) is
+     not hooked): the child's map of it below takes the name it was made
+     under from the job's name table, not from readlink. */
+  char made[64], moved[64], moved_path[80];
+  snprintf(made, sizeof made, "/pinscope_e2e_made_%d", (int)getpid());
+  snprintf(moved, sizeof moved, "/pinscope_e2e_moved_%d", (int)getpid());
+  snprintf(moved_path, sizeof moved_path, "/dev/shm%s", moved);
+  int rfd = shm_open(made, O_RDWR | O_CREAT | O_EXCL, 0600);
+  CHECK(rfd >= 0);
+  struct stat rst = Stat(rfd);
+  ExpectShm("SHM_CREATE", made, rfd, 0, 0, NULL, O_RDWR | O_CREAT | O_EXCL, 0, 0, &rst, 0);
+  CHECK(ftruncate(rfd, MiB) == 0);
+  ExpectShm("SHM_TRUNCATE", made, rfd, MiB, 0, NULL, 0, 0, 0, &rst, 0);
+  char made_path[80];
+  snprintf(made_path, sizeof made_path, "/dev/shm%s", made);
+  CHECK(rename(made_path, moved_path) == 0);
+
   /* The fd travels to a forked child, which maps it: the DataLoader path. */
   int sv[2];
   CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
@@ -140,16 +157,30 @@ int main(void) {
     CHECK(munmap(c, 4 * MiB) == 0);
     ExpectShm("SHM_UNMAP", name, -1, 4 * MiB, 0, c, 0, 0, 0, &st, 0);
     ExpectShm("SHM_UNMAP_DONE", name, -1, 4 * MiB, 0, c, 0, 0, 0, &st, 0);
+    /* The renamed one: its name as made (readlink would say moved). */
+    int got2 = RecvFd(sv[1]);
+    char* r = mmap(NULL, MiB, PROT_READ, MAP_SHARED, got2, 0);
+    CHECK(r != MAP_FAILED);
+    ExpectShm("SHM_MAP", made, got2, MiB, 0, r, MAP_SHARED, PROT_READ, 0, &rst, 0);
+    CHECK(close(got2) == 0);
+    CHECK(munmap(r, MiB) == 0);
+    ExpectShm("SHM_UNMAP", made, -1, MiB, 0, r, 0, 0, 0, &rst, 0);
+    ExpectShm("SHM_UNMAP_DONE", made, -1, MiB, 0, r, 0, 0, 0, &rst, 0);
     /* The parent's mappings, inherited: unmapping them is not our event. */
     CHECK(munmap(q, MiB) == 0);
     _exit(0);
   }
   close(sv[1]);
   SendFd(sv[0], fd);
+  SendFd(sv[0], rfd);
   int cst;
   CHECK(waitpid(child, &cst, 0) == child && WIFEXITED(cst) && WEXITSTATUS(cst) == 0);
   CHECK(p[0] == 0x11);
   close(sv[0]);
+  CHECK(close(rfd) == 0);
+  ExpectShm("SHM_CLOSE", made, rfd, 0, 0, NULL, 0, 0, 0, &rst, 0);
+  CHECK(shm_unlink(moved) == 0);
+  ExpectShm("SHM_UNLINK", moved, -1, 0, 0, NULL, 0, 0, 0, &rst, 0);
 
   /* MAP_FIXED anonymous memory over part of the mapping replaces it. */
   char* fixed = mmap(p + 3 * MiB, MiB, rw, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
@@ -217,6 +248,24 @@ int main(void) {
   ExpectShm("SHM_CLOSE", cuda, cfd, 0, 0, NULL, 0, 0, 0, &cst2, 1);
   CHECK(shm_unlink(cuda) == 0);
   ExpectShm("SHM_UNLINK", cuda, -1, 0, 0, NULL, 0, 0, 0, &cst2, 1);
+
+  /* A /dev/shm file made with open(2), which is not hooked: nobody
+     published its name, and the map takes it from readlink. */
+  char opened[64], opened_path[80];
+  snprintf(opened, sizeof opened, "/pinscope_e2e_open_%d", (int)getpid());
+  snprintf(opened_path, sizeof opened_path, "/dev/shm%s", opened);
+  int ofd = open(opened_path, O_RDWR | O_CREAT | O_EXCL, 0600);
+  CHECK(ofd >= 0);
+  CHECK(ftruncate(ofd, MiB) == 0); /* not recorded: an fd no hook made */
+  struct stat ost = Stat(ofd);
+  char* om = mmap(NULL, MiB, rw, MAP_SHARED, ofd, 0);
+  CHECK(om != MAP_FAILED);
+  ExpectShm("SHM_MAP", opened, ofd, MiB, 0, om, MAP_SHARED, rw, 0, &ost, 0);
+  CHECK(munmap(om, MiB) == 0);
+  ExpectShm("SHM_UNMAP", opened, -1, MiB, 0, om, 0, 0, 0, &ost, 0);
+  ExpectShm("SHM_UNMAP_DONE", opened, -1, MiB, 0, om, 0, 0, 0, &ost, 0);
+  CHECK(close(ofd) == 0); /* not recorded */
+  CHECK(unlink(opened_path) == 0);
 
   /* errno survives successful calls. */
   errno = 4242;
