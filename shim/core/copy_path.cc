@@ -51,6 +51,16 @@ uint64_t OwnNs(uint64_t start, uint64_t excluded) {
   return total > excluded ? total - excluded : 0;
 }
 
+// Page faults and the user/system split of a copy come from pageable host
+// memory, which the driver stages on the calling thread; a copy between
+// pinned, device memory and symbols reads the thread's CPU time only (one
+// system call at each end instead of two). Managed and unknown memory get
+// the whole usage.
+bool NeedsWholeUsage(const CopyCall& r) {
+  auto faultless = [](uint32_t k) { return k == f::kPinned || k == f::kDevice || k == f::kSymbol; };
+  return !faultless(r.src_kind) || !faultless(r.dst_kind);
+}
+
 void Classify(CopyCall* r, CopySide dst, CopySide src) {
   PointerInfo s = src.symbol ? PointerInfo{f::kSymbol, -1} : ClassifyPointer(src.ptr);
   PointerInfo d = dst.symbol ? PointerInfo{f::kSymbol, -1} : ClassifyPointer(dst.ptr);
@@ -111,9 +121,10 @@ int TracedCopy(CopyCall& r, CopySide dst, CopySide src, RealCall call) {
   const uint64_t pin_start = MonoNs();
   PinTicket ticket = PinBeforeCopy(&r);
   const uint64_t pin_ns = MonoNs() - pin_start;
+  Usage (*const usage_now)() = NeedsWholeUsage(r) ? ThreadUsageNow : ThreadCpuNow;
   {
     PS_PHASE(kCopyUsage);
-    r.usage_enter = ThreadUsageNow();
+    r.usage_enter = usage_now();
   }
   r.t_enter = MonoNs();
   CuptiPushCall(r.call_id);  // device records of this call join to call_id
@@ -123,7 +134,7 @@ int TracedCopy(CopyCall& r, CopySide dst, CopySide src, RealCall call) {
   r.t_exit = MonoNs();
   {
     PS_PHASE(kCopyUsage);
-    r.usage_exit = ThreadUsageNow();
+    r.usage_exit = usage_now();
   }
   r.result = rc;
   {

@@ -399,6 +399,13 @@ TEST_F(E2ECopies, HostBlockedTimeOfPageableAndPinnedAsync) {
   EXPECT_LT(pinned, 50 * ms);
   // ... and the pinned copy's stream was still busy when it returned.
   EXPECT_GE(syncs[1]->sync().end_ns() - copies[1]->copy().end_ns(), 40 * ms);
+  // The thread's usage: whole for the pageable copy (its faults so far),
+  // its CPU time only for the pinned one (nothing in it can fault).
+  EXPECT_GT(copies[0]->copy().usage_exit().minor_faults(), 0u);
+  EXPECT_GT(copies[1]->copy().usage_exit().cpu_ns(), 0u);
+  EXPECT_EQ(copies[1]->copy().usage_exit().minor_faults(), 0u);
+  EXPECT_EQ(copies[1]->copy().usage_enter().user_ns() + copies[1]->copy().usage_enter().sys_ns(),
+            0u);
   // pinscope's own cost (Counters): the four hooks, counted exactly, and
   // their time besides the real calls, which waited over 200 ms together:
   // what is left is pinscope's classifying, clock reads and recording.
