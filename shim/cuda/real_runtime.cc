@@ -57,7 +57,8 @@ struct CacheEntry {
 // loop that met in one entry evicted each other and were queried at every
 // copy (and E2ECopies.HostBlockedTimeOfPageableAndPinnedAsync counted 4
 // queries instead of 3 in about one run in 64, as ASLR placed them).
-constexpr size_t kCacheSize = 64, kCacheSets = kCacheSize / 2;
+constexpr size_t kCacheSetBits = 6;
+constexpr size_t kCacheSets = size_t{1} << kCacheSetBits, kCacheSize = 2 * kCacheSets;
 PINSCOPE_TLS CacheEntry t_cache[kCacheSize];
 
 using GetAttrFn = cudaError_t (*)(cudaPointerAttributes*, const void*);
@@ -105,11 +106,23 @@ const void* NeverRegisteredAddress() {
 
 void BumpPointerGeneration() { g_generation.fetch_add(1, std::memory_order_acq_rel); }
 
+size_t PointerCacheSet(const void* p) {
+  // Fibonacci hashing: the top bits of the address times 2^64 / phi. The
+  // index before, (key >> 6 ^ key >> 17) % 32, sent addresses a power of two
+  // apart to few sets: the Hugging Face Trainer's loop copies between 41
+  // pointers (device tensors among them 64 KiB apart) and queried the
+  // driver 3.5 times a step for them, replayed on call 60's trace
+  // (docs/benchmarks.md, twenty-fifth session); this index, with 64 sets of
+  // two, queries each once.
+  const uint64_t key = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)) >> 4;
+  return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> (64 - kCacheSetBits));
+}
+
 PointerInfo ClassifyPointer(const void* p) {
   if (!p) return {fields::kMemUnknown, -1};
   uint32_t gen = g_generation.load(std::memory_order_acquire);
   uintptr_t key = reinterpret_cast<uintptr_t>(p);
-  CacheEntry* set = &t_cache[2 * ((key >> 6 ^ key >> 17) % kCacheSets)];
+  CacheEntry* set = &t_cache[2 * PointerCacheSet(p)];
   if (set[0].ptr == key && set[0].generation == gen) return {set[0].kind, set[0].device};
   if (set[1].ptr == key && set[1].generation == gen) {
     std::swap(set[0], set[1]);

@@ -3,6 +3,7 @@
 // per-thread cache. Works with the CUDA 12 and 13 runtimes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace pinscope::shim {
@@ -47,10 +48,12 @@ struct PointerInfo {
 };
 
 // Kind of memory at p. Leaves the runtime's last-error state as it found it.
-// Answers from a per-thread cache (64 pointers, two ways a set) while no
+// Answers from a per-thread cache (128 pointers, two ways a set) while no
 // registration or allocation has changed a kind since (BumpPointerGeneration);
 // else one cudaPointerGetAttributes (Counters.pointer_queries).
 PointerInfo ClassifyPointer(const void* p);
+// The set of the thread's pointer cache that p maps to (tests).
+size_t PointerCacheSet(const void* p);
 
 // Invalidates every thread's pointer cache: called whenever memory may
 // change kind (cudaHostRegister/Unregister, cudaHostAlloc/FreeHost,
