@@ -1,9 +1,9 @@
 // pinscope's own cost in this process; see own_cost.h.
 #include "shim/base/own_cost.h"
 
-#include <time.h>
-
 #include <atomic>
+
+#include "shim/base/usage.h"
 
 namespace pinscope::shim {
 namespace {
@@ -38,10 +38,8 @@ void AddCuptiSwitchCost(uint64_t ns) {
 }
 
 void NoteOwnThreadCpu(OwnThread which) {
-  timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return;
-  const uint64_t ns =
-      static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  const uint64_t ns = ThreadCpuNow().cpu_ns;
+  if (ns == 0) return;  // the clock failed
   g_thread_cpu[static_cast<int>(which)].store(ns, std::memory_order_relaxed);
 }
 

@@ -33,10 +33,7 @@ inline Usage ThreadCpuNow() {
 
 inline Usage ThreadUsageNow() {
   rusage ru;
-  Usage u;
-  timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
-    u.cpu_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  Usage u = ThreadCpuNow();
   if (getrusage(RUSAGE_THREAD, &ru) != 0) return u;
   u.user_ns = static_cast<uint64_t>(ru.ru_utime.tv_sec) * 1000000000ull +
               static_cast<uint64_t>(ru.ru_utime.tv_usec) * 1000ull;
