@@ -74,7 +74,12 @@ def _say_once(key, text):
 
 def _load_shim():
     try:
-        lib = ctypes.CDLL(None)
+        # PyDLL: the calls keep the GIL. CDLL would release and take it back
+        # around each one, and a thread waiting for it (the DataLoader's pin
+        # thread, busy unpickling the next batch) could take it there and
+        # hold the loop's thread back until it lets go. The shim's calls are
+        # short, never block on the GIL and never call into Python.
+        lib = ctypes.PyDLL(None)
         abi = lib.pinscope_loader_abi
     except (OSError, AttributeError):
         return None  # not running under libpinscope.so: nothing to record into
@@ -244,6 +249,9 @@ class _Loop:
         self.stop_after = _int(os.environ.get("PINSCOPE_STOP_AFTER"), 0)
         self.warmup = _int(os.environ.get("PINSCOPE_STOP_WARMUP"), 5)
         self.path = os.environ.get("PINSCOPE_THROUGHPUT", "")
+        # Whether took() has anything to do: __next__ skips it (and the
+        # lookups for its arguments) otherwise.
+        self.active = bool(self.path or self.stop_after)
         self.loaders = {}  # loader key -> [times __next__ returned, batch size]
         self.written = False
 
@@ -353,7 +361,7 @@ def _wrap_next(original):
         finally:
             _state.receiving = outer
         _lib.pinscope_loader_end(_NEXT, lid, index, -1, 0)
-        if threading.current_thread() is threading.main_thread():
+        if _loop.active and threading.current_thread() is threading.main_thread():
             _loop.took(_loop_keys.get(self, lid), _batch_sizes.get(self, 0))
         return data
 

@@ -151,6 +151,51 @@ expect("pool: each", [round(x, 9) for x in pooled["each"]], [0.01, 0.03])
 lo, hi = pooled["overhead_ci95"]
 if not (0.01 - 1e-9 <= lo <= 0.02 <= hi <= 0.03 + 1e-9):
     fails.append("pool: interval [%r, %r] not between the runs around 2%%" % (lo, hi))
+
+# A device-record window's rounds taken apart (--pool with the run's trace
+# beside turns.jsonl): turns 100 ms apart, each run +1% in every round and
+# 20 ms more in the window's round. Run c's window begins in round 10's on
+# turn; run d's in round 7's off turn and ends in the pause that begins
+# round 8 (a turn holds its pause call): both rounds are the window's. The
+# start's check (at 0-1 ms) comes before the turns.
+win_dir = tempfile.mkdtemp(prefix="turns-windows-")
+win_files, win_of = [], {}
+for name, hit, window in (("c", {10}, (11_350_000_000, 11_380_000_000)),
+                          ("d", {7, 8}, (8_450_000_000, 9_000_000_100))):
+    os.makedirs(os.path.join(win_dir, name, "paired.run"))
+    path = os.path.join(win_dir, name, "turns.jsonl")
+    with open(path, "w") as fh:
+        for r in range(30):
+            on = 1e8 * 1.01 + (20e6 if r in hit else 0)
+            if r in hit and len(hit) == 2:
+                on = 1e8 * 1.01 + 10e6  # 20 ms over the two rounds
+            turns_of = [("paired.off", 100_000_000), ("paired.on", int(on))]
+            for k, (side, ns) in enumerate(turns_of if r % 2 else turns_of[::-1]):
+                row = {"round": r, "side": side, "ns": ns, "steps": 5,
+                       "start_ns": (r + 1) * 1_000_000_000 + k * 500_000_000}
+                fh.write(json.dumps(row) + "\n")
+    win_files.append(path)
+    win_of[os.path.join(win_dir, name, "paired.run")] = [(0, 1_000_000), window]
+for path, expected in zip(win_files, ({10}, {7, 8})):
+    expect("window rounds: " + path, turns.window_rounds(
+        [json.loads(x) for x in open(path)], win_of[os.path.dirname(path) + "/paired.run"]),
+        (expected, 1))
+real_windows = turns.device_windows
+turns.device_windows = lambda run, pb2_dir=None: win_of[run]
+try:
+    wp = turns.pool_paired(win_files, period_s=120)
+finally:
+    turns.device_windows = real_windows
+expect("windows: rounds apart", wp["window_rounds"], [1, 2])
+expect("windows: outside", wp["outside"], 0.01, 1e-9)
+expect("windows: outside each", [round(x, 9) for x in wp["outside_each"]], [0.01, 0.01])
+expect("windows: excess", [round(x, 6) for x in wp["window_excess_ms"]], [20.0, 20.0])
+expect("windows: at the period", wp["at_period"], 0.01 + 0.020 / 120, 1e-9)
+if not wp["overhead"] > wp["outside"]:
+    fails.append("windows: the total %r holds the windows, above %r" % (wp["overhead"], wp["outside"]))
+# Without start times (runs before 2026-12-06), nothing is taken apart.
+expect("windows: none without starts", "outside" in turns.pool_paired(pool_files), False)
+
 two = os.path.join(pool_dir, "two.jsonl")
 with open(two, "w") as fh:
     for side in ("x.off", "x.on", "y.off", "y.on"):
@@ -238,6 +283,19 @@ else:
         fails.append("paired run: on turns without their switches: %r" % on[:3])
     if any("switch_ns" in row for row in off):
         fails.append("paired run: an off turn holds a switch")
+    # Every paired turn carries its start on the trace's clock, in the
+    # order the turns ran, each after the last one's end.
+    timed = sorted(rows, key=lambda row: row.get("start_ns", 0))
+    # ... and its stepping thread's CPU time and switches, its process's CPU.
+    if not all(row.get("cpu_ns", 0) > 0 and row.get("proc_cpu_ns", 0) > 0 and
+               row.get("vcsw", -1) >= 0 and row.get("ivcsw", -1) >= 0 for row in on + off):
+        fails.append("paired run: a turn without its usage: %r" % rows[:3])
+    if not all("start_ns" in row for row in on + off):
+        fails.append("paired run: a turn without its start: %r" % rows[:3])
+    elif any(b["start_ns"] < a["start_ns"] + a["ns"] - a.get("switch_ns", 0)
+             for a, b in zip(timed, timed[1:]) if a["side"].startswith("paired")
+             and b["side"].startswith("paired")):
+        fails.append("paired run: turns that overlap: %r" % timed[:4])
 # A paired side whose process has no shim (its "pinscope" runs the command
 # as it is): said, exit 1.
 out = tempfile.mkdtemp(prefix="turns-test-")

@@ -94,6 +94,12 @@ WARMUP = {"mlp12": 20, "many": 5, "hf": 5, "tiny": 5}
 
 # ---- the side: one process running the job, a turn at a time ----------------
 
+# What a paired turn reports of its stepping thread and its process besides
+# its time (Turns._usage): thread CPU ns, process CPU ns, voluntary and
+# involuntary context switches of the thread.
+USAGE_KEYS = ("cpu_ns", "proc_cpu_ns", "vcsw", "ivcsw")
+
+
 class Turns:
     """Counts steps and, every turn_steps after warmup, reports its turn's
     time and waits for the next: after_step() says whether to stop."""
@@ -116,6 +122,7 @@ class Turns:
             return True
         mode = line.split()[1:]
         self.switch_ns = 0
+        self.t0_mono = time.monotonic_ns()  # the turn's start, its pause call's included
         if mode:
             if self.pause is None:
                 sys.exit("turns.py: a turn %r for a side that is not paired" % line.strip())
@@ -126,7 +133,19 @@ class Turns:
                 sys.exit("turns.py: pinscope_recording_pause(%s) = %d: this process does not "
                          "record" % (mode[0], rc))
         self.t0 = time.perf_counter_ns()
+        if self.pause:
+            self.usage0 = self._usage()
         return False
+
+    @staticmethod
+    def _usage():
+        # A paired turn's stepping thread: its CPU time and its voluntary
+        # (a wait: the GIL, a lock, I/O) and involuntary (preempted) context
+        # switches; and the CPU time of the whole process (its other threads:
+        # the pin thread, pinscope's flusher, CUDA's).
+        import resource
+        r = resource.getrusage(resource.RUSAGE_THREAD)
+        return (time.thread_time_ns(), time.process_time_ns(), r.ru_nvcsw, r.ru_nivcsw)
 
     def after_step(self):
         self.n += 1
@@ -142,7 +161,11 @@ class Turns:
             self._say("ready")
             return self._wait()
         ns = time.perf_counter_ns() - self.t0
-        self._say("%d %d" % (ns, self.switch_ns) if self.pause else str(ns))
+        if self.pause:
+            used = [b - a for a, b in zip(self.usage0, self._usage())]
+            self._say(" ".join(str(x) for x in [ns, self.switch_ns, self.t0_mono] + used))
+        else:
+            self._say(str(ns))
         return self._wait()
 
 
@@ -475,6 +498,11 @@ def drive(args):
     start = time.monotonic()
     rng = random.Random(args.seed)
     switches = {}  # (round, process) -> ns in pinscope_recording_pause
+    # (round, paired slot) -> the turn's start, its pause call's included, in
+    # CLOCK_MONOTONIC ns, the trace's clock: which turns a device-record
+    # window fell in (pool_paired)
+    starts = {}
+    usage = {}  # (round, paired slot) -> USAGE_KEYS over the turn (Turns._usage)
     r, order = 0, slots
     while failed is None and time.monotonic() - start < args.seconds:
         # Rounds in pairs: a random order, then the same reversed. Every side
@@ -486,12 +514,14 @@ def drive(args):
             os.write(gos[name], b"go %s\n" % mode.encode() if mode else b"go\n")
             line = read_line(dones[name], args.turn_timeout, bufs[name])
             fields = (line or "").split()
-            if not fields or not all(f.isdigit() for f in fields) or len(fields) != (2 if mode else 1):
+            if not fields or not all(f.isdigit() for f in fields) or len(fields) != (7 if mode else 1):
                 failed = "%s: no turn back (exit %s)" % (slot, procs[name].poll())
                 break
             turns.append((r, slot, int(fields[0]), turn_steps))
             if mode:
                 switches[(r, name)] = switches.get((r, name), 0) + int(fields[1])
+                starts[(r, slot)] = int(fields[2])
+                usage[(r, slot)] = dict(zip(USAGE_KEYS, (int(x) for x in fields[3:])))
         r += 1
     # A paired side's pauses and resumes belong to recording (pausing ends a
     # device-record window): their time goes to its turn with recording.
@@ -516,6 +546,9 @@ def drive(args):
             row = dict(zip(("round", "side", "ns", "steps"), t))
             if (t[0], t[1]) in folded:
                 row["switch_ns"] = folded[(t[0], t[1])]  # in ns already
+            if (t[0], t[1]) in starts:
+                row["start_ns"] = starts[(t[0], t[1])]
+                row.update(usage[(t[0], t[1])])
             f.write(json.dumps(row) + "\n")
     out = summarize(slots, turns, kinds=slot_kinds, pairs=pairs)
     out.update({"job": args.job, "turn_steps": turn_steps, "seconds": round(time.monotonic() - start, 1),
@@ -579,18 +612,69 @@ def summarize_file(path, sides):
     return 0
 
 
-def pool_paired(paths, resamples=4000, seed=0):
+def device_windows(run, pb2_dir=None):
+    """The device-record windows of a run's main process, [(attached,
+    detached)] in CLOCK_MONOTONIC ns (the start's check included: no turn
+    holds it); None where the trace cannot be read here (no protobuf)."""
+    try:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from window_cost import root_packets
+        packets = root_packets(run, pb2_dir)
+    except (ImportError, SystemExit) as e:
+        print("turns.py: %s: device-record windows not read (%s)" % (run, e), file=sys.stderr)
+        return None
+    windows, attached = [], None
+    for p in sorted((p for p in packets if p.HasField("recording")), key=lambda p: p.timestamp_ns):
+        if p.recording.reason in ("attached", "check") and attached is None:
+            attached = p.timestamp_ns
+        elif p.recording.detached and attached is not None:
+            windows.append((attached, p.timestamp_ns))
+            attached = None
+    if attached is not None:
+        windows.append((attached, float("inf")))
+    return windows
+
+
+def window_rounds(rows, windows):
+    """The rounds with a turn that a window overlaps, and how many of the
+    windows overlap a turn. A turn lasts from its start (its pause call's
+    included: pausing ends a window) to the next turn's start; the run's
+    last turn, its own time."""
+    timed = sorted((d["start_ns"], d["round"], d["ns"]) for d in rows if "start_ns" in d)
+    hit, used = set(), set()
+    for i, (t0, r, ns) in enumerate(timed):
+        t1 = timed[i + 1][0] if i + 1 < len(timed) else t0 + ns
+        for k, (a, d) in enumerate(windows):
+            if a < t1 and t0 < d:
+                hit.add(r)
+                used.add(k)
+    return hit, len(used)
+
+
+def pool_paired(paths, resamples=4000, seed=0, period_s=120.0, pb2_dir=None):
     """Runs of one paired side each (OUT/turns.jsonl of `--side paired`),
     pooled: each run's on turns against its off turns, and the runs' mean
-    with a 95% interval that resamples the runs and, in each, its rounds."""
+    with a 95% interval that resamples the runs and, in each, its rounds.
+
+    A run of 40 s holds one device-record window where a job holds one
+    every PINSCOPE_CUPTI_PERIOD_S (120 s): its turns would count the window
+    several times over. Where the run's trace is beside turns.jsonl
+    (OUT/NAME.run) and its turns carry their start (start_ns, since
+    2026-12-06), the rounds a window fell in are taken apart: `outside` is
+    the same figure over the other rounds, `window_excess_ms` what each
+    window's rounds took above that (its attach, its detach at the pause,
+    the launches while attached: a window that a pause cut short), and
+    `at_period` the outside figure plus the windows' mean excess once
+    every `period_s` seconds, as in a job."""
     runs = []
     for path in paths:
-        by = {}
+        by, rows = {}, []
         with open(path) as f:
             for n, line in enumerate(f, 1):
                 try:
                     d = json.loads(line)
                     by.setdefault(d["round"], {})[d["side"]] = d["ns"]
+                    rows.append(d)
                 except (ValueError, KeyError, TypeError) as e:
                     sys.exit("turns.py: %s:%d: not a turn (%s): %.80s" % (path, n, e, line))
         ons = sorted({s for d in by.values() for s in d if s.endswith(".on")})
@@ -600,21 +684,76 @@ def pool_paired(paths, resamples=4000, seed=0):
         rounds = [r for r in sorted(by) if on_side in by[r] and off_side in by[r]]
         if not rounds:
             sys.exit("turns.py: %s: no round with both turns" % path)
-        runs.append(([by[r][on_side] for r in rounds], [by[r][off_side] for r in rounds]))
+        run_dir = os.path.join(os.path.dirname(os.path.abspath(path)), on_side[:-3] + ".run")
+        windows = None
+        if any("start_ns" in d for d in rows) and os.path.isdir(run_dir):
+            windows = device_windows(run_dir, pb2_dir)
+        hit, used = window_rounds(rows, windows) if windows is not None else (set(), None)
+        per_turn = {(d["round"], d["side"]): d for d in rows}
+        runs.append({"on": [by[r][on_side] for r in rounds], "off": [by[r][off_side] for r in rounds],
+                     "window": [r in hit for r in rounds], "windows": used,
+                     "usage": {mode: [per_turn[(r, side)] for r in rounds]
+                               for mode, side in (("on", on_side), ("off", off_side))}})
     rng = random.Random(seed)
-    each = [sum(on) / sum(off) - 1 for on, off in runs]
-    boot = []
+
+    def ratio(run, pick):
+        return sum(run["on"][i] for i in pick) / sum(run["off"][i] for i in pick) - 1
+
+    def outside(run):
+        return [i for i, w in enumerate(run["window"]) if not w]
+
+    each = [ratio(run, range(len(run["on"]))) for run in runs]
+    boot, boot_out = [], []
+    known = all(run["windows"] is not None for run in runs)
     for _ in range(resamples):
-        picked = []
-        for on, off in rng.choices(runs, k=len(runs)):
-            pick = [rng.randrange(len(on)) for _ in on]
-            picked.append(sum(on[i] for i in pick) / sum(off[i] for i in pick) - 1)
+        picked, picked_out = [], []
+        for run in rng.choices(runs, k=len(runs)):
+            pick = [rng.randrange(len(run["on"])) for _ in run["on"]]
+            picked.append(ratio(run, pick))
+            if known:
+                rest = outside(run)
+                picked_out.append(ratio(run, [rest[rng.randrange(len(rest))] for _ in rest]))
         boot.append(statistics.fmean(picked))
+        if known:
+            boot_out.append(statistics.fmean(picked_out))
     boot.sort()
-    return {"runs": len(runs), "rounds": [len(on) for on, _ in runs], "each": each,
-            "median_round": [statistics.median(a / b for a, b in zip(on, off)) - 1 for on, off in runs],
-            "overhead": statistics.fmean(each),
-            "overhead_ci95": [boot[int(0.025 * resamples)], boot[int(0.975 * resamples) - 1]]}
+    boot_out.sort()
+    lo, hi = int(0.025 * resamples), int(0.975 * resamples) - 1
+    out = {"runs": len(runs), "rounds": [len(run["on"]) for run in runs], "each": each,
+           "median_round": [statistics.median(a / b for a, b in zip(run["on"], run["off"])) - 1
+                            for run in runs],
+           "overhead": statistics.fmean(each), "overhead_ci95": [boot[lo], boot[hi]]}
+    if known:
+        out_each, excess = [], []
+        for run in runs:
+            rest = outside(run)
+            o = ratio(run, rest)
+            out_each.append(o)
+            w = [i for i, x in enumerate(run["window"]) if x]
+            if run["windows"]:
+                extra = sum(run["on"][i] - run["off"][i] * (1 + o) for i in w)
+                excess.append(extra / run["windows"] / 1e6)
+        mean_excess = statistics.fmean(excess) if excess else 0.0
+        out.update({"outside": statistics.fmean(out_each), "outside_each": out_each,
+                    "outside_ci95": [boot_out[lo], boot_out[hi]],
+                    "window_rounds": [sum(run["window"]) for run in runs],
+                    "window_excess_ms": excess, "period_s": period_s,
+                    "at_period": statistics.fmean(out_each) + mean_excess / 1e3 / period_s})
+    # Where a turn's time went (turns that carry their usage): a step's wall
+    # time, its stepping thread's CPU time and context switches, and its
+    # process's CPU time, off and on, over the rounds outside the windows.
+    if all(all(k in d for k in USAGE_KEYS) for run in runs for m in ("on", "off")
+           for d in run["usage"][m]):
+        usage = {}
+        for key in ("ns",) + USAGE_KEYS:
+            for mode in ("off", "on"):
+                per_step = []
+                for run in runs:
+                    keep = [d for d, w in zip(run["usage"][mode], run["window"]) if not w]
+                    per_step.append(sum(d[key] for d in keep) / sum(d["steps"] for d in keep))
+                usage.setdefault(key, {})[mode] = statistics.fmean(per_step)
+        out["a_step"] = usage
+    return out
 
 
 def main(argv):
@@ -641,6 +780,10 @@ def main(argv):
                     help="summarize a recorded OUT/turns.jsonl again (with the run's --side list)")
     ap.add_argument("--pool", nargs="+", metavar="TURNS_JSONL",
                     help="pool runs of one paired side each: their mean and its 95%% interval")
+    ap.add_argument("--period-s", type=float, default=120,
+                    help="with --pool: seconds between device-record windows in a job "
+                         "(PINSCOPE_CUPTI_PERIOD_S)")
+    ap.add_argument("--pb2-dir", help="with --pool: where trace_pb2.py is (default: build*/python)")
     # A side (started by the driver).
     ap.add_argument("--side-of", help=argparse.SUPPRESS)
     ap.add_argument("--go", help=argparse.SUPPRESS)
@@ -654,12 +797,28 @@ def main(argv):
     if args.from_file:
         return summarize_file(args.from_file, args.side or [])
     if args.pool:
-        out = pool_paired(args.pool)
+        out = pool_paired(args.pool, period_s=args.period_s, pb2_dir=args.pb2_dir)
         print(json.dumps(out))
         print("  paired, %d runs: %+.2f%% [%+.2f%%, %+.2f%%]; each %s" % (
             out["runs"], 100 * out["overhead"], 100 * out["overhead_ci95"][0],
             100 * out["overhead_ci95"][1], " ".join("%+.2f%%" % (100 * x) for x in out["each"])),
             file=sys.stderr)
+        if "outside" in out:
+            print("  outside the device-record windows' rounds (%s): %+.2f%% [%+.2f%%, %+.2f%%]; "
+                  "a window's rounds %s ms above that; one window every %g s: %+.2f%%" % (
+                      " ".join(str(n) for n in out["window_rounds"]), 100 * out["outside"],
+                      100 * out["outside_ci95"][0], 100 * out["outside_ci95"][1],
+                      " ".join("%.1f" % x for x in out["window_excess_ms"]) or "(none)",
+                      out["period_s"], 100 * out["at_period"]), file=sys.stderr)
+        if "a_step" in out:
+            u = out["a_step"]
+            print("  a step, off -> on: wall %.1f -> %.1f us; stepping thread CPU %.1f -> %.1f us, "
+                  "voluntary switches %.2f -> %.2f, involuntary %.2f -> %.2f; process CPU "
+                  "%.1f -> %.1f us" % (
+                      u["ns"]["off"] / 1e3, u["ns"]["on"] / 1e3, u["cpu_ns"]["off"] / 1e3,
+                      u["cpu_ns"]["on"] / 1e3, u["vcsw"]["off"], u["vcsw"]["on"], u["ivcsw"]["off"],
+                      u["ivcsw"]["on"], u["proc_cpu_ns"]["off"] / 1e3, u["proc_cpu_ns"]["on"] / 1e3),
+                  file=sys.stderr)
         return 0
     return drive(args)
 

@@ -11,7 +11,9 @@ start (worker_init_fn); with --eval-every K, after every K batches the loop
 takes the 3 batches of an evaluation DataLoader (another dataset, built on
 another line); with --pause-first K, pinscope's recording is paused
 (pinscope_recording_pause) from before the loop until K batches were
-taken. Prints "batches N" and exits 0 on success."""
+taken; with --check-gil, the Python hook's calls into the shim must keep
+the GIL (ctypes.PyDLL's functions). Prints "batches N" and exits 0 on
+success."""
 import argparse
 import time
 
@@ -60,7 +62,16 @@ def main():
     ap.add_argument("--init-ms", type=float, default=0.0)
     ap.add_argument("--eval-every", type=int, default=0)
     ap.add_argument("--pause-first", type=int, default=0)
+    ap.add_argument("--check-gil", action="store_true")
     args = ap.parse_args()
+    if args.check_gil:
+        import ctypes
+
+        import pinscope_hook
+        for name in ("pinscope_loader_iter", "pinscope_loader_begin", "pinscope_loader_end",
+                     "pinscope_loader_mark"):
+            fn = getattr(pinscope_hook._lib, name)
+            assert fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI, name + " releases the GIL"
     pause = None
     if args.pause_first:
         import ctypes

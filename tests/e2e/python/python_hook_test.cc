@@ -270,6 +270,22 @@ TEST_F(PythonHook, WhilePausedTheHookStepsAside) {
   EXPECT_EQ(nexts.front()->loader().index(), static_cast<uint64_t>(kPaused));
 }
 
+// A ctypes call that lets the GIL go hands it to any thread waiting for it
+// (the pin thread, unpickling the next batch), and the loop's thread waits
+// until that thread lets go: the hook's calls keep it (ctypes.PyDLL).
+TEST_F(PythonHook, ItsCallsKeepTheGil) {
+  RunResult r = RunCommand(
+      {PINSCOPE_PYTHON, DATALOADER_JOB, "--workers", "0", "--batches", "2", "--check-gil"},
+      {"PYTHONPATH=" PINSCOPE_HOOK_DIR, "PINSCOPE_OUT=" + dir_.path() + "/run", "PINSCOPE_CUPTI=0",
+       PreloadPinscope(PINSCOPE_LIB, "")},
+      dir_.path());
+  ASSERT_TRUE(r.Exited(0)) << r.err;
+  EXPECT_EQ(r.out, "batches 2\n");
+  auto run = Traces();
+  ASSERT_EQ(run.size(), 1u);
+  EXPECT_EQ(Loader(run.begin()->second, trace::LOADER_NEXT).size(), 3u);
+}
+
 TEST_F(PythonHook, TheJobsOwnSitecustomizeStillRuns) {
   const std::string own = dir_.path() + "/own";
   ASSERT_EQ(system(("mkdir -p " + own).c_str()), 0);
