@@ -68,8 +68,14 @@ steps all the time, as a job does. What a paired side does not hold:
 pinscope's mere presence (the malloc family's pass-through and the
 interposed symbols, measured at nothing on the H100, docs/benchmarks.md),
 the DataLoader workers' recording (other processes, not paused), and the
-tool's threads while paused (the flusher skips its tick). `--pool
-A/turns.jsonl B/turns.jsonl ...` pools runs of one paired side each.
+tool's threads while paused (the flusher skips its tick). A paired turn
+also reports its start on the trace's clock and its stepping thread's CPU
+time and context switches and its process's CPU time (turns.jsonl:
+start_ns, cpu_ns, vcsw, ivcsw, proc_cpu_ns). `--pool A/turns.jsonl
+B/turns.jsonl ...` pools runs of one paired side each; where a run's trace
+is beside its turns.jsonl it also takes apart the rounds that a
+device-record window fell in and counts one window every --period-s
+(pool_paired), and gives a step's wall and CPU time off and on.
 """
 import argparse
 import hashlib
