@@ -73,7 +73,11 @@ std::string LoopLine(const LoopOwnCost& loop) {
                     " a step over this span; once a device-record window)"
               : std::string()) +
          ", pinscope's own threads " + PerStep(loop.PerStep(s.own_threads_cpu_ns)) +
-         " of CPU a step (on other cores).";
+         " of CPU a step (on other cores). The hooks' own time is less than what they cost the "
+         "loop: each leaves the program's caches colder, and a thread that runs hooks holding "
+         "the GIL (a DataLoader's pin thread) holds the loop's thread back meanwhile; on the "
+         "Hugging Face Trainer (H100) the loop slowed by about twice its hooks' own time (" +
+         DocPath("benchmarks.md") + ", twenty-sixth session).";
 }
 
 std::string Signed(int64_t ns) {

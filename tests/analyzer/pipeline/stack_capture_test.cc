@@ -323,6 +323,11 @@ TEST(OwnCostTest, TheLoopsStepSaysWhatTheHooksCostIt) {
                       "time), pinscope's own threads 50.0 us of CPU a step (on other cores)"),
             std::string::npos)
       << line;
+  // ... and that the hooks' own time is a lower bound of their cost.
+  EXPECT_NE(text.find("(on other cores). The hooks' own time is less than what they cost the "
+                      "loop"),
+            std::string::npos)
+      << text;
   const nlohmann::json j = nlohmann::json::parse(ReportOf(dir, true));
   const nlohmann::json& loop = j["own_cost"]["loop"];
   ASSERT_TRUE(loop.is_object()) << j["own_cost"].dump();
