@@ -70,4 +70,11 @@ if has paired; then
       "$PS" report --json "$r" > "$r.json" 2>/dev/null
     done
   done
+  # Each job's runs pooled (turns.py --pool; the windows are taken apart
+  # where this machine's Python reads the traces, else on the development
+  # machine from paired.tgz).
+  for job in $(ls -d "$W"/paired-*-*/ 2>/dev/null | sed 's|.*/paired-[0-9]*-||; s|/$||' | sort -u); do
+    step "pooled: $job"
+    $PY tools/bench/turns.py --pool "$W"/paired-*-"$job"/turns.jsonl 2>&1 >/dev/null | grep -v "^turns.py"
+  done
 fi
