@@ -21,13 +21,19 @@ static void OnTerm(int sig, siginfo_t* info, void* ctx) {
   _exit(3);
 }
 
-static void Child(void) {
+/* Installed before the forks, so that each child has it from its first
+   instruction: a child that installed it itself could be killed by the
+   default action before it did, on a loaded machine (CI, 2026-12-06). */
+static void InstallHandler(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = OnTerm;
   sa.sa_flags = SA_RESTART | SA_SIGINFO | SA_NOCLDSTOP | SA_NODEFER;
   sigemptyset(&sa.sa_mask);
   CHECK(sigaction(SIGTERM, &sa, NULL) == 0);
+}
+
+static void Child(void) {
   for (;;) {
     /* Above PINSCOPE_TRACE_MIN (the test sets 4K): each block is a packet. */
     volatile char* p = malloc(64 * 1024);
@@ -47,6 +53,7 @@ int main(int argc, char** argv) {
   int n = argc > 1 ? atoi(argv[1]) : 40;
   int hung = 0;
   srand(12345);
+  InstallHandler();
   for (int i = 0; i < n; ++i) {
     pid_t pid = fork();
     CHECK(pid >= 0);
