@@ -493,24 +493,52 @@ bool CaptureKey(size_t max, size_t* count, bool* truncated, uint64_t* key) {
   if (!g_ok || max == 0 || !g_api.is_initialized()) return true;
   if (g_api.is_finalizing && g_api.is_finalizing()) return true;
   if (g_walk.load(std::memory_order_acquire) != kChecked) return false;
-  // Only what the frames and their code objects hold: the code object's
-  // address, its file and name objects' addresses (one more line of the
-  // code object) and the instruction. Walk's CodeTag also reads the two
-  // name objects' hashes, and its frame ids come from a table:
-  // on the H100 those misses made a cached stack's Python part cost 5-8 us
-  // (call 51). A freed code object's address taken by a new one under the
-  // same names on the same whole stack is the stack a full walk would name,
-  // up to its line; the cache's checks see any other change.
   Reader r(false);
   uint64_t h = 0;
   size_t n = 0;
-  ForEachFrame(r, max, truncated, [&](uintptr_t code, uintptr_t, uint64_t where) {
-    const uintptr_t file = r.Ptr(code + g_layout->code_filename);
-    const uintptr_t name = r.Ptr(code + g_layout->code_name);
-    h = Mix(h, Mix(code ^ (file << 1) ^ (name << 2), where) | 1);
-    ++n;
-    return true;
-  });
+  const Layout& L = *g_layout;
+  if (L.minor == 10) {
+    // 3.10's frames are objects, checked as ForEachFrame does.
+    ForEachFrame(r, max, truncated, [&](uintptr_t code, uintptr_t, uint64_t where) {
+      h = Mix(h, Mix(code, where) | 1);
+      ++n;
+      return true;
+    });
+  } else {
+    // 3.11+: only what each frame holds on its own cache line or two, the
+    // code object's address and the instruction, none of the code object's
+    // fields. The frames were checked against the layout once (g_walk);
+    // ForEachFrame's checks read two or three more lines of each frame's
+    // code object, and a cached stack is taken where the loop's step has
+    // left those out of the caches: on the H100 the walk of 40-60 frames
+    // was the largest part of a copy hook's cost in a Hugging Face loop
+    // (docs/benchmarks.md, twenty-sixth session). A freed code object's
+    // address taken by a new one at the same instruction on the same whole
+    // stack gives the old stack's key: the cache's checks see the change
+    // (stacks.cc).
+    const uintptr_t tstate = reinterpret_cast<uintptr_t>(g_api.this_thread_state());
+    uintptr_t frame = tstate ? r.Ptr(tstate + L.tstate_frame) : 0;
+    if (frame && L.cframe_current != kNone) frame = r.Ptr(frame + L.cframe_current);
+    for (int guard = 0; frame && r.ok(); ++guard) {
+      if (guard > 100000) {  // a cycle: not a frame chain
+        r.Fail();
+        break;
+      }
+      const int owner = r.Get<unsigned char>(frame + L.frame_owner);
+      const uintptr_t next = r.Ptr(frame + L.frame_back);
+      if (owner != L.owner_cstack) {  // the C stack's entry frame: not Python
+        if (n == max) {
+          *truncated = true;
+          break;
+        }
+        const uintptr_t code = r.Ptr(frame + L.frame_code);
+        const uintptr_t instr = r.Ptr(frame + L.frame_instr);
+        h = Mix(h, Mix(code, instr - code) | 1);
+        ++n;
+      }
+      frame = next;
+    }
+  }
   if (!r.ok()) *truncated = true;
   *count = n;
   *key = h;

@@ -2,7 +2,7 @@
 # LD_PRELOAD=libpinscope.so): two copies of known size from known lines.
 # ctypes.PyDLL keeps the GIL during the foreign call; ctypes.CDLL releases
 # it (as PyTorch does around its operators).
-#   python3 py_stacks.py LIBPY_HELPER [extra|sameline|twins]
+#   python3 py_stacks.py LIBPY_HELPER [extra|sameline|twins|outers]
 import ctypes
 import sys
 
@@ -65,7 +65,30 @@ def twins():
         twin(1 + i % 2)  # @py-twins
 
 
-if len(sys.argv) > 2 and sys.argv[2] == "sameline":
+# "outers": 400 copies from one line of inner(), called in turn from
+# outer_a (1 KiB) and outer_b (2 KiB): the same innermost Python frame and
+# native frames, another function one Python frame out.
+def inner(kib):
+    return ctypes.PyDLL(LIB).stacks_py_copy(kib)  # @py-inner
+
+
+def outer_a():
+    return inner(1)  # @py-outer-a
+
+
+def outer_b():
+    return inner(2)  # @py-outer-b
+
+
+def outers():
+    for i in range(400):
+        if (outer_a() if i % 2 == 0 else outer_b()) != 0:
+            sys.exit(1)
+
+
+if len(sys.argv) > 2 and sys.argv[2] == "outers":
+    outers()
+elif len(sys.argv) > 2 and sys.argv[2] == "sameline":
     sameline()
 elif len(sys.argv) > 2 and sys.argv[2] == "twins":
     twins()

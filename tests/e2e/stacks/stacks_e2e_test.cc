@@ -546,6 +546,36 @@ TEST_P(StacksPython, TwoCallsOnOneLineKeepTheirOwnStacks) {
   ExpectNoSiteTurnedOff(t);
 }
 
+// Two callers one Python frame out of the same line, in turn: the cache's
+// key walks every Python frame (python::CaptureKey), so each copy keeps the
+// stack of its own caller, and the cache still answers most of them.
+TEST_P(StacksPython, TwoPythonCallersOfOneLineKeepTheirStacks) {
+  const std::string python = GetParam();
+  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << python << " not installed";
+  RunResult run = RunTraced({python, kPyScript, PINSCOPE_PY_HELPER_PATH, "outers"}, {});
+  ASSERT_EQ(run.files.size(), 1u);
+  const TraceFile& t = run.files[0];
+  ExpectSelfContained(t);
+  ASSERT_EQ(t.copies.size(), 400u);
+  const PyFrame inner{kPyScript, "inner", uint32_t(MarkerLine(kPyScript, "# @py-inner"))};
+  const PyFrame a{kPyScript, "outer_a", uint32_t(MarkerLine(kPyScript, "# @py-outer-a"))};
+  const PyFrame b{kPyScript, "outer_b", uint32_t(MarkerLine(kPyScript, "# @py-outer-b"))};
+  int wrong = 0;
+  std::set<uint64_t> ids;
+  for (size_t i = 2; i < t.copies.size(); ++i) {  // after each caller's first
+    const trace::CopyEvent& c = t.copies[i];
+    std::vector<PyFrame> py = PythonFrames(t, c.stack_id());
+    ids.insert(c.stack_id());
+    wrong += py.size() < 2 || !(py[0] == inner) || !(py[1] == (c.bytes() == 1024 ? a : b));
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(ids.size(), 2u);
+  const trace::Counters* counters = LastCounters(t);
+  ASSERT_NE(counters, nullptr);
+  EXPECT_GE(counters->stack_cache_hits(), 300u);
+  ExpectNoSiteTurnedOff(t);
+}
+
 // Under Python frames the cache's key holds the hook's return address into
 // the program and the depth, not the native frames between (stacks.cc,
 // ProgramCaller: a few words of the stack instead of a partial unwind).
