@@ -45,10 +45,13 @@ bool FrameWalk();
 size_t Capture(uint64_t* ids, size_t max, bool* truncated, uint64_t* where = nullptr);
 
 // The stack cache's key of the same frames, cheaper than Capture's `where`:
-// the walk only, without the names' hashes and the frame id tables. Fills
-// *count (the frames Capture would give, at most `max`), *truncated and
-// *key, and returns true; false when the frame walk is not in use yet (its
-// first, careful walk has not run) or at all: Capture's `where` then.
+// on 3.11+ what each frame holds (its code object's address and its
+// instruction), no field of the code objects, no names, no frame id
+// tables. Fills *count (the frames on the thread's chain, at most `max`;
+// Capture may leave out one being set up, or on 3.13 one without a code
+// object: the count is part of the key only), *truncated and *key, and
+// returns true; false when the frame walk is not in use yet (its first,
+// careful walk has not run) or at all: Capture's `where` then.
 bool CaptureKey(size_t max, size_t* count, bool* truncated, uint64_t* key);
 
 }  // namespace pinscope::shim::python
