@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "expect.h"
 
@@ -33,14 +34,23 @@ static void InstallHandler(void) {
   CHECK(sigaction(SIGTERM, &sa, NULL) == 0);
 }
 
-static void Child(void) {
-  for (;;) {
-    /* Above PINSCOPE_TRACE_MIN (the test sets 4K): each block is a packet. */
-    volatile char* p = malloc(64 * 1024);
-    CHECK(p);
-    p[0] = 1;
-    free((void*)p);
-  }
+static void Allocate(void) {
+  /* Above PINSCOPE_TRACE_MIN (the test sets 4K): each block is a packet. */
+  volatile char* p = malloc(64 * 1024);
+  CHECK(p);
+  p[0] = 1;
+  free((void*)p);
+}
+
+/* Says on `ready` that it recorded its first block (its trace file is
+   made), then allocates until the signal comes: the parent's wait starts
+   there, not at the fork, which a loaded machine may not run for longer
+   than the wait (CI, 2026-12-06). */
+static void Child(int ready) {
+  Allocate();
+  CHECK(write(ready, "r", 1) == 1);
+  close(ready);
+  for (;;) Allocate();
 }
 
 static void SleepMs(long ms) {
@@ -55,9 +65,18 @@ int main(int argc, char** argv) {
   srand(12345);
   InstallHandler();
   for (int i = 0; i < n; ++i) {
+    int ready[2];
+    CHECK(pipe(ready) == 0);
     pid_t pid = fork();
     CHECK(pid >= 0);
-    if (pid == 0) Child();
+    if (pid == 0) {
+      close(ready[0]);
+      Child(ready[1]);
+    }
+    close(ready[1]);
+    char byte = 0;
+    CHECK(read(ready[0], &byte, 1) == 1);
+    close(ready[0]);
     SleepMs(5 + rand() % 10);
     CHECK(kill(pid, SIGTERM) == 0);
     int st = 0, waited_ms = 0;
