@@ -313,25 +313,33 @@ void RecordCopy(const CopyCall& r) {
   namespace c = fields::copy;
   Packet p(fields::packet::kCopy, r.t_enter);
   Encoder& e = p.e();
-  e.Varint(c::kApi, r.api);
-  e.Bool(c::kPerThread, r.per_thread);
-  e.Varint(c::kDirection, r.direction);
-  e.Int32(c::kRequestedKind, r.requested_kind);
-  e.Varint(c::kBytes, r.bytes);
-  e.Varint(c::kSrcKind, r.src_kind);
-  e.Varint(c::kDstKind, r.dst_kind);
-  e.Varint(c::kSrcAddress, r.src_address);
-  e.Varint(c::kDstAddress, r.dst_address);
-  e.SInt(c::kSrcDevice, r.src_device);
-  e.SInt(c::kDstDevice, r.dst_device);
-  e.Varint(c::kStream, r.stream);
-  e.Varint(c::kEnd, r.t_exit);
-  e.Int32(c::kResult, r.result);
-  e.Varint(c::kCallId, r.call_id);
-  e.Varint(c::kStackId, r.stack_id);
-  e.Varint(c::kPin, r.pin);
-  e.Varint(c::kBatchIndex, r.batch_index);
-  e.Varint(c::kHeight, r.height);
+  // Fields 1-19 in their order, through one loop (Encoder::VarintRun).
+  static_assert(c::kApi == 1 && c::kPerThread == 2 && c::kDirection == 3 &&
+                c::kRequestedKind == 4 && c::kBytes == 5 && c::kSrcKind == 6 && c::kDstKind == 7 &&
+                c::kSrcAddress == 8 && c::kDstAddress == 9 && c::kSrcDevice == 10 &&
+                c::kDstDevice == 11 && c::kStream == 12 && c::kEnd == 13 && c::kResult == 14 &&
+                c::kCallId == 15 && c::kStackId == 16 && c::kPin == 17 && c::kBatchIndex == 18 &&
+                c::kHeight == 19);
+  const uint64_t values[] = {r.api,
+                             r.per_thread ? 1u : 0u,
+                             r.direction,
+                             Encoder::Int32Value(r.requested_kind),
+                             r.bytes,
+                             r.src_kind,
+                             r.dst_kind,
+                             r.src_address,
+                             r.dst_address,
+                             Encoder::ZigZag(r.src_device),
+                             Encoder::ZigZag(r.dst_device),
+                             r.stream,
+                             r.t_exit,
+                             Encoder::Int32Value(r.result),
+                             r.call_id,
+                             r.stack_id,
+                             r.pin,
+                             r.batch_index,
+                             r.height};
+  e.VarintRun(c::kApi, values, sizeof values / sizeof values[0]);
   EncodeUsage(e, c::kUsageEnter, r.usage_enter);
   EncodeUsage(e, c::kUsageExit, r.usage_exit);
   p.Commit();
@@ -341,12 +349,11 @@ void RecordSync(const SyncCall& r) {
   if (!Recording()) return;
   namespace s = fields::sync;
   Packet p(fields::packet::kSync, r.t_enter);
-  p.e().Varint(s::kApi, r.api);
-  p.e().Varint(s::kStream, r.stream);
-  p.e().Varint(s::kEnd, r.t_exit);
-  p.e().Int32(s::kResult, r.result);
-  p.e().Varint(s::kStackId, r.stack_id);
-  p.e().Varint(s::kCallId, r.call_id);
+  static_assert(s::kApi == 1 && s::kStream == 2 && s::kEnd == 3 && s::kResult == 4 &&
+                s::kStackId == 5 && s::kCallId == 6);
+  const uint64_t values[] = {r.api,  r.stream,   r.t_exit, Encoder::Int32Value(r.result),
+                             r.stack_id, r.call_id};
+  p.e().VarintRun(s::kApi, values, sizeof values / sizeof values[0]);
   EncodeUsage(p.e(), s::kUsageEnter, r.usage_enter);
   EncodeUsage(p.e(), s::kUsageExit, r.usage_exit);
   p.Commit();
@@ -428,12 +435,11 @@ void RecordNotice(uint32_t severity, const char* code, const char* text) {
 
 void EncodeUsage(Encoder& e, uint32_t field, const Usage& u) {
   namespace t = fields::usage;
+  static_assert(t::kUserNs == 1 && t::kSysNs == 2 && t::kMinorFaults == 3 &&
+                t::kMajorFaults == 4 && t::kCpuNs == 5);
   size_t m = e.BeginNested(field);
-  e.Varint(t::kUserNs, u.user_ns);
-  e.Varint(t::kSysNs, u.sys_ns);
-  e.Varint(t::kMinorFaults, u.minor_faults);
-  e.Varint(t::kMajorFaults, u.major_faults);
-  e.Varint(t::kCpuNs, u.cpu_ns);
+  const uint64_t values[] = {u.user_ns, u.sys_ns, u.minor_faults, u.major_faults, u.cpu_ns};
+  e.VarintRun(t::kUserNs, values, sizeof values / sizeof values[0]);
   e.EndNested(m);
 }
 
