@@ -152,6 +152,18 @@ class Encoder {
 
   void Tag(uint32_t field, uint32_t wire_type) { RawVarint((field << 3) | wire_type); }
   void RawVarint(uint64_t v) {
+    // Straight into the buffer where any varint fits (all but a full
+    // packet's last bytes), without the copy through tmp.
+    if (__builtin_expect(ok_ && cap_ - pos_ >= 10, 1)) {
+      uint8_t* out = buf_ + pos_;
+      while (v >= 0x80) {
+        *out++ = static_cast<uint8_t>(v | 0x80);
+        v >>= 7;
+      }
+      *out++ = static_cast<uint8_t>(v);
+      pos_ = static_cast<size_t>(out - buf_);
+      return;
+    }
     uint8_t tmp[10];
     size_t n = 0;
     while (v >= 0x80) {
