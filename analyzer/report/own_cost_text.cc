@@ -76,7 +76,7 @@ std::string LoopLine(const LoopOwnCost& loop) {
          " of CPU a step (on other cores). The hooks' own time is less than what they cost the "
          "loop: each leaves the program's caches colder, and a thread that runs hooks holding "
          "the GIL (a DataLoader's pin thread) holds the loop's thread back meanwhile; on the "
-         "Hugging Face Trainer (H100) the loop slowed by about twice its hooks' own time (" +
+         "Hugging Face Trainer (H100) the loop slowed by 1.6-1.8 times its hooks' own time (" +
          DocPath("benchmarks.md") + ", twenty-sixth session).";
 }
 

@@ -34,6 +34,18 @@ out = run("--per-step", "copy:H2D=1", os.path.join(data, "h100", "cost", "turns_
 if not out.startswith("turns_mlp12: 4650 steps (copy:H2D / 1), 2.0 hooks a step, 11.2 us of "):
     fails.append("turns_mlp12: %r" % out)
 
+# --after-steps: from the first Counters packet past step 1000 (4750 steps
+# to the last but one, where a quarter of the counters gives 4650); past
+# the run's steps, said.
+out = run("--per-step", "copy:H2D=1", "--after-steps", "1000",
+          os.path.join(data, "h100", "cost", "turns_mlp12"))
+if not out.startswith("turns_mlp12: 4750 steps (copy:H2D / 1), 2.0 hooks a step, 11.2 us of "):
+    fails.append("turns_mlp12 --after-steps 1000: %r" % out)
+out = run("--per-step", "copy:H2D=1", "--after-steps", "100000",
+          os.path.join(data, "h100", "cost", "turns_mlp12"))
+if "5790 step events, not past --after-steps 100000" not in out:
+    fails.append("turns_mlp12 --after-steps 100000: %r" % out)
+
 # A DataLoader loop on the CPU under today's shim: the kinds, exact a step.
 folder = os.path.join(tempfile.mkdtemp(prefix="loop-counters-"), "run")
 env = dict(os.environ, PINSCOPE_FLUSH_MS="50")

@@ -3,7 +3,8 @@
 report cannot find the loop's step (a side of tools/bench/turns.py steps in
 turns and waits between them, so its loop's "step" holds the waits).
 
-    /usr/bin/python3 tools/bench/loop_counters.py [--per-step EVENT=N] [--pb2-dir DIR] RUN_DIR...
+    /usr/bin/python3 tools/bench/loop_counters.py [--per-step EVENT=N] [--after-steps N]
+        [--pb2-dir DIR] RUN_DIR...
 
 For each run folder: its main process (window_cost.py's root_packets: the
 trace with the most copies, the root among equals),
@@ -46,6 +47,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--per-step", help="EVENT=N, e.g. copy:H2D=3 or loader:LOADER_NEXT=1")
     ap.add_argument("--pb2-dir", help="where trace_pb2.py is (default: build*/python)")
+    ap.add_argument("--after-steps", type=int, default=0,
+                    help="start at the first Counters packet past this many steps (a paired "
+                         "side of tools/bench/turns.py: its counters come only while it "
+                         "records), not a quarter into the run's counters")
     ap.add_argument("runs", nargs="+")
     args = ap.parse_args()
     import trace_dump
@@ -59,7 +64,6 @@ def main():
         if len(counters) < 5:
             print("%s: too few Counters packets (%d)" % (run, len(counters)))
             continue
-        (t0, a), (t1, b) = counters[len(counters) // 4], counters[-2]
         spec, n = "loader:LOADER_NEXT", 1
         if args.per_step:
             spec, _, count = args.per_step.partition("=")
@@ -68,6 +72,21 @@ def main():
         if not times and not args.per_step:
             spec, n = "copy:H2D", 3
             times = step_times(main_packets, spec, pb2)
+        (t0, a), (t1, b) = counters[len(counters) // 4], counters[-2]
+        if args.after_steps:
+            # The first Counters packet past that many steps' events: a
+            # paired side's counters come only while it records, so a
+            # quarter of them can fall in its start-up (docs/benchmarks.md,
+            # twenty-sixth session).
+            if len(times) <= args.after_steps * n:
+                print("%s: %d step events, not past --after-steps %d" % (
+                    run, len(times), args.after_steps))
+                continue
+            later = [c for c in counters[:-1] if c[0] > times[args.after_steps * n]]
+            if not later:
+                print("%s: no Counters packet past step %d" % (run, args.after_steps))
+                continue
+            t0, a = later[0]
         steps = (bisect.bisect(times, t1) - bisect.bisect(times, t0)) / n
         if steps <= 0:
             print("%s: no %s events between the two counters" % (run, spec))
