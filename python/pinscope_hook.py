@@ -256,7 +256,7 @@ class _Loop:
         self.written = False
 
     def took(self, loader_key, loader_batch_size):
-        if not self.path and not self.stop_after:
+        if not self.active:
             return
         import time
 

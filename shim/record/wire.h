@@ -153,25 +153,21 @@ class Encoder {
   void Tag(uint32_t field, uint32_t wire_type) { RawVarint((field << 3) | wire_type); }
   void RawVarint(uint64_t v) {
     // Straight into the buffer where any varint fits (all but a full
-    // packet's last bytes), without the copy through tmp.
-    if (__builtin_expect(ok_ && cap_ - pos_ >= 10, 1)) {
-      uint8_t* out = buf_ + pos_;
-      while (v >= 0x80) {
-        *out++ = static_cast<uint8_t>(v | 0x80);
-        v >>= 7;
-      }
-      *out++ = static_cast<uint8_t>(v);
-      pos_ = static_cast<size_t>(out - buf_);
-      return;
-    }
+    // packet's last bytes); else through tmp, which Raw bounds.
     uint8_t tmp[10];
-    size_t n = 0;
+    const bool direct = ok_ && cap_ - pos_ >= sizeof tmp;
+    uint8_t* const start = direct ? buf_ + pos_ : tmp;
+    uint8_t* out = start;
     while (v >= 0x80) {
-      tmp[n++] = static_cast<uint8_t>(v | 0x80);
+      *out++ = static_cast<uint8_t>(v | 0x80);
       v >>= 7;
     }
-    tmp[n++] = static_cast<uint8_t>(v);
-    Raw(tmp, n);
+    *out++ = static_cast<uint8_t>(v);
+    if (direct) {
+      pos_ += static_cast<size_t>(out - start);
+    } else {
+      Raw(tmp, static_cast<size_t>(out - tmp));
+    }
   }
   void Raw(const void* data, size_t n) {
     if (!ok_ || n > cap_ - pos_) {

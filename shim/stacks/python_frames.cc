@@ -233,7 +233,12 @@ void CodeNames(Reader& r, uintptr_t code, uint64_t tag, uintptr_t file, uintptr_
 // left out), until fn returns false; `where` is what the frame's line
 // depends on: the instruction (and 3.10's f_lineno). Stops early, with
 // r.ok() false, where something did not look like the layout says.
-template <typename Fn>
+// kCodeFields false (the stack cache's key, CaptureKey): on 3.11+ only what
+// each frame holds, none of its code object's fields (its type, its first
+// traceable instruction), so neither a frame being set up nor, on 3.13, one
+// without a code object is left out, and `where` is the instruction's
+// address less the code object's.
+template <bool kCodeFields = true, typename Fn>
 void ForEachFrame(Reader& r, size_t max, bool* truncated, Fn&& fn) {
   const Layout& L = *g_layout;
   const uintptr_t tstate = reinterpret_cast<uintptr_t>(g_api.this_thread_state());
@@ -269,24 +274,28 @@ void ForEachFrame(Reader& r, size_t max, bool* truncated, Fn&& fn) {
         frame = next;
         continue;
       }
-      if (r.Ptr(code + kObType) != g_api.code_type) {
-        if (L.minor >= 13 && r.ok()) {  // f_executable may be None
+      if constexpr (!kCodeFields) {
+        where = r.Ptr(frame + L.frame_instr) - code;
+      } else {
+        if (r.Ptr(code + kObType) != g_api.code_type) {
+          if (L.minor >= 13 && r.ok()) {  // f_executable may be None
+            frame = next;
+            continue;
+          }
+          r.Fail();
+          break;
+        }
+        const uintptr_t instr = r.Ptr(frame + L.frame_instr);
+        const uintptr_t start = code + L.code_adaptive;
+        const int first = r.Get<int>(code + L.code_firsttraceable);
+        if (!r.ok()) break;
+        // Incomplete (being set up): the C API skips these frames too.
+        if (owner != kOwnedByGenerator && instr < start + 2 * static_cast<uintptr_t>(first)) {
           frame = next;
           continue;
         }
-        r.Fail();
-        break;
+        where = instr - start;
       }
-      const uintptr_t instr = r.Ptr(frame + L.frame_instr);
-      const uintptr_t start = code + L.code_adaptive;
-      const int first = r.Get<int>(code + L.code_firsttraceable);
-      if (!r.ok()) break;
-      // Incomplete (being set up): the C API skips these frames too.
-      if (owner != kOwnedByGenerator && instr < start + 2 * static_cast<uintptr_t>(first)) {
-        frame = next;
-        continue;
-      }
-      where = instr - start;
     }
     if (n == max) {
       *truncated = true;
@@ -496,50 +505,22 @@ bool CaptureKey(size_t max, size_t* count, bool* truncated, uint64_t* key) {
   Reader r(false);
   uint64_t h = 0;
   size_t n = 0;
-  const Layout& L = *g_layout;
-  if (L.minor == 10) {
-    // 3.10's frames are objects, checked as ForEachFrame does.
-    ForEachFrame(r, max, truncated, [&](uintptr_t code, uintptr_t, uint64_t where) {
-      h = Mix(h, Mix(code, where) | 1);
-      ++n;
-      return true;
-    });
-  } else {
-    // 3.11+: only what each frame holds on its own cache line or two, the
-    // code object's address and the instruction, none of the code object's
-    // fields. The frames were checked against the layout once (g_walk);
-    // ForEachFrame's checks read two or three more lines of each frame's
-    // code object, and a cached stack is taken where the loop's step has
-    // left those out of the caches: on the H100 the walk took 0.8 us of a
-    // cached stack's 1.2 us in a Hugging Face loop, and under cachegrind,
-    // with a sweep between copies, it was most of a copy hook's cache
-    // misses (docs/benchmarks.md, twenty-sixth session). A freed code object's
-    // address taken by a new one at the same instruction on the same whole
-    // stack gives the old stack's key: the cache's checks see the change
-    // (stacks.cc).
-    const uintptr_t tstate = reinterpret_cast<uintptr_t>(g_api.this_thread_state());
-    uintptr_t frame = tstate ? r.Ptr(tstate + L.tstate_frame) : 0;
-    if (frame && L.cframe_current != kNone) frame = r.Ptr(frame + L.cframe_current);
-    for (int guard = 0; frame && r.ok(); ++guard) {
-      if (guard > 100000) {  // a cycle: not a frame chain
-        r.Fail();
-        break;
-      }
-      const int owner = r.Get<unsigned char>(frame + L.frame_owner);
-      const uintptr_t next = r.Ptr(frame + L.frame_back);
-      if (owner != L.owner_cstack) {  // the C stack's entry frame: not Python
-        if (n == max) {
-          *truncated = true;
-          break;
-        }
-        const uintptr_t code = r.Ptr(frame + L.frame_code);
-        const uintptr_t instr = r.Ptr(frame + L.frame_instr);
-        h = Mix(h, Mix(code, instr - code) | 1);
-        ++n;
-      }
-      frame = next;
-    }
-  }
+  // Only what each frame holds on its own cache line or two on 3.11+: the
+  // code object's address and the instruction, none of the code object's
+  // fields (ForEachFrame<false>). A cached stack is taken where the loop's
+  // step has left those lines out of the caches: on the H100 the walk took
+  // 0.8 us of a cached stack's 1.2 us in a Hugging Face loop, and under
+  // cachegrind, with a sweep between copies, the code objects' lines were
+  // about half of a copy hook's data-cache misses (docs/benchmarks.md,
+  // twenty-sixth session). A freed code object's address taken by a new one
+  // at the same instruction on the same whole stack gives the old stack's
+  // key: the cache's checks see the change (stacks.cc).
+  ForEachFrame</*kCodeFields=*/false>(r, max, truncated,
+                                      [&](uintptr_t code, uintptr_t, uint64_t where) {
+                                        h = Mix(h, Mix(code, where) | 1);
+                                        ++n;
+                                        return true;
+                                      });
   if (!r.ok()) *truncated = true;
   *count = n;
   *key = h;

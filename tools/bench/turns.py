@@ -624,21 +624,12 @@ def device_windows(run, pb2_dir=None):
     holds it); None where the trace cannot be read here (no protobuf)."""
     try:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from window_cost import root_packets
-        packets = root_packets(run, pb2_dir)
+        import window_cost
+        packets = window_cost.root_packets(run, pb2_dir)
     except (ImportError, SystemExit) as e:
         print("turns.py: %s: device-record windows not read (%s)" % (run, e), file=sys.stderr)
         return None
-    windows, attached = [], None
-    for p in sorted((p for p in packets if p.HasField("recording")), key=lambda p: p.timestamp_ns):
-        if p.recording.reason in ("attached", "check") and attached is None:
-            attached = p.timestamp_ns
-        elif p.recording.detached and attached is not None:
-            windows.append((attached, p.timestamp_ns))
-            attached = None
-    if attached is not None:
-        windows.append((attached, float("inf")))
-    return windows
+    return [(a, float("inf") if d is None else d) for a, d in window_cost.device_windows(packets)]
 
 
 def window_rounds(rows, windows):

@@ -58,6 +58,22 @@ def root_packets(run, pb2_dir=None):
     return best[1] if best else []
 
 
+def device_windows(packets):
+    """The device-record windows in a process's packets, [(attached,
+    detached)] by their RecordingState packets (the start's check
+    included); a window still open at the end has detached None."""
+    windows, attached = [], None
+    for p in sorted((p for p in packets if p.HasField("recording")), key=lambda p: p.timestamp_ns):
+        if p.recording.reason in ("attached", "check") and attached is None:
+            attached = p.timestamp_ns
+        elif p.recording.detached and attached is not None:
+            windows.append((attached, p.timestamp_ns))
+            attached = None
+    if attached is not None:
+        windows.append((attached, None))
+    return windows
+
+
 def analyze(run, after_s=1.5, pb2_dir=None):
     packets = root_packets(run, pb2_dir)
     copies = [p for p in packets if p.HasField("copy")]
@@ -69,14 +85,7 @@ def analyze(run, after_s=1.5, pb2_dir=None):
     marker = max(by_stack, key=lambda k: len(by_stack[k]) * (max(by_stack[k]) - min(by_stack[k])))
     starts = sorted(p.timestamp_ns for p in copies if p.copy.stack_id == marker)
     steps = [(a, b - a) for a, b in zip(starts, starts[1:])]  # (start, interval)
-    windows, attached = [], None
-    for p in sorted((p for p in packets if p.HasField("recording")), key=lambda p: p.timestamp_ns):
-        reason = p.recording.reason
-        if reason in ("attached", "check") and attached is None:
-            attached = p.timestamp_ns
-        elif p.recording.detached and attached is not None:
-            windows.append((attached, p.timestamp_ns))
-            attached = None
+    windows = [(a, d) for a, d in device_windows(packets) if d is not None]
     # Windows that hold loop steps (the start's check comes before the loop).
     loop_windows = [(a, d) for a, d in windows if any(a <= t <= d for t, _ in steps)]
     after_ns = int(after_s * 1e9)
