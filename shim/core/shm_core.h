@@ -46,6 +46,11 @@ struct RealShm {
   int (*close)(int);
   ssize_t (*sendmsg)(int, const struct msghdr*, int);
   int (*sendmmsg)(int, struct mmsghdr*, unsigned int, int);
+  int (*dup)(int);
+  int (*dup2)(int, int);
+  int (*dup3)(int, int, int);
+  int (*fcntl)(int, int, ...);
+  int (*fcntl64)(int, int, ...);
 };
 extern RealShm g_real;
 
@@ -166,6 +171,15 @@ inline int Close(int fd) {
 // leave with SCM_RIGHTS; otherwise one relaxed load (shm_pool.cc).
 ssize_t Sendmsg(int fd, const struct msghdr* msg, int flags);
 int Sendmmsg(int fd, struct mmsghdr* vec, unsigned int n, int flags);
+// dup, dup2, dup3, fcntl(F_DUPFD, F_DUPFD_CLOEXEC): the pool must see the
+// owner copy a slot's fd while its program holds the slot's mapping (the
+// copy may be sent on after the munmap); otherwise one relaxed load, and
+// for fcntl one compare of cmd first (shm_pool.cc). `arg` is fcntl's
+// third argument as the C library reads it (a word; unused by some cmds).
+int Dup(int fd);
+int Dup2(int fd, int to);
+int Dup3(int fd, int to, int flags);
+int Fcntl(int fd, int cmd, void* arg, bool is64);
 
 // --- pieces with no side effects (unit-tested) -------------------------------
 

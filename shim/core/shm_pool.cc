@@ -1,10 +1,11 @@
 // The shm hooks' side of the pool of registered slots (PINSCOPE_PIN_POOL,
 // shim/pin/pool.h, docs/zero-copy-pool.md): which new segment a worker may
 // swap for a slot, the swap's bookkeeping (fd table, registry, trace), and
-// the fds a process sends. Every entry point returns after one relaxed load
+// the fds a process sends or duplicates. Every entry point returns after one relaxed load
 // while the pool is off.
 #include "shim/core/shm_pool.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 
@@ -118,6 +119,15 @@ void PoolAtUnlink(const char* name, uint64_t t0) {
   Record(f::kShmMap, id, s.fd, s.len, 0, s.addr, s.flags | MAP_FIXED, s.prot, 0, t0);
 }
 
+namespace {
+// Before the real call, so the slot has escaped before the copy exists
+// (a failed dup costs at most a slot, replaced).
+void NoteDup(int fd) {
+  HookScope scope;
+  PoolOnDupFd(fd);
+}
+}  // namespace
+
 void PoolNoteSendmsg(const struct msghdr* msg) {
   if (!msg || !msg->msg_control || msg->msg_controllen < sizeof(struct cmsghdr)) return;
   HookScope scope;
@@ -141,6 +151,26 @@ void PoolNoteSendmsg(const struct msghdr* msg) {
 ssize_t Sendmsg(int fd, const struct msghdr* msg, int flags) {
   if (PoolOn()) PoolNoteSendmsg(msg);
   return g_real.sendmsg(fd, msg, flags);
+}
+
+int Dup(int fd) {
+  if (PoolOn()) NoteDup(fd);
+  return g_real.dup(fd);
+}
+
+int Dup2(int fd, int to) {
+  if (PoolOn() && fd != to) NoteDup(fd);
+  return g_real.dup2(fd, to);
+}
+
+int Dup3(int fd, int to, int flags) {
+  if (PoolOn()) NoteDup(fd);
+  return g_real.dup3(fd, to, flags);
+}
+
+int Fcntl(int fd, int cmd, void* arg, bool is64) {
+  if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && PoolOn()) NoteDup(fd);
+  return is64 ? g_real.fcntl64(fd, cmd, arg) : g_real.fcntl(fd, cmd, arg);
 }
 
 int Sendmmsg(int fd, struct mmsghdr* vec, unsigned int n, int flags) {

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdarg>
 #include <cstring>
 
 #include "shim/base/guard.h"
@@ -66,6 +67,23 @@ int RawMunmap(void* a, size_t l) { return static_cast<int>(syscall(SYS_munmap, a
 ssize_t RawSendmsg(int fd, const struct msghdr* m, int f) { return syscall(SYS_sendmsg, fd, m, f); }
 int RawSendmmsg(int fd, struct mmsghdr* v, unsigned int n, int f) {
   return static_cast<int>(syscall(SYS_sendmmsg, fd, v, n, f));
+}
+int RawDup(int fd) { return static_cast<int>(syscall(SYS_dup, fd)); }
+int RawDup2(int fd, int to) {
+  // dup3 refuses fd == to, where dup2 checks fd and returns it.
+  if (fd == to) return static_cast<int>(syscall(SYS_fcntl, fd, F_GETFD)) < 0 ? -1 : fd;
+  return static_cast<int>(syscall(SYS_dup3, fd, to, 0));
+}
+int RawDup3(int fd, int to, int flags) {
+  return static_cast<int>(syscall(SYS_dup3, fd, to, flags));
+}
+// As glibc's fcntl: the third argument read as one word.
+int RawFcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  return static_cast<int>(syscall(SYS_fcntl, fd, cmd, arg));
 }
 
 template <typename Fn>
@@ -127,6 +145,34 @@ int BootSendmmsg(int fd, struct mmsghdr* v, unsigned int n, int f) {
   ResolveAll();
   return g_real.sendmmsg(fd, v, n, f);
 }
+int BootDup(int fd) {
+  ResolveAll();
+  return g_real.dup(fd);
+}
+int BootDup2(int fd, int to) {
+  ResolveAll();
+  return g_real.dup2(fd, to);
+}
+int BootDup3(int fd, int to, int flags) {
+  ResolveAll();
+  return g_real.dup3(fd, to, flags);
+}
+int BootFcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  ResolveAll();
+  return g_real.fcntl(fd, cmd, arg);
+}
+int BootFcntl64(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  ResolveAll();
+  return g_real.fcntl64(fd, cmd, arg);
+}
 
 }  // namespace
 
@@ -148,6 +194,13 @@ void ResolveAll() {
   r.close = Next("close", RawClose);
   r.sendmsg = Next("sendmsg", RawSendmsg);
   r.sendmmsg = Next("sendmmsg", RawSendmmsg);
+  r.dup = Next("dup", RawDup);
+  r.dup2 = Next("dup2", RawDup2);
+  r.dup3 = Next("dup3", RawDup3);
+  r.fcntl = Next("fcntl", RawFcntl);
+  // glibc 2.28 added fcntl64 (what _FILE_OFFSET_BITS=64 code calls, CPython
+  // among it); before it, fcntl is the 64-bit one on LP64.
+  r.fcntl64 = Next("fcntl64", r.fcntl);
   g_real = r;
   done.store(true, std::memory_order_release);
 }
@@ -158,8 +211,9 @@ void* MapAnon(size_t bytes, int share) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
-RealShm g_real = {BootShmOpen,   BootShmUnlink,   BootMemfd,   BootFtruncate, BootFtruncate64,
-                  BootFallocate, BootFallocate64, BootMmap,    BootMmap64,    BootMunmap,
-                  BootClose,     BootSendmsg,     BootSendmmsg};
+RealShm g_real = {BootShmOpen,   BootShmUnlink,   BootMemfd,    BootFtruncate, BootFtruncate64,
+                  BootFallocate, BootFallocate64, BootMmap,     BootMmap64,    BootMunmap,
+                  BootClose,     BootSendmsg,     BootSendmmsg, BootDup,       BootDup2,
+                  BootDup3,      BootFcntl,       BootFcntl64};
 
 }  // namespace pinscope::shim::shm

@@ -1,6 +1,7 @@
 // Exported shared-memory hooks: shm_open, shm_unlink, memfd_create,
 // ftruncate(64), posix_fallocate(64), mmap(64), munmap, close, sendmsg and
-// sendmmsg (the pool's SCM_RIGHTS check). Each is the
+// sendmmsg (the pool's SCM_RIGHTS check), dup, dup2, dup3, fcntl and fcntl64
+// (the pool's check of a slot fd's copies). Each is the
 // inline entry point of shm_core.h (fast path: not a tracked fd, anonymous
 // memory, far from any recorded mapping). Both the plain and the 64 names
 // are exported: glibc aliases them on x86_64, and libtorch calls the 64 ones.
@@ -8,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include <cstdarg>
 #include <cstddef>
 
 #include "shim/core/shm_core.h"
@@ -38,6 +40,11 @@ PINSCOPE_EXPORT int ps_close(int fd) __asm__("close");
 PINSCOPE_EXPORT ssize_t ps_sendmsg(int fd, const struct msghdr* msg, int flags) __asm__("sendmsg");
 PINSCOPE_EXPORT int ps_sendmmsg(int fd, struct mmsghdr* vec, unsigned int n,
                                 int flags) __asm__("sendmmsg");
+PINSCOPE_EXPORT int ps_dup(int fd) __asm__("dup");
+PINSCOPE_EXPORT int ps_dup2(int fd, int to) __asm__("dup2");
+PINSCOPE_EXPORT int ps_dup3(int fd, int to, int flags) __asm__("dup3");
+PINSCOPE_EXPORT int ps_fcntl(int fd, int cmd, ...) __asm__("fcntl");
+PINSCOPE_EXPORT int ps_fcntl64(int fd, int cmd, ...) __asm__("fcntl64");
 
 int ps_shm_open(const char* name, int oflag, mode_t mode) { return s::ShmOpen(name, oflag, mode); }
 int ps_shm_unlink(const char* name) { return s::ShmUnlink(name); }
@@ -64,6 +71,24 @@ ssize_t ps_sendmsg(int fd, const struct msghdr* msg, int flags) {
 }
 int ps_sendmmsg(int fd, struct mmsghdr* vec, unsigned int n, int flags) {
   return s::Sendmmsg(fd, vec, n, flags);
+}
+int ps_dup(int fd) { return s::Dup(fd); }
+int ps_dup2(int fd, int to) { return s::Dup2(fd, to); }
+int ps_dup3(int fd, int to, int flags) { return s::Dup3(fd, to, flags); }
+// The third argument read as one word, as the C library's fcntl reads it.
+int ps_fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  return s::Fcntl(fd, cmd, arg, false);
+}
+int ps_fcntl64(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  return s::Fcntl(fd, cmd, arg, true);
 }
 
 namespace {

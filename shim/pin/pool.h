@@ -106,6 +106,11 @@ bool PoolOnUnmap(uintptr_t p, size_t len);
 // or sent a second time by anyone, escapes (never reused).
 void PoolOnSendFds(const int* fds, int n);
 
+// The owner's program duplicates fd (dup, dup2, dup3, fcntl F_DUPFD*): if
+// it is a slot's and the program holds that slot's mapping, the slot
+// escapes (the copy may be sent on and mapped after the program's munmap).
+void PoolOnDupFd(int fd);
+
 // The program registers [p, p+n) itself: a slot mapping there leaves the
 // pool first (pinning's PinReleaseRange then drops the registration).
 void PoolDetachRange(uintptr_t p, size_t n);

@@ -115,6 +115,17 @@ bool Escape(Table& t, int i) {
   return retire;
 }
 
+bool EscapeHandedOut(Table& t, int i) {
+  bool changed = Update(t, i, [&](Word* x) {
+    const bool handed_out = (x->flags & kMainMapped) && !(x->flags & kMainDone);
+    if (x->state != kTaken || !handed_out || (x->flags & kEscaped)) return false;
+    x->flags |= kEscaped;
+    return true;
+  });
+  if (changed) t.escapes.fetch_add(1, std::memory_order_relaxed);
+  return changed;
+}
+
 bool BeginRetire(Table& t, int i, bool only_if_free) {
   return Update(t, i, [&](Word* x) {
     if (x->state == kFree) {

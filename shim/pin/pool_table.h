@@ -121,6 +121,13 @@ bool BeginRetire(Table& t, int i, bool only_if_free);
 // Returns true when this freed the slot.
 bool WorkerDied(Table& t, int i, uint32_t pid);
 
+// The owner's program duplicates slot i's fd (dup, dup2, dup3, fcntl
+// F_DUPFD) while it holds the slot's mapping: the copy may outlive the
+// mapping (torch.multiprocessing dups it to send the batch on, and the
+// receiver takes it whenever it likes), so the slot escapes. A dup before
+// the map (torch's receive path) changes nothing. Returns true when it
+// escaped now.
+bool EscapeHandedOut(Table& t, int i);
 // A process other than the owner sends slot i's fd (SCM_RIGHTS): the first
 // send (the worker's, to the owner) sets kSent, a second one escapes it.
 void NoteSent(Table& t, int i);

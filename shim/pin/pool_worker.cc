@@ -160,6 +160,15 @@ bool PoolTake(void* addr, size_t len, int fd, PoolTaken* out) {
   return true;
 }
 
+void PoolOnDupFd(int fd) {
+  pool::Table* t = g_pool.load(std::memory_order_acquire);
+  if (!t || t->owner != ProcessId()) return;
+  struct stat st;
+  if (fstat(fd, &st) != 0) return;
+  int i = pool::FindByInode(*t, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+  if (i >= 0) pool::EscapeHandedOut(*t, i);
+}
+
 void PoolOnSendFds(const int* fds, int n) {
   pool::Table* t = g_pool.load(std::memory_order_acquire);
   if (!t) return;

@@ -26,7 +26,9 @@ main process at batch B of the first epoch with that batch alive, and the
 child checks it at the end, after the parent went through the rest ("fork
 child intact"); --send-at B sends batch B of epoch --send-epoch (0: the first) to a helper
 process (torch.multiprocessing, the fd over SCM_RIGHTS) that checks it at
-the end ("sent batch intact"); --exec-child runs a second, smaller job as an
+the end ("sent batch intact"; with --send-late the helper takes it only then,
+long after this process dropped the batch: torch dup'd its fd when it sent
+it); --exec-child runs a second, smaller job as an
 exec'd child at the end ("child done"); --idle-at-end S drops the loaders and
 sleeps S seconds before the end (the pool's idle release); --fd-limit N sets
 the soft RLIMIT_NOFILE to N and keeps every batch (and its fd) alive until
@@ -179,8 +181,12 @@ def checksum(t):
     return int(t.view(torch.int32).to(torch.int64).sum())
 
 
-def helper_main(q_in, q_out):
-    """The --send-at helper: holds the batch it got, checks it when told."""
+def helper_main(q_in, q_out, go):
+    """The --send-at helper: holds the batch it got, checks it when told.
+    With --send-late it takes the batch (its fd, from the sender's
+    resource_sharer) only once the sender went through every batch."""
+    if go is not None:
+        go.wait()
     x = q_in.get()
     want = q_in.get()
     q_out.put(bool(torch.equal(x, want)))
@@ -246,6 +252,8 @@ def main():
     ap.add_argument("--fork-at", type=int, default=-1)
     ap.add_argument("--send-at", type=int, default=-1)
     ap.add_argument("--send-epoch", type=int, default=0)
+    ap.add_argument("--send-late", action="store_true",
+                    help="the helper takes the sent batch at the end, after its slot's reuse")
     ap.add_argument("--exec-child", action="store_true")
     ap.add_argument("--idle-at-end", type=float, default=0, help="seconds to sleep, loaders gone")
     ap.add_argument("--fd-limit", type=int, default=0, help="soft RLIMIT_NOFILE; every batch kept")
@@ -265,7 +273,8 @@ def main():
     if a.send_at >= 0:
         ctx = torch.multiprocessing.get_context("fork")
         q_in, q_out = ctx.Queue(), ctx.Queue()
-        helper = ctx.Process(target=helper_main, args=(q_in, q_out))
+        go = ctx.Event() if a.send_late else None
+        helper = ctx.Process(target=helper_main, args=(q_in, q_out, go))
         helper.start()
     fork_pipe = fork_child = None
     shape = tuple(int(x) for x in a.shape.split(","))
@@ -337,6 +346,8 @@ def main():
             print("WRONG fork child", status, flush=True)
             bad += 1
     if helper is not None:
+        if go is not None:
+            go.set()
         if q_out.get():
             print("sent batch intact", flush=True)
         else:

@@ -385,6 +385,29 @@ TEST_F(PinPoolTest, BatchSentToAnotherProcessStaysIntact) {
   EXPECT_GE(s.detached, 1) << Describe(s);
 }
 
+// As above, but the other process takes the batch only at the end: torch
+// dup'd the slot's fd when it sent the batch, and this process dropped the
+// batch (its munmap) long before the receiver maps the fd. The slot escaped
+// at the dup, so no worker wrote a later batch into it (without that, the
+// receiver saw a later batch: "WRONG sent batch").
+TEST_F(PinPoolTest, BatchTakenLateByAnotherProcessStaysIntact) {
+  // Sent early in the second epoch, by then served from a slot on every run
+  // seen; if it was not, the run is made again (at most twice).
+  PoolStats s;
+  for (int run = 0; run < 3; ++run) {
+    std::filesystem::remove_all(dir_.path() + "/run");
+    RunBoth({"--workers", "2", "--batches", "12", "--epochs", "2", "--send-epoch", "1", "--send-at",
+             "2", "--send-late"},
+            24);
+    EXPECT_EQ(Lines(pinned_.out, "sent batch intact"),
+              std::vector<std::string>{"sent batch intact"});
+    s = Stats();
+    if (s.order.size() > 14 && s.order[14]) break;
+  }
+  ASSERT_TRUE(s.order.size() > 14 && s.order[14]) << "batch 14 was not a slot: " << Describe(s);
+  EXPECT_GE(s.detached, 1) << Describe(s);
+}
+
 // A break out of the first epoch (batches prefetched and never taken: their
 // workers exit, their slots leave the pool and are replaced), then a full
 // epoch: the same batches, the pool serving the second epoch.

@@ -156,6 +156,40 @@ TEST_F(PoolTableTest, TheSecondSendOfASlotsFdEscapesIt) {
   ASSERT_FALSE(Serve(*t_, 0));
 }
 
+// The owner's program copies a slot's fd: before its map (torch's receive
+// path dups the fd it got) nothing changes; while it holds the mapping the
+// slot escapes, so the program's munmap cannot free it for a worker while
+// the copy is out; after the munmap, and for a free slot, nothing changes.
+TEST_F(PoolTableTest, AnFdCopiedWhileTheProgramHoldsTheSlotEscapesIt) {
+  AddFree(2);
+  uint16_t gen = 0;
+  ASSERT_EQ(TryTake(*t_, kSize, 9, &gen), 0);
+  EXPECT_FALSE(EscapeHandedOut(*t_, 0));  // before the map
+  EXPECT_EQ(Flags(0), 0);
+  ASSERT_TRUE(Serve(*t_, 0));
+  EXPECT_EQ(t_->escapes.load(), 0u);
+  EXPECT_TRUE(EscapeHandedOut(*t_, 0));
+  EXPECT_FALSE(EscapeHandedOut(*t_, 0));  // once
+  EXPECT_EQ(Flags(0), kMainMapped | kEscaped);
+  EXPECT_EQ(t_->escapes.load(), 1u);
+  EXPECT_FALSE(SetFlag(*t_, 0, gen, false, kWorkerDone));
+  EXPECT_FALSE(SetFlag(*t_, 0, gen, false, kMainDone));  // never free again
+  EXPECT_EQ(State(0), kTaken);
+  EXPECT_TRUE(BeginRetire(*t_, 0, false));
+
+  // Unmapped by the program first: the copy came after, from a kept fd
+  // (docs/zero-copy-pool.md, Limits); the slot is free and stays so.
+  ASSERT_EQ(TryTake(*t_, kSize, 9, &gen), 1);
+  ASSERT_TRUE(Serve(*t_, 1));
+  ASSERT_FALSE(SetFlag(*t_, 1, gen, false, kMainDone));
+  EXPECT_FALSE(EscapeHandedOut(*t_, 1));
+  EXPECT_TRUE(SetFlag(*t_, 1, gen, false, kWorkerDone));
+  EXPECT_EQ(State(1), kFree);
+  EXPECT_FALSE(EscapeHandedOut(*t_, 1));
+  EXPECT_EQ(State(1), kFree);
+  EXPECT_EQ(t_->escapes.load(), 1u);
+}
+
 // A worker dies before the program mapped its batch: the program may still
 // hold the fd (delivered just before the death), so the slot escapes.
 TEST_F(PoolTableTest, AWorkerDeadBeforeTheMapEscapesTheSlot) {

@@ -8,6 +8,7 @@
    shm OP NAME FD SIZE OFFSET ADDRESS FLAGS PROT ERROR DEV INO DRIVER. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -266,6 +267,33 @@ int main(void) {
   ExpectShm("SHM_UNMAP_DONE", opened, -1, MiB, 0, om, 0, 0, 0, &ost, 0);
   CHECK(close(ofd) == 0); /* not recorded */
   CHECK(unlink(opened_path) == 0);
+
+  /* dup, dup2, dup3, fcntl and fcntl64 are hooked (the pool's check of a
+     slot fd's copies): each answers as without pinscope, its third
+     argument an int or a pointer; nothing is recorded. */
+  char ftmp[] = "/tmp/pinscope-e2e-fcntl-XXXXXX";
+  int ffd = mkstemp(ftmp);
+  CHECK(ffd >= 0);
+  unlink(ftmp);
+  int d100 = fcntl(ffd, F_DUPFD, 100);
+  CHECK(d100 >= 100 && fcntl(d100, F_GETFD) == 0);
+  int d200 = fcntl64(ffd, F_DUPFD_CLOEXEC, 200);
+  CHECK(d200 >= 200 && fcntl64(d200, F_GETFD) == FD_CLOEXEC);
+  CHECK(fcntl(ffd, F_SETFL, O_NONBLOCK) == 0 && (fcntl(ffd, F_GETFL) & O_NONBLOCK));
+  struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 10};
+  CHECK(fcntl(ffd, F_SETLK, &lk) == 0);
+  lk.l_type = F_WRLCK;
+  CHECK(fcntl64(ffd, F_GETLK, &lk) == 0 && lk.l_type == F_UNLCK); /* our own lock */
+  CHECK(dup2(ffd, ffd) == ffd);
+  errno = 0;
+  CHECK(dup3(ffd, ffd, 0) == -1 && errno == EINVAL);
+  int d3 = dup3(ffd, 300, O_CLOEXEC);
+  CHECK(d3 == 300 && fcntl(d3, F_GETFD) == FD_CLOEXEC);
+  errno = 0;
+  CHECK(dup(-1) == -1 && errno == EBADF);
+  errno = 0;
+  CHECK(fcntl(-1, F_GETFD) == -1 && errno == EBADF);
+  CHECK(close(d100) == 0 && close(d200) == 0 && close(d3) == 0 && close(ffd) == 0);
 
   /* errno survives successful calls. */
   errno = 4242;
