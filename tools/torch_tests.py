@@ -8,7 +8,8 @@
                        [--compat-src DIR] [--runner auto|pytest|unittest] [--pinscope BIN]
                        [--cudart LIB]
 
-Each test file's tests are listed once (plain): all of test_dataloader.py;
+Each test file's tests are listed once (plain): all of test_dataloader.py
+and test_multiprocessing.py;
 of the others the copy tests, picked by name (COPY_NAME), in the classes that
 are not another device's instantiation (the *CPU/*META copies of a generic
 test). Each file's tests are dealt round-robin into shards (--shards per
@@ -63,6 +64,9 @@ import time
 COPY_NAME = re.compile(r"^test(_.*)?_(to|copy|copy_|pin|pinned|pin_memory|non_blocking|nonblocking|is_pinned|memory)(_|$)")
 OTHER_DEVICE_CLASS = re.compile(r"(CPU|META|MPS|XLA|LAZY|PRIVATEUSE1)$")
 MODES = ("plain", "preload", "pin", "pool")
+# Files run whole: the DataLoader's, and torch.multiprocessing's (tensors
+# sent between processes: where the pool's slots must escape).
+ALL_TESTS = ("test_dataloader.py", "test_multiprocessing.py")
 DEFAULT_MODES = ("plain", "preload", "pin")
 PYTEST_LINE = re.compile(r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b")
 PYTEST_OUTCOME = {"PASSED": "pass", "FAILED": "fail", "SKIPPED": "skip", "ERROR": "error",
@@ -195,7 +199,7 @@ def run_dir(args, mode, file, tag):
 
 def list_tests(args, file):
     cmd = [args.python, os.path.abspath(__file__), "_list", "--tests", args.tests, "--file", file]
-    if file == "test_dataloader.py":
+    if file in ALL_TESTS:
         cmd.append("--all")
     p = subprocess.run(cmd, capture_output=True, text=True, env=env_for("plain", args, file),
                        timeout=max(30, args.deadline - time.monotonic()))

@@ -295,5 +295,33 @@ with tempfile.TemporaryDirectory() as tmp:
     check(q.returncode == 2 and "--cudart '/nonexistent/libcudart.so' is not a file" in q.stderr,
           "a missing --cudart is named: %d %r" % (q.returncode, q.stderr))
 
+# test_multiprocessing.py runs whole, as test_dataloader.py: its tests send
+# tensors between processes (where the pool's slots must escape), and few
+# are named as copy tests. test_cuda.py beside it is still picked by name.
+with tempfile.TemporaryDirectory() as tmp:
+    tests = os.path.join(tmp, "tests")
+    os.mkdir(tests)
+    with open(os.path.join(tests, "test_multiprocessing.py"), "w") as f:
+        f.write("import unittest\nclass TestMultiprocessing(unittest.TestCase):\n"
+                "    def test_fd_sharing(self):\n        pass\n"
+                "    def test_inherit_tensor(self):\n        pass\n")
+    with open(os.path.join(tests, "test_cuda.py"), "w") as f:
+        f.write("import unittest\nclass TestCuda(unittest.TestCase):\n"
+                "    def test_copy_x(self):\n        pass\n"
+                "    def test_streams(self):\n        pass\n")
+    work = os.path.join(tmp, "work")
+    p = subprocess.run([sys.executable, harness, "run", "--tests", tests, "--shim", shim, "--work", work,
+                        "--python", sys.executable, "--time", "60", "--test-timeout", "5",
+                        "--files", "test_multiprocessing.py,test_cuda.py", "--modes", "plain,preload",
+                        "--runner", "unittest"], capture_output=True, text=True)
+    print(p.stdout[-1500:], p.stderr[-1500:])
+    with open(os.path.join(work, "outcomes.tsv")) as f:
+        got = sorted(r["test"] for r in csv.DictReader(f, delimiter="\t"))
+    want = ["test_cuda.py::TestCuda::test_copy_x",
+            "test_multiprocessing.py::TestMultiprocessing::test_fd_sharing",
+            "test_multiprocessing.py::TestMultiprocessing::test_inherit_tensor"]
+    check(got == want, "test_multiprocessing.py whole, test_cuda.py by name: %r" % got)
+    check(p.returncode == 0, "no difference: exit 0, not %d" % p.returncode)
+
 print("FAILED: %d checks" % len(fails) if fails else "ok")
 sys.exit(1 if fails else 0)
