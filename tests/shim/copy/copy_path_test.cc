@@ -170,7 +170,66 @@ TEST_F(CopyPathTest, SyncIsRecordedWithItsStreamAndTimes) {
   EXPECT_GE(syncs[0].usage_exit().cpu_ns(), syncs[0].usage_enter().cpu_ns());
   EXPECT_EQ(syncs[0].usage_exit().minor_faults(), 0u);
   EXPECT_EQ(syncs[0].usage_exit().user_ns() + syncs[0].usage_exit().sys_ns(), 0u);
+  // A 20 ms wait the double sleeps through: its exit is read, and says so.
+  EXPECT_LT(syncs[0].usage_exit().cpu_ns() - syncs[0].usage_enter().cpu_ns(), 10'000'000u);
   cudaStreamDestroy(s);
+}
+
+// This process's SyncEvents with call ids above `after`, with their start.
+std::vector<std::pair<uint64_t, trace::SyncEvent>> TimedSyncsAfter(uint64_t after) {
+  std::vector<std::pair<uint64_t, trace::SyncEvent>> out;
+  for (const auto& p : ReadOwnTrace().packets)
+    if (p.has_sync() && p.sync().call_id() > after) out.emplace_back(p.timestamp_ns(), p.sync());
+  return out;
+}
+
+// A call under 20 us whose usage is its CPU time only takes no exit reading
+// (a system call, issue 16): it ran on the CPU throughout, so its exit CPU
+// time is the entry's plus its wall time, exactly. A longer one is read
+// (above: a sleeping wait's CPU time is not its wall time).
+TEST_F(CopyPathTest, AShortWaitOrCopyTakesOneReading) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  int short_waits = 0;
+  for (int k = 0; k < 20; ++k)
+    ASSERT_EQ(TracedSync(f::kStreamSynchronize, reinterpret_cast<uintptr_t>(s),
+                         [&] { return cudaStreamSynchronize(s); }),
+              cudaSuccess);
+  for (const auto& [start, w] : TimedSyncsAfter(first_id_)) {
+    ASSERT_GT(w.usage_enter().cpu_ns(), 0u);
+    if (w.end_ns() - start >= 20'000) continue;  // a loaded machine's preemption
+    ++short_waits;
+    EXPECT_EQ(w.usage_exit().cpu_ns() - w.usage_enter().cpu_ns(), w.end_ns() - start);
+  }
+  EXPECT_GE(short_waits, 10);  // an idle stream's wait takes a few microseconds
+  cudaStreamDestroy(s);
+
+  // An asynchronous copy from device memory to a pinned block: CPU time
+  // only, one reading when short (the double's synchronous copies wait for
+  // its stream thread, longer). Its whole usage (a pageable side) reads both ends.
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&pinned, 4096, cudaHostAllocDefault), cudaSuccess);
+  const uint64_t before = NextCallId();
+  for (int k = 0; k < 20; ++k) {
+    CopyCall r = MakeCopyCall(f::kMemcpyAsync, false, cudaMemcpyDeviceToHost, 4, 0);
+    ASSERT_EQ(
+        TracedCopy(r, {pinned, false}, {dev_, false},
+                   [&] { return cudaMemcpyAsync(pinned, dev_, 4, cudaMemcpyDeviceToHost, 0); }),
+        cudaSuccess);
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  int short_copies = 0;
+  for (const auto& p : ReadOwnTrace().packets) {
+    if (!p.has_copy() || p.copy().call_id() <= before) continue;
+    const auto& c = p.copy();
+    ASSERT_EQ(c.dst_kind(), trace::PINNED);
+    EXPECT_EQ(c.usage_exit().minor_faults() + c.usage_exit().user_ns(), 0u);
+    if (c.end_ns() - p.timestamp_ns() >= 20'000) continue;
+    ++short_copies;
+    EXPECT_EQ(c.usage_exit().cpu_ns() - c.usage_enter().cpu_ns(), c.end_ns() - p.timestamp_ns());
+  }
+  EXPECT_GE(short_copies, 10);
+  cudaFreeHost(pinned);
 }
 
 TEST_F(CopyPathTest, BatchRecordsEveryElementUnderOneCall) {
