@@ -50,7 +50,7 @@ import weakref
 
 # fields::LoaderKind (shim/record/trace_fields.h)
 _ITER, _NEXT, _FETCH, _PIN, _END, _RECV = 1, 2, 3, 4, 5, 6
-_ABI = 2
+_ABI = 3
 
 _lib = None
 _state = threading.local()
@@ -91,7 +91,9 @@ def _load_shim():
     text = ctypes.c_char_p
     lib.pinscope_loader_iter.argtypes = [u64, u64, i32, i32, i32, i32, i32, u64, i32, text, text, text]
     lib.pinscope_loader_iter.restype = None
-    lib.pinscope_loader_begin.argtypes = []
+    # 1: the span's whole usage (its page faults count: a batch being
+    # made); 0: its CPU time only, one system call at each end.
+    lib.pinscope_loader_begin.argtypes = [i32]
     lib.pinscope_loader_begin.restype = None
     lib.pinscope_loader_end.argtypes = [u32, u64, u64, i32, u32]
     lib.pinscope_loader_end.restype = None
@@ -348,7 +350,7 @@ def _wrap_next(original):
         index = _int(getattr(self, "_num_yielded", 0))
         outer = getattr(_state, "receiving", None)
         _state.receiving = (lid, index)
-        _lib.pinscope_loader_begin()
+        _lib.pinscope_loader_begin(0)
         try:
             data = original(self)
         except StopIteration:
@@ -389,7 +391,7 @@ def _wrap_fetch(original):
             samples = len(possibly_batched_index) if getattr(self, "auto_collation", False) else 1
         except Exception:
             samples = 0
-        _lib.pinscope_loader_begin()
+        _lib.pinscope_loader_begin(1)
         try:
             return original(self, possibly_batched_index)
         finally:
@@ -407,7 +409,7 @@ def _wrap_pin(original):
         if depth or not _on.value:
             return original(data, *args, **kwargs)
         _state.pin_depth = 1
-        _lib.pinscope_loader_begin()
+        _lib.pinscope_loader_begin(0)
         try:
             return original(data, *args, **kwargs)
         finally:
@@ -447,7 +449,7 @@ def _timed_queue_pickler():
             receiving = getattr(_state, "receiving", None)
             if receiving is None or not _on.value:
                 return base_loads(data, *args, **kwargs)
-            _lib.pinscope_loader_begin()
+            _lib.pinscope_loader_begin(0)
             try:
                 return base_loads(data, *args, **kwargs)
             finally:

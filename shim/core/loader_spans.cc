@@ -16,6 +16,7 @@ namespace {
 struct OpenSpan {
   uint64_t t = 0;
   Usage usage;
+  bool whole = false;
 };
 PINSCOPE_TLS OpenSpan t_spans[kMaxLoaderSpanDepth];
 // Spans begun on this thread and not yet ended, including dropped ones.
@@ -55,12 +56,13 @@ void LoaderIter(const LoaderSettings& s) {
   RecordLoader(r);
 }
 
-void LoaderSpanBegin() {
+void LoaderSpanBegin(bool whole) {
   if (t_depth < kMaxLoaderSpanDepth) {
     if (Recording()) {
       PS_PHASE(kLoaderBegin);
       const uint64_t t0 = MonoNs();
-      t_spans[t_depth].usage = ThreadUsageNow();
+      t_spans[t_depth].whole = whole;
+      t_spans[t_depth].usage = whole ? ThreadUsageNow() : ThreadCpuNow();
       t_spans[t_depth].t = MonoNs();
       // The Python hook's calls are recording hooks too (own_cost.h); a span
       // counts as one, at its end.
@@ -87,7 +89,7 @@ void LoaderSpanEnd(uint32_t kind, uint64_t loader_id, uint64_t index, int32_t wo
   r.t_end = MonoNs();
   r.has_usage = true;
   r.usage_begin = t_spans[depth].usage;
-  r.usage_end = ThreadUsageNow();
+  r.usage_end = t_spans[depth].whole ? ThreadUsageNow() : ThreadCpuNow();
   r.index = index;
   r.worker_id = worker_id;
   r.batch_samples = batch_samples;

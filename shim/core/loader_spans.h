@@ -30,7 +30,11 @@ struct LoaderSettings {
 void LoaderIter(const LoaderSettings& settings);
 
 inline constexpr int kMaxLoaderSpanDepth = 8;
-void LoaderSpanBegin();
+// Opens a span on this thread. `whole`: the thread's whole usage at both
+// ends (CPU time, the user/system split, page faults), for a span whose
+// faults the pipeline model prices (a batch being made: FETCH); else its
+// CPU time only (NEXT, RECV, PIN): one system call at each end, not two.
+void LoaderSpanBegin(bool whole);
 // Closes the innermost open span as an event of `kind` (fields::LoaderKind).
 void LoaderSpanEnd(uint32_t kind, uint64_t loader_id, uint64_t index, int32_t worker_id,
                    uint32_t batch_samples);

@@ -11,7 +11,7 @@
 using namespace pinscope::shim;
 
 // Bumped when an argument list below changes.
-PINSCOPE_EXPORT int pinscope_loader_abi(void) { return 2; }
+PINSCOPE_EXPORT int pinscope_loader_abi(void) { return 3; }
 
 PINSCOPE_EXPORT void pinscope_loader_iter(uint64_t loader_id, uint64_t epoch, int32_t num_workers,
                                           int32_t pin_memory, int32_t prefetch_factor,
@@ -35,7 +35,8 @@ PINSCOPE_EXPORT void pinscope_loader_iter(uint64_t loader_id, uint64_t epoch, in
   LoaderIter(s);
 }
 
-PINSCOPE_EXPORT void pinscope_loader_begin(void) { LoaderSpanBegin(); }
+// `whole` (ABI 3): nonzero for a span whose page faults count (FETCH).
+PINSCOPE_EXPORT void pinscope_loader_begin(int32_t whole) { LoaderSpanBegin(whole != 0); }
 
 PINSCOPE_EXPORT void pinscope_loader_end(uint32_t kind, uint64_t loader_id, uint64_t index,
                                          int32_t worker_id, uint32_t batch_samples) {

@@ -80,6 +80,15 @@ class PythonHook : public ::testing::Test {
 };
 bool PythonHook::torch_ = false;
 
+// A span that read the thread's CPU time only at both ends (NEXT, RECV,
+// PIN: one system call at each; nothing of it but the CPU time is used).
+bool CpuOnly(const trace::LoaderEvent& e) {
+  for (const trace::ThreadUsage& u : {e.usage_begin(), e.usage_end()})
+    if (u.cpu_ns() == 0 || u.user_ns() + u.sys_ns() + u.minor_faults() + u.major_faults() != 0)
+      return false;
+  return true;
+}
+
 TEST_F(PythonHook, WorkersFetchAndTheMainThreadWaits) {
   RunResult r = RunJob(2);
   ASSERT_TRUE(r.Exited(0)) << r.err;
@@ -116,6 +125,7 @@ TEST_F(PythonHook, WorkersFetchAndTheMainThreadWaits) {
     EXPECT_EQ(nexts[i]->loader().loader_id(), it.loader_id());
     EXPECT_GE(nexts[i]->loader().end_ns(), nexts[i]->timestamp_ns());
     EXPECT_TRUE(nexts[i]->loader().has_usage_end());
+    EXPECT_TRUE(CpuOnly(nexts[i]->loader())) << i;
   }
   auto ends = Loader(*main, trace::LOADER_END);
   ASSERT_EQ(ends.size(), 1u);
@@ -132,6 +142,9 @@ TEST_F(PythonHook, WorkersFetchAndTheMainThreadWaits) {
       worker_ids.insert(p->loader().worker_id());
       EXPECT_EQ(p->loader().batch_samples(), static_cast<uint32_t>(kBatch));
       EXPECT_GT(p->loader().end_ns(), p->timestamp_ns());
+      // A batch being made: the whole usage (its faults are priced).
+      EXPECT_GT(p->loader().usage_begin().minor_faults(), 0u);
+      EXPECT_GT(p->loader().usage_end().user_ns() + p->loader().usage_end().sys_ns(), 0u);
     }
   }
   EXPECT_EQ(fetches, kBatches);
@@ -147,6 +160,7 @@ TEST_F(PythonHook, WorkersFetchAndTheMainThreadWaits) {
     EXPECT_EQ(r->loader().loader_id(), it.loader_id());
     EXPECT_GE(r->loader().end_ns(), r->timestamp_ns());
     EXPECT_TRUE(r->loader().has_usage_end());
+    EXPECT_TRUE(CpuOnly(r->loader()));
     const trace::TracePacket* outer = nullptr;
     for (const auto* n : nexts)
       if (n->timestamp_ns() <= r->timestamp_ns() && r->loader().end_ns() <= n->loader().end_ns())

@@ -43,8 +43,8 @@ TEST(LoaderSpans, NestedSpansCloseInnermostFirstWithUsage) {
   s.dataset_length = 640;
   s.site = "train.py:12";
   LoaderIter(s);
-  LoaderSpanBegin();  // NEXT
-  LoaderSpanBegin();  // FETCH inside it (num_workers=0)
+  LoaderSpanBegin(false);  // NEXT: CPU time only
+  LoaderSpanBegin(true);   // FETCH inside it (num_workers=0): the whole usage
   Burn(2000000);
   LoaderSpanEnd(f::kLoaderFetch, 0x1001, 7, -1, 64);
   LoaderSpanEnd(f::kLoaderNext, 0x1001, 7, -1, 0);
@@ -73,11 +73,18 @@ TEST(LoaderSpans, NestedSpansCloseInnermostFirstWithUsage) {
   EXPECT_LT(begins[1], fetch.end_ns());
   EXPECT_LE(fetch.end_ns(), next.end_ns());
   const auto cpu = [](const trace::LoaderEvent& e) {
-    return (e.usage_end().user_ns() + e.usage_end().sys_ns()) -
-           (e.usage_begin().user_ns() + e.usage_begin().sys_ns());
+    return e.usage_end().cpu_ns() - e.usage_begin().cpu_ns();
   };
   EXPECT_GT(cpu(fetch), 0u);
   EXPECT_GE(cpu(next), cpu(fetch));
+  // The fetch's whole usage (its faults price a batch being made): the
+  // user/system split and the faults so far; the next's CPU time only.
+  EXPECT_GT(fetch.usage_end().user_ns() + fetch.usage_end().sys_ns(), 0u);
+  EXPECT_GT(fetch.usage_begin().minor_faults(), 0u);
+  for (const trace::ThreadUsage& u : {next.usage_begin(), next.usage_end()}) {
+    EXPECT_GT(u.cpu_ns(), 0u);
+    EXPECT_EQ(u.user_ns() + u.sys_ns() + u.minor_faults() + u.major_faults(), 0u);
+  }
   EXPECT_EQ(events[3].kind(), trace::LOADER_END);
   EXPECT_EQ(events[3].index(), 8u);
 }
@@ -85,8 +92,8 @@ TEST(LoaderSpans, NestedSpansCloseInnermostFirstWithUsage) {
 TEST(LoaderSpans, SpanTimesNestAndAnUnmatchedEndIsIgnored) {
   TraceDir();
   LoaderSpanEnd(f::kLoaderNext, 0x2002, 0, -1, 0);  // no Begin: nothing recorded
-  LoaderSpanBegin();
-  LoaderSpanBegin();
+  LoaderSpanBegin(false);
+  LoaderSpanBegin(false);
   LoaderSpanEnd(f::kLoaderPin, 0x2002, 1, -1, 0);
   LoaderSpanEnd(f::kLoaderNext, 0x2002, 2, -1, 0);
   auto events = LoaderEventsOf(0x2002);
@@ -97,7 +104,7 @@ TEST(LoaderSpans, SpanTimesNestAndAnUnmatchedEndIsIgnored) {
 
 TEST(LoaderSpans, BeyondTheDepthLimitSpansAreDroppedNotMismatched) {
   TraceDir();
-  for (int i = 0; i < kMaxLoaderSpanDepth + 3; ++i) LoaderSpanBegin();
+  for (int i = 0; i < kMaxLoaderSpanDepth + 3; ++i) LoaderSpanBegin(true);
   for (int i = kMaxLoaderSpanDepth + 3; i > 0; --i)
     LoaderSpanEnd(f::kLoaderFetch, 0x3003, static_cast<uint64_t>(i), -1, 0);
   auto events = LoaderEventsOf(0x3003);
