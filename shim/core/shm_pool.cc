@@ -1,8 +1,8 @@
 // The shm hooks' side of the pool of registered slots (PINSCOPE_PIN_POOL,
 // shim/pin/pool.h, docs/zero-copy-pool.md): which new segment a worker may
 // swap for a slot, the swap's bookkeeping (fd table, registry, trace), and
-// the fds a process sends or duplicates. Every entry point returns after one relaxed load
-// while the pool is off.
+// the fds a process sends or duplicates. Every entry point returns after
+// one relaxed load while the pool is off.
 #include "shim/core/shm_pool.h"
 
 #include <fcntl.h>
