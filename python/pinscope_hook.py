@@ -91,10 +91,15 @@ def _load_shim():
     text = ctypes.c_char_p
     lib.pinscope_loader_iter.argtypes = [u64, u64, i32, i32, i32, i32, i32, u64, i32, text, text, text]
     lib.pinscope_loader_iter.restype = None
-    # 1: the span's whole usage (its page faults count: a batch being
-    # made); 0: its CPU time only, one system call at each end.
-    lib.pinscope_loader_begin.argtypes = [i32]
-    lib.pinscope_loader_begin.restype = None
+    # begin: the span's CPU time only, one system call at each end;
+    # begin_fetch: its whole usage (its page faults count: a batch being
+    # made). end_at: end without a worker id or samples. Each argument is a
+    # conversion (ctypes), so the frequent calls take few.
+    for name in ("pinscope_loader_begin", "pinscope_loader_begin_fetch"):
+        getattr(lib, name).argtypes = []
+        getattr(lib, name).restype = None
+    lib.pinscope_loader_end_at.argtypes = [u32, u64, u64]
+    lib.pinscope_loader_end_at.restype = None
     lib.pinscope_loader_end.argtypes = [u32, u64, u64, i32, u32]
     lib.pinscope_loader_end.restype = None
     lib.pinscope_loader_mark.argtypes = [u32, u64, u64]
@@ -350,19 +355,19 @@ def _wrap_next(original):
         index = _int(getattr(self, "_num_yielded", 0))
         outer = getattr(_state, "receiving", None)
         _state.receiving = (lid, index)
-        _lib.pinscope_loader_begin(0)
+        _lib.pinscope_loader_begin()
         try:
             data = original(self)
         except StopIteration:
-            _lib.pinscope_loader_end(_NEXT, lid, index, -1, 0)
+            _lib.pinscope_loader_end_at(_NEXT, lid, index)
             _lib.pinscope_loader_mark(_END, lid, index)
             raise
         except BaseException:
-            _lib.pinscope_loader_end(_NEXT, lid, index, -1, 0)
+            _lib.pinscope_loader_end_at(_NEXT, lid, index)
             raise
         finally:
             _state.receiving = outer
-        _lib.pinscope_loader_end(_NEXT, lid, index, -1, 0)
+        _lib.pinscope_loader_end_at(_NEXT, lid, index)
         if _loop.active and threading.current_thread() is threading.main_thread():
             _loop.took(_loop_keys.get(self, lid), _batch_sizes.get(self, 0))
         return data
@@ -391,7 +396,7 @@ def _wrap_fetch(original):
             samples = len(possibly_batched_index) if getattr(self, "auto_collation", False) else 1
         except Exception:
             samples = 0
-        _lib.pinscope_loader_begin(1)
+        _lib.pinscope_loader_begin_fetch()
         try:
             return original(self, possibly_batched_index)
         finally:
@@ -409,11 +414,11 @@ def _wrap_pin(original):
         if depth or not _on.value:
             return original(data, *args, **kwargs)
         _state.pin_depth = 1
-        _lib.pinscope_loader_begin(0)
+        _lib.pinscope_loader_begin()
         try:
             return original(data, *args, **kwargs)
         finally:
-            _lib.pinscope_loader_end(_PIN, 0, 0, -1, 0)
+            _lib.pinscope_loader_end_at(_PIN, 0, 0)
             _state.pin_depth = 0
 
     return pin_memory
@@ -449,11 +454,11 @@ def _timed_queue_pickler():
             receiving = getattr(_state, "receiving", None)
             if receiving is None or not _on.value:
                 return base_loads(data, *args, **kwargs)
-            _lib.pinscope_loader_begin(0)
+            _lib.pinscope_loader_begin()
             try:
                 return base_loads(data, *args, **kwargs)
             finally:
-                _lib.pinscope_loader_end(_RECV, receiving[0], receiving[1], -1, 0)
+                _lib.pinscope_loader_end_at(_RECV, receiving[0], receiving[1])
 
     ForkingPickler.__module__ = base.__module__
     ForkingPickler.__qualname__ = base.__qualname__

@@ -68,8 +68,8 @@ def main():
         import ctypes
 
         import pinscope_hook
-        for name in ("pinscope_loader_iter", "pinscope_loader_begin", "pinscope_loader_end",
-                     "pinscope_loader_mark"):
+        for name in ("pinscope_loader_iter", "pinscope_loader_begin", "pinscope_loader_begin_fetch",
+                     "pinscope_loader_end", "pinscope_loader_end_at", "pinscope_loader_mark"):
             fn = getattr(pinscope_hook._lib, name)
             assert fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI, name + " releases the GIL"
     pause = None
