@@ -10,7 +10,14 @@ namespace {
 
 constexpr int kThreads = static_cast<int>(OwnThread::kCount);
 
-std::atomic<uint64_t> g_hook_calls[kHookKinds] = {}, g_hook_ns[kHookKinds] = {};
+// A kind's two counters on a cache line of their own: the loop's thread
+// (copies, waits) and the DataLoader's pin thread (shared memory, spans)
+// hook in turn on different cores, and kinds sharing a line would move it
+// between them at every hook.
+struct alignas(64) KindCounters {
+  std::atomic<uint64_t> calls{0}, ns{0};
+};
+KindCounters g_hook[kHookKinds];
 std::atomic<uint64_t> g_pointer_queries{0}, g_pointer_query_ns{0};
 std::atomic<uint64_t> g_cupti_switches{0}, g_cupti_switch_ns{0};
 std::atomic<uint64_t> g_thread_cpu[kThreads] = {};
@@ -19,12 +26,12 @@ std::atomic<uint64_t> g_thread_cpu[kThreads] = {};
 
 void AddHookCost(HookKind kind, uint64_t ns) {
   const int k = static_cast<int>(kind);
-  g_hook_calls[k].fetch_add(1, std::memory_order_relaxed);
-  g_hook_ns[k].fetch_add(ns, std::memory_order_relaxed);
+  g_hook[k].calls.fetch_add(1, std::memory_order_relaxed);
+  g_hook[k].ns.fetch_add(ns, std::memory_order_relaxed);
 }
 
 void AddHookTime(HookKind kind, uint64_t ns) {
-  g_hook_ns[static_cast<int>(kind)].fetch_add(ns, std::memory_order_relaxed);
+  g_hook[static_cast<int>(kind)].ns.fetch_add(ns, std::memory_order_relaxed);
 }
 
 void AddPointerQueryCost(uint64_t ns) {
@@ -46,8 +53,8 @@ void NoteOwnThreadCpu(OwnThread which) {
 OwnCost GetOwnCost() {
   OwnCost c;
   for (int k = 1; k < kHookKinds; ++k) {
-    c.kinds[k].calls = g_hook_calls[k].load(std::memory_order_relaxed);
-    c.kinds[k].ns = g_hook_ns[k].load(std::memory_order_relaxed);
+    c.kinds[k].calls = g_hook[k].calls.load(std::memory_order_relaxed);
+    c.kinds[k].ns = g_hook[k].ns.load(std::memory_order_relaxed);
     c.hook_calls += c.kinds[k].calls;
     c.hook_ns += c.kinds[k].ns;
   }
@@ -60,8 +67,10 @@ OwnCost GetOwnCost() {
 }
 
 void OwnCostResetInChild() {
-  for (auto& n : g_hook_calls) n.store(0, std::memory_order_relaxed);
-  for (auto& n : g_hook_ns) n.store(0, std::memory_order_relaxed);
+  for (auto& h : g_hook) {
+    h.calls.store(0, std::memory_order_relaxed);
+    h.ns.store(0, std::memory_order_relaxed);
+  }
   g_pointer_queries.store(0, std::memory_order_relaxed);
   g_pointer_query_ns.store(0, std::memory_order_relaxed);
   g_cupti_switches.store(0, std::memory_order_relaxed);

@@ -183,7 +183,15 @@ __attribute__((noinline)) bool WriteStack(uint64_t id, const uint64_t* words, si
   return p.Commit();
 }
 
-std::atomic<uint64_t> g_captures{0}, g_capture_ns{0}, g_python_ns{0};
+// The stacks' own cost and the cache's answers (Counters), a cache line a
+// site: copies and waits are captured on the training loop's thread, shared
+// memory on the DataLoader's pin thread, on other cores; one line for all
+// would move between them at every capture.
+struct alignas(64) SiteCounters {
+  std::atomic<uint64_t> captures{0}, capture_ns{0}, python_ns{0}, cache_hits{0}, cache_checks{0};
+};
+constexpr int kSites = static_cast<int>(StackSite::kSync) + 1;
+SiteCounters g_site[kSites];
 
 // The stack cache (stacks.h): per thread, two-way set-associative, keyed on
 // the innermost native frames, the depth and the Python frames. An entry
@@ -224,7 +232,6 @@ bool CheckThisOne() {
   return x % kStackCacheCheck == 0;
 }
 std::atomic<bool> g_notice_site_off{false}, g_notice_frame_key{false};
-std::atomic<uint64_t> g_cache_hits{0}, g_cache_checks{0};
 
 // The key of what `words` holds: the stacks' own content hash, folded to
 // 64 bits; never 0 (an empty entry's key), the state bits clear.
@@ -253,18 +260,20 @@ void StacksInit() {
   g_ready.store(g_backtrace != nullptr || g_python, std::memory_order_release);
 }
 
-__attribute__((noinline)) uint64_t CaptureStack(StackSite) {
+__attribute__((noinline)) uint64_t CaptureStack(StackSite site) {
   if (!g_ready.load(std::memory_order_acquire) || !Recording()) return 0;
   const uint32_t depth = std::min(GetConfig().stack_depth, kMaxStackDepth);
   if (depth == 0) return 0;
   // pinscope's own cost on the job's threads (Counters.stack_capture_ns).
+  SiteCounters& counters = g_site[static_cast<int>(site)];
   struct Timer {
+    SiteCounters& c;
     uint64_t t0 = MonoNs();
     ~Timer() {
-      g_capture_ns.fetch_add(MonoNs() - t0, std::memory_order_relaxed);
-      g_captures.fetch_add(1, std::memory_order_relaxed);
+      c.capture_ns.fetch_add(MonoNs() - t0, std::memory_order_relaxed);
+      c.captures.fetch_add(1, std::memory_order_relaxed);
     }
-  } timer;
+  } timer{counters};
   if (!g_backtrace && !g_notice_unwind.load(std::memory_order_relaxed))
     SayOnce(&g_notice_unwind, "stacks_native_unavailable", g_unwind_problem);
   // Key layout: native pcs, Python frame ids, then one word with both counts
@@ -284,7 +293,7 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
       np = python::Capture(python_ids, depth, &ptrunc, &pkey);
       have_ids = true;
     }
-    g_python_ns.fetch_add(MonoNs() - timer.t0, std::memory_order_relaxed);
+    counters.python_ns.fetch_add(MonoNs() - timer.t0, std::memory_order_relaxed);
   }
   CacheEntry* entry = nullptr;
   uint64_t key = 0, cached = 0, state = kNew, refreshes = 0;
@@ -336,7 +345,7 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
     if (found) {
       state = entry->key & kStateBits;
       if (state == kChecked && !CheckThisOne()) {
-        g_cache_hits.fetch_add(1, std::memory_order_relaxed);
+        counters.cache_hits.fetch_add(1, std::memory_order_relaxed);
         return entry->id & kIdMask;
       }
       if (state == kOff) {
@@ -344,14 +353,14 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
       } else {
         cached = entry->id & kIdMask;  // this answer is checked: unwound in full below
         refreshes = entry->id >> 32;
-        g_cache_checks.fetch_add(1, std::memory_order_relaxed);
+        counters.cache_checks.fetch_add(1, std::memory_order_relaxed);
       }
     }
   }
   if (g_python && !have_ids) {  // the cache cannot answer: the frames' ids
     const uint64_t t0 = MonoNs();
     np = python::Capture(python_ids, depth, &ptrunc);
-    g_python_ns.fetch_add(MonoNs() - t0, std::memory_order_relaxed);
+    counters.python_ns.fetch_add(MonoNs() - t0, std::memory_order_relaxed);
   }
   if (g_backtrace) nn = CaptureNative(__builtin_return_address(0), words, depth, &ntrunc);
   // words[0]: the unwinder's first frame in the program.
@@ -411,25 +420,36 @@ __attribute__((noinline)) uint64_t CaptureStack(StackSite) {
 }
 
 StackCacheStats GetStackCacheStats() {
-  return {g_cache_hits.load(std::memory_order_relaxed),
-          g_cache_checks.load(std::memory_order_relaxed)};
+  StackCacheStats out{};
+  for (const SiteCounters& c : g_site) {
+    out.hits += c.cache_hits.load(std::memory_order_relaxed);
+    out.checks += c.cache_checks.load(std::memory_order_relaxed);
+  }
+  return out;
 }
 
 StackCost GetStackCost() {
-  return {g_captures.load(std::memory_order_relaxed), g_capture_ns.load(std::memory_order_relaxed),
-          g_python_ns.load(std::memory_order_relaxed)};
+  StackCost out{};
+  for (const SiteCounters& c : g_site) {
+    out.captured += c.captures.load(std::memory_order_relaxed);
+    out.ns += c.capture_ns.load(std::memory_order_relaxed);
+    out.python_ns += c.python_ns.load(std::memory_order_relaxed);
+  }
+  return out;
 }
 
 void StacksResetInChild() {
-  g_captures.store(0, std::memory_order_relaxed);
-  g_capture_ns.store(0, std::memory_order_relaxed);
-  g_python_ns.store(0, std::memory_order_relaxed);
+  for (SiteCounters& c : g_site) {
+    c.captures.store(0, std::memory_order_relaxed);
+    c.capture_ns.store(0, std::memory_order_relaxed);
+    c.python_ns.store(0, std::memory_order_relaxed);
+    c.cache_hits.store(0, std::memory_order_relaxed);
+    c.cache_checks.store(0, std::memory_order_relaxed);
+  }
   intern::ResetInChild();
   modules::ResetInChild();
   // The stacks the cache names are not written in the child's file.
   memset(t_stack_cache, 0, sizeof t_stack_cache);
-  g_cache_hits.store(0, std::memory_order_relaxed);
-  g_cache_checks.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace pinscope::shim
