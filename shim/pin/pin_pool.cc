@@ -151,6 +151,7 @@ void ReplaceLocked(Table& t, int i, uint64_t size) {
   Word w = Load(t, i);
   if (w.state != pool::kEmpty) return;
   w.state = pool::kMaking;
+  pool::MarkMaking(t, i);
   t.slots[i].size = size;
   t.slots[i].word.store(pool::Pack(w), std::memory_order_release);
   s.pool_req[s.pool_req_n++] = i;
@@ -202,7 +203,7 @@ void RetireSlot(Table& t, int i, const char* reason, bool replace) {
 template <typename F>
 void RetireWhere(Table& t, const char* reason, bool replace, F want) {
   PinState& s = Pins();
-  for (int i = 0; i < pool::kSlots; ++i) {
+  for (int i = 0, n = pool::Scanned(t); i < n; ++i) {
     pthread_mutex_lock(&s.mu);
     bool mine = !s.pool_busy[i] && want(i);
     if (mine) s.pool_busy[i] = true;
@@ -451,7 +452,7 @@ void Grow(size_t len, int live_batches) {
   // (it escaped; the flusher retires it): not supply (a break out of an
   // epoch leaves the prefetched batches' slots so).
   int supply = 0, demand = live_batches;
-  for (int i = 0; i < pool::kSlots; ++i) {
+  for (int i = 0, n = pool::Scanned(*t); i < n; ++i) {
     Word w = Load(*t, i);
     if (t->slots[i].size != len) continue;
     if (w.state == pool::kTaken && !(w.flags & pool::kWorkerDone) && !pool::Alive(w.pid)) {
@@ -484,6 +485,7 @@ void Grow(size_t len, int live_batches) {
     if (w.state != pool::kEmpty || s.pool_busy[i]) continue;
     --fd_room;
     w.state = pool::kMaking;
+    pool::MarkMaking(*t, i);
     t->slots[i].size = len;
     t->slots[i].word.store(pool::Pack(w), std::memory_order_release);
     s.pool_req[s.pool_req_n++] = i;
@@ -522,7 +524,7 @@ void PoolNoteLoader(int num_workers, int prefetch_factor, uint64_t epoch_batches
   // several sizes (a validation loader's besides) the size is not known.
   uint64_t size = 0;
   bool one_size = true;
-  for (int i = 0; i < pool::kSlots && one_size; ++i) {
+  for (int i = 0, n = pool::Scanned(*t); i < n && one_size; ++i) {
     Word w = Load(*t, i);
     if (w.state == pool::kEmpty || w.state == pool::kRetiring) continue;
     if (size != 0 && t->slots[i].size != size) one_size = false;
@@ -556,7 +558,7 @@ bool PoolOnUnmap(uintptr_t p, size_t len) {
   int kept = -1, block = -1;
   uint32_t worker = 0;
   pthread_mutex_lock(&s.mu);
-  for (int i = 0; i < pool::kSlots && kept < 0; ++i) {
+  for (int i = 0, n = pool::Scanned(*t); i < n && kept < 0; ++i) {
     Word w = Load(*t, i);
     const uint64_t a = t->slots[i].owner_addr;
     const uint64_t slot_end = a + ((t->slots[i].size + page - 1) & ~(page - 1));
@@ -590,7 +592,7 @@ void PoolDetachRange(uintptr_t p, size_t n) {
   if (!t) return;
   PinState& s = Pins();
   pthread_mutex_lock(&s.mu);
-  for (int i = 0; i < pool::kSlots; ++i) {
+  for (int i = 0, n = pool::Scanned(*t); i < n; ++i) {
     Word w = Load(*t, i);
     const uint64_t a = t->slots[i].owner_addr;
     const bool handed_out =
@@ -610,7 +612,7 @@ void PoolBeforeFork() {
   }
   // The child inherits the program's mappings: a slot the program holds now
   // must never be rewritten under the child's copy of its tensors.
-  for (int i = 0; i < pool::kSlots; ++i) {
+  for (int i = 0, n = pool::Scanned(*t); i < n; ++i) {
     Word w = Load(*t, i);
     if (w.state == pool::kTaken && (w.flags & pool::kMainMapped) && !(w.flags & pool::kMainDone))
       pool::Escape(*t, i);
@@ -625,7 +627,7 @@ void PoolPeriodic() {
   PinState& s = Pins();
   if (s.forking.load(std::memory_order_acquire) > 0) return;
   const uint64_t now = MonoNs();
-  for (int i = 0; i < pool::kSlots; ++i) {
+  for (int i = 0, n = pool::Scanned(*t); i < n; ++i) {
     Word w = Load(*t, i);
     if (w.state == pool::kTaken && !(w.flags & pool::kWorkerDone) && !pool::Alive(w.pid) &&
         pool::WorkerDied(*t, i, w.pid))

@@ -32,7 +32,7 @@ bool FreeIfDone(Word* x) {
 }  // namespace
 
 int TryTake(Table& t, uint64_t size, uint32_t pid, uint16_t* gen) {
-  for (int i = 0; i < kSlots; ++i) {
+  for (int i = 0, n = Scanned(t); i < n; ++i) {
     Word w = Load(t, i);
     if (w.state != kFree || t.slots[i].size != size) continue;
     uint16_t g = 0;
@@ -56,7 +56,7 @@ int TryTake(Table& t, uint64_t size, uint32_t pid, uint16_t* gen) {
 
 void NoteNoSlot(Table& t, uint64_t size) {
   uint32_t alive = 1;
-  for (int i = 0; i < kSlots; ++i)
+  for (int i = 0, n = Scanned(t); i < n; ++i)
     if (Load(t, i).state == kTaken && t.slots[i].size == size) ++alive;
   t.misses.fetch_add(1, std::memory_order_relaxed);
   if (t.need_size.load(std::memory_order_relaxed) != size) {
@@ -170,7 +170,7 @@ void NoteSent(Table& t, int i) {
 }
 
 int FindByInode(const Table& t, uint64_t device, uint64_t inode) {
-  for (int i = 0; i < kSlots; ++i) {
+  for (int i = 0, n = Scanned(t); i < n; ++i) {
     Word w = Load(t, i);
     if (w.state == kEmpty || w.state == kMaking) continue;
     if (t.slots[i].inode == inode && t.slots[i].device == device) return i;

@@ -80,12 +80,33 @@ struct Table {
   std::atomic<uint64_t> need_size{0};
   std::atomic<uint32_t> need{0};
   std::atomic<uint32_t> said_no_fd{0};  // a worker could not open a slot: said once per job
+  // One past the highest entry ever made (MarkMaking): the scans below stop
+  // there. The owner makes the lowest empty entries first, so a pool of a
+  // few slots is scanned in a few cache lines, not 64 (every map of a
+  // received batch, every take, and a dup or send of a batch's fd scan it).
+  std::atomic<uint32_t> high{0};
   Slot slots[kSlots];
 };
 
 // The slot's word now.
 inline Word Load(const Table& t, int i) {
   return Unpack(t.slots[i].word.load(std::memory_order_acquire));
+}
+
+// How many entries a scan reads: Table::high (at most kSlots).
+inline int Scanned(const Table& t) {
+  const uint32_t h = t.high.load(std::memory_order_acquire);
+  return h < static_cast<uint32_t>(kSlots) ? static_cast<int>(h) : kSlots;
+}
+
+// The owner is making entry i (kEmpty -> kMaking, its word stored after
+// this): scans reach it from now on.
+inline void MarkMaking(Table& t, int i) {
+  uint32_t h = t.high.load(std::memory_order_relaxed);
+  while (h < static_cast<uint32_t>(i) + 1 &&
+         !t.high.compare_exchange_weak(h, static_cast<uint32_t>(i) + 1, std::memory_order_release,
+                                       std::memory_order_relaxed)) {
+  }
 }
 
 // --- transitions (pool_table.cc); each is one CAS loop ------------------------

@@ -38,6 +38,7 @@ class PoolTableTest : public ::testing::Test {
       s.size = size;
       s.device = 7;
       s.inode = 100 + used_;
+      MarkMaking(*t_, used_);  // as the owner does before it makes one
       Word w;
       w.state = kFree;
       s.word.store(Pack(w));
@@ -221,6 +222,31 @@ TEST_F(PoolTableTest, AWorkerDeadAfterTheMapFreesTheSlotWithTheProgramsUnmap) {
   EXPECT_FALSE(SetFlag(*t_, 0, 0, true, kMainDone));
   EXPECT_TRUE(WorkerDied(*t_, 0, 78));
   EXPECT_EQ(State(0), kFree);
+}
+
+// Scans stop one past the highest entry ever made: a slot is found there
+// and not past it, and an entry made later raises the mark.
+TEST_F(PoolTableTest, ScansReachEveryEntryEverMadeAndNoFurther) {
+  EXPECT_EQ(Scanned(*t_), 0);
+  AddFree(3);
+  EXPECT_EQ(Scanned(*t_), 3);
+  EXPECT_EQ(FindByInode(*t_, 7, 102), 2);
+  // An entry past the mark, filled in behind the owner's back: not read.
+  Slot& far = t_->slots[10];
+  far.size = kSize;
+  far.device = 7;
+  far.inode = 500;
+  Word w;
+  w.state = kFree;
+  far.word.store(Pack(w));
+  EXPECT_EQ(FindByInode(*t_, 7, 500), -1);
+  MarkMaking(*t_, 10);
+  EXPECT_EQ(Scanned(*t_), 11);
+  EXPECT_EQ(FindByInode(*t_, 7, 500), 10);
+  MarkMaking(*t_, 4);  // a lower entry made again: the mark stays
+  EXPECT_EQ(Scanned(*t_), 11);
+  MarkMaking(*t_, kSlots - 1);
+  EXPECT_EQ(Scanned(*t_), kSlots);
 }
 
 TEST_F(PoolTableTest, FindByInodeSkipsEmptyAndMakingSlots) {
