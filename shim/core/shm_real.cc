@@ -157,21 +157,14 @@ int BootDup3(int fd, int to, int flags) {
   ResolveAll();
   return g_real.dup3(fd, to, flags);
 }
+template <bool k64>
 int BootFcntl(int fd, int cmd, ...) {
   va_list ap;
   va_start(ap, cmd);
   void* arg = va_arg(ap, void*);
   va_end(ap);
   ResolveAll();
-  return g_real.fcntl(fd, cmd, arg);
-}
-int BootFcntl64(int fd, int cmd, ...) {
-  va_list ap;
-  va_start(ap, cmd);
-  void* arg = va_arg(ap, void*);
-  va_end(ap);
-  ResolveAll();
-  return g_real.fcntl64(fd, cmd, arg);
+  return k64 ? g_real.fcntl64(fd, cmd, arg) : g_real.fcntl(fd, cmd, arg);
 }
 
 }  // namespace
@@ -211,9 +204,9 @@ void* MapAnon(size_t bytes, int share) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
-RealShm g_real = {BootShmOpen,   BootShmUnlink,   BootMemfd,    BootFtruncate, BootFtruncate64,
-                  BootFallocate, BootFallocate64, BootMmap,     BootMmap64,    BootMunmap,
-                  BootClose,     BootSendmsg,     BootSendmmsg, BootDup,       BootDup2,
-                  BootDup3,      BootFcntl,       BootFcntl64};
+RealShm g_real = {BootShmOpen,   BootShmUnlink,    BootMemfd,      BootFtruncate, BootFtruncate64,
+                  BootFallocate, BootFallocate64,  BootMmap,       BootMmap64,    BootMunmap,
+                  BootClose,     BootSendmsg,      BootSendmmsg,   BootDup,       BootDup2,
+                  BootDup3,      BootFcntl<false>, BootFcntl<true>};
 
 }  // namespace pinscope::shim::shm
