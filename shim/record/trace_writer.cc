@@ -190,31 +190,31 @@ bool TraceWriter::EmitLocked(const uint8_t* data, size_t n) {
 }
 
 void TraceWriter::QueueActiveLocked() {
-  queued_ = true;
-  queued_len_ = len_;
-  active_ ^= 1;
-  len_ = 0;
+  appends_.queued = true;
+  queued_len_ = appends_.len;
+  appends_.active ^= 1;
+  appends_.len = 0;
 }
 
 bool TraceWriter::DrainQueuedLocked() {
   LockMu();
-  const bool queued = queued_;
-  const uint8_t* data = bufs_[active_ ^ 1];
+  const bool queued = appends_.queued;
+  const uint8_t* data = bufs_[appends_.active ^ 1];
   const size_t n = queued_len_;
   UnlockMu();
   if (!queued) return true;
-  // Appends never touch the queued buffer: it is read here without mu_.
+  // Appends never touch the queued buffer: it is read here without appends_.mu.
   const bool ok = EmitLocked(data, n);
   LockMu();
-  queued_ = false;
+  appends_.queued = false;
   queued_len_ = 0;
   UnlockMu();
   return ok;
 }
 
-void TraceWriter::LockMu() { Hold(&mu_, kHoldsMu); }
-void TraceWriter::UnlockMu() { Release(&mu_, kHoldsMu); }
-bool TraceWriter::TryLockMu() { return TryHold(&mu_, kHoldsMu); }
+void TraceWriter::LockMu() { Hold(&appends_.mu, kHoldsMu); }
+void TraceWriter::UnlockMu() { Release(&appends_.mu, kHoldsMu); }
+bool TraceWriter::TryLockMu() { return TryHold(&appends_.mu, kHoldsMu); }
 void TraceWriter::LockIo() { Hold(&io_mu_, kHoldsIo); }
 void TraceWriter::UnlockIo() { Release(&io_mu_, kHoldsIo); }
 bool TraceWriter::TryLockIo() { return TryHold(&io_mu_, kHoldsIo); }
@@ -225,13 +225,13 @@ bool TraceWriter::Append(const uint8_t* data, size_t n) {
   LockMu();
   for (;;) {
     if (fd_ < 0) break;
-    if (len_ + n <= kBufferSize) {
-      memcpy(bufs_[active_] + len_, data, n);
-      len_ += n;
+    if (appends_.len + n <= kBufferSize) {
+      memcpy(bufs_[appends_.active] + appends_.len, data, n);
+      appends_.len += n;
       UnlockMu();
       return true;
     }
-    if (!queued_) {
+    if (!appends_.queued) {
       QueueActiveLocked();
       pthread_cond_signal(&full_cv_);
       continue;
@@ -241,7 +241,7 @@ bool TraceWriter::Append(const uint8_t* data, size_t n) {
     UnlockMu();
     LockIo();
     LockMu();
-    const bool still_queued = queued_;
+    const bool still_queued = appends_.queued;
     UnlockMu();
     bool ok = true;
     if (still_queued) {
@@ -263,7 +263,7 @@ bool TraceWriter::Flush() {
     // An append may have queued the active buffer meanwhile: then that one
     // holds what was appended before this call, and is written next.
     LockMu();
-    if (!queued_ && len_ > 0) QueueActiveLocked();
+    if (!appends_.queued && appends_.len > 0) QueueActiveLocked();
     UnlockMu();
     ok = DrainQueuedLocked();
   }
@@ -274,13 +274,13 @@ bool TraceWriter::Flush() {
 bool TraceWriter::WaitForFullBuffer(uint64_t deadline_mono_ns) {
   timespec until{static_cast<time_t>(deadline_mono_ns / 1000000000),
                  static_cast<long>(deadline_mono_ns % 1000000000)};
-  pthread_mutex_lock(&mu_);
-  while (!queued_) {
-    const int rc = pthread_cond_clockwait(&full_cv_, &mu_, CLOCK_MONOTONIC, &until);
+  pthread_mutex_lock(&appends_.mu);
+  while (!appends_.queued) {
+    const int rc = pthread_cond_clockwait(&full_cv_, &appends_.mu, CLOCK_MONOTONIC, &until);
     if (rc == ETIMEDOUT || rc == EINVAL) break;
   }
-  const bool queued = queued_;
-  pthread_mutex_unlock(&mu_);
+  const bool queued = appends_.queued;
+  pthread_mutex_unlock(&appends_.mu);
   return queued;
 }
 
@@ -300,17 +300,17 @@ bool TraceWriter::TryAppendAndFlush(const uint8_t* data, size_t n) {
   }
   // Both locks held: nobody else compresses or writes, nobody appends.
   bool ok = fd_ >= 0;
-  if (ok && queued_) ok = EmitLocked(bufs_[active_ ^ 1], queued_len_);
-  queued_ = false;
+  if (ok && appends_.queued) ok = EmitLocked(bufs_[appends_.active ^ 1], queued_len_);
+  appends_.queued = false;
   queued_len_ = 0;
-  if (ok && len_ + n <= kBufferSize) {
-    memcpy(bufs_[active_] + len_, data, n);
-    len_ += n;
-    ok = EmitLocked(bufs_[active_], len_);
+  if (ok && appends_.len + n <= kBufferSize) {
+    memcpy(bufs_[appends_.active] + appends_.len, data, n);
+    appends_.len += n;
+    ok = EmitLocked(bufs_[appends_.active], appends_.len);
   } else if (ok) {
-    ok = EmitLocked(bufs_[active_], len_) && EmitLocked(data, n);
+    ok = EmitLocked(bufs_[appends_.active], appends_.len) && EmitLocked(data, n);
   }
-  len_ = 0;
+  appends_.len = 0;
   UnlockMu();
   UnlockIo();
   return ok;
@@ -346,14 +346,14 @@ void TraceWriter::ResetInChild() {
   // flushes them; the child starts a file of its own on its first event.
   // The parent's flusher may have been waiting on the condition: a new one.
   pthread_mutex_init(&io_mu_, nullptr);
-  pthread_mutex_init(&mu_, nullptr);
+  pthread_mutex_init(&appends_.mu, nullptr);
   t_holds = 0;  // the forking thread's, from LockForFork
   pthread_cond_init(&full_cv_, nullptr);
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
   preamble_written_ = false;
-  len_ = 0;
-  queued_ = false;
+  appends_.len = 0;
+  appends_.queued = false;
   queued_len_ = 0;
   if (cctx_) ZSTD_CCtx_reset(static_cast<ZSTD_CCtx*>(cctx_), ZSTD_reset_session_only);
   bytes_written_.store(0, std::memory_order_relaxed);
@@ -368,8 +368,8 @@ void TraceWriter::CloseFile() {
   DrainQueuedLocked();
   LockMu();
   if (fd_ >= 0) {
-    EmitLocked(bufs_[active_], len_);
-    len_ = 0;
+    EmitLocked(bufs_[appends_.active], appends_.len);
+    appends_.len = 0;
     close(fd_);
     fd_ = -1;
   }

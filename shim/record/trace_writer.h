@@ -113,16 +113,24 @@ class TraceWriter {
   bool TryLockIo();
   void Fail(int err);
 
+  // What every append writes (the lock and where the bytes go) on one cache
+  // line of its own: the training loop's thread and the DataLoader's pin
+  // thread append in turn from different cores, and each append takes this
+  // line (and the buffer's tail) from the other core; spread over two or
+  // three lines, with fields the flusher writes, it took as many.
+  struct alignas(64) Appends {
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    int active = 0;       // the buffer appends go into
+    bool queued = false;  // the other buffer waits to be written
+    size_t len = 0;       // bytes in the active buffer
+  } appends_;
+  static_assert(sizeof(pthread_mutex_t) + 2 * sizeof(size_t) <= 64);
   pthread_mutex_t io_mu_ = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;
   pthread_cond_t full_cv_ = PTHREAD_COND_INITIALIZER;  // waited on with CLOCK_MONOTONIC
   int fd_ = -1;
   bool compress_ = true;
   bool preamble_written_ = false;          // with the file's first frame
   uint8_t* bufs_[2] = {nullptr, nullptr};  // mmap'd, kBufferSize each
-  int active_ = 0;                         // the buffer appends go into
-  size_t len_ = 0;                         // bytes in the active buffer
-  bool queued_ = false;                    // the other buffer waits to be written
   size_t queued_len_ = 0;
   uint8_t* zbuf_ = nullptr;  // ZSTD_compressBound(kBufferSize), mmap'd
   size_t zcap_ = 0;

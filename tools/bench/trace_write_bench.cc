@@ -1,10 +1,13 @@
 // What trace compression (issue 18) costs and saves, on the shim's own code:
 //
-//   trace_write_bench hook [--compress 0|1] [--events N] [--rounds R]
+//   trace_write_bench hook [--compress 0|1] [--events N] [--rounds R] [--threads 1|2]
 //     RecordCopy from this thread with the real flusher loop on another
 //     (WaitForFullTraceBuffer/WriteFullTraceBuffer, as shim/process runs
 //     it): ns per event on the recording thread (median of R rounds), the
 //     flusher's ns per event, file bytes per copy event, inline writes.
+//     --threads 2: a second thread on another core records the same at
+//     once (the training loop's thread and the DataLoader's pin thread
+//     share the process's writer): the first thread's ns per event.
 //   trace_write_bench size FILE.pstrace...
 //     plain traces (e.g. tests/data/h200, examples/) written again through
 //     TraceWriter, compressed, a flush per 1 MiB buffer: bytes per packet and
@@ -12,6 +15,7 @@
 //
 // One line of JSON per measurement. docs/benchmarks.md, "Trace compression".
 #include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +27,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shim/base/clock.h"
@@ -59,7 +64,43 @@ void* Flusher(void*) {
 
 void EncodeHeader(ps::Encoder* e) { e->Varint(ps::fields::header::kFormatVersion, 1); }
 
-int Hook(bool compress, int events, int rounds) {
+// Copies as a DataLoader job makes them: a few buffers and streams, times a
+// few microseconds apart, the thread's usage growing. One round of `events`.
+void RecordRound(int events, uint64_t* t, uint64_t* call) {
+  ps::CopyCall c;
+  c.api = ps::fields::kMemcpyAsync;
+  c.direction = ps::fields::kH2D;
+  c.bytes = 4u << 20;
+  c.src_kind = ps::fields::kPageable;
+  c.dst_kind = ps::fields::kDevice;
+  c.dst_device = 0;
+  for (int i = 0; i < events; ++i) {
+    ++*call;
+    *t += 3000 + (*call * 7919) % 2000;
+    c.src_address = 0x7f0000000000ull + (*call % 16) * (4u << 20);
+    c.dst_address = 0x7e0000000000ull + (*call % 8) * (4u << 20);
+    c.stream = 0x5500 + *call % 4;
+    c.t_enter = *t;
+    c.t_exit = *t + 900 + *call % 300;
+    c.call_id = *call;
+    c.stack_id = 1 + *call % 5;
+    c.batch_index = static_cast<uint32_t>(*call / 4);
+    c.usage_enter.cpu_ns = *t / 3;
+    c.usage_enter.user_ns = *t / 4;
+    c.usage_exit = c.usage_enter;
+    c.usage_exit.cpu_ns += 850;
+    ps::RecordCopy(c);
+  }
+}
+
+void PinToCpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // best effort
+}
+
+int Hook(bool compress, int events, int rounds, int threads) {
   char dir[] = "/tmp/pinscope-trace-bench-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   ps::Config* config = ps::MutableConfig();
@@ -71,40 +112,28 @@ int Hook(bool compress, int events, int rounds) {
   ps::RecorderStart(ps::fields::kOriginRoot, callbacks);
   pthread_t flusher;
   pthread_create(&flusher, nullptr, Flusher, nullptr);
-  // Copies as a DataLoader job makes them: a few buffers and streams,
-  // times a few microseconds apart, the thread's usage growing.
-  ps::CopyCall c;
-  c.api = ps::fields::kMemcpyAsync;
-  c.direction = ps::fields::kH2D;
-  c.bytes = 4u << 20;
-  c.src_kind = ps::fields::kPageable;
-  c.dst_kind = ps::fields::kDevice;
-  c.dst_device = 0;
+  std::atomic<bool> other_done{false};
+  std::thread other;
+  if (threads == 2) {
+    other = std::thread([&] {
+      PinToCpu(1);
+      uint64_t t = ps::MonoNs(), call = uint64_t{1} << 40;
+      for (int r = 0; r < rounds + 2; ++r) RecordRound(events, &t, &call);
+      other_done.store(true);
+    });
+    PinToCpu(0);
+  }
   std::vector<double> per_event, cpu_per_event;
   uint64_t t = ps::MonoNs();
   uint64_t call = 0;
   for (int r = 0; r < rounds; ++r) {
     const uint64_t t0 = ps::MonoNs(), cpu0 = ThreadCpuNs();
-    for (int i = 0; i < events; ++i) {
-      ++call;
-      t += 3000 + (call * 7919) % 2000;
-      c.src_address = 0x7f0000000000ull + (call % 16) * (4u << 20);
-      c.dst_address = 0x7e0000000000ull + (call % 8) * (4u << 20);
-      c.stream = 0x5500 + call % 4;
-      c.t_enter = t;
-      c.t_exit = t + 900 + call % 300;
-      c.call_id = call;
-      c.stack_id = 1 + call % 5;
-      c.batch_index = static_cast<uint32_t>(call / 4);
-      c.usage_enter.cpu_ns = t / 3;
-      c.usage_enter.user_ns = t / 4;
-      c.usage_exit = c.usage_enter;
-      c.usage_exit.cpu_ns += 850;
-      ps::RecordCopy(c);
-    }
+    RecordRound(events, &t, &call);
     per_event.push_back(static_cast<double>(ps::MonoNs() - t0) / events);
     cpu_per_event.push_back(static_cast<double>(ThreadCpuNs() - cpu0) / events);
   }
+  const bool overlapped = threads == 1 || !other_done.load();
+  if (other.joinable()) other.join();
   g_stop.store(true);
   pthread_join(flusher, nullptr);
   ps::FlushTrace();
@@ -113,11 +142,13 @@ int Hook(bool compress, int events, int rounds) {
   std::sort(cpu_per_event.begin(), cpu_per_event.end());
   const double copies = static_cast<double>(events) * rounds;
   std::printf(
-      "{\"bench\": \"hook\", \"compress\": %d, \"events\": %.0f, \"record_ns_per_event\": %.1f, "
+      "{\"bench\": \"hook\", \"threads\": %d, \"overlapped\": %s, \"compress\": %d, "
+      "\"events\": %.0f, \"record_ns_per_event\": %.1f, "
       "\"record_cpu_ns_per_event\": %.1f, \"flusher_cpu_ns_per_event\": %.1f, "
       "\"inline_writes\": %llu, \"file_bytes\": %llu, \"file_bytes_per_copy\": %.2f}\n",
-      compress ? 1 : 0, copies, per_event[per_event.size() / 2],
-      cpu_per_event[cpu_per_event.size() / 2], static_cast<double>(g_flusher_ns.load()) / copies,
+      threads, overlapped ? "true" : "false", compress ? 1 : 0, copies,
+      per_event[per_event.size() / 2], cpu_per_event[cpu_per_event.size() / 2],
+      static_cast<double>(g_flusher_ns.load()) / copies,
       static_cast<unsigned long long>(ps::TraceInlineWrites()),
       static_cast<unsigned long long>(counts.bytes_written),
       static_cast<double>(counts.bytes_written) / copies);
@@ -203,21 +234,27 @@ int Size(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && !std::strcmp(argv[1], "hook")) {
-    int compress = 1, events = 200000, rounds = 9;
+    int compress = 1, events = 200000, rounds = 9, threads = 1;
     for (int i = 2; i + 1 < argc; i += 2) {
       if (!std::strcmp(argv[i], "--compress")) compress = std::atoi(argv[i + 1]);
       if (!std::strcmp(argv[i], "--events")) events = std::atoi(argv[i + 1]);
       if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
+      if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     }
     if (events <= 0 || rounds <= 0) {
       std::fprintf(stderr, "trace_write_bench: --events and --rounds must be positive\n");
       return 2;
     }
-    return Hook(compress != 0, events, rounds);
+    if (threads != 1 && threads != 2) {
+      std::fprintf(stderr, "trace_write_bench: --threads must be 1 or 2\n");
+      return 2;
+    }
+    return Hook(compress != 0, events, rounds, threads);
   }
   if (argc >= 3 && !std::strcmp(argv[1], "size")) return Size(argc - 2, argv + 2);
   std::fprintf(stderr,
-               "usage: trace_write_bench hook [--compress 0|1] [--events N] [--rounds R]\n"
+               "usage: trace_write_bench hook [--compress 0|1] [--events N] [--rounds R] "
+               "[--threads 1|2]\n"
                "       trace_write_bench size FILE.pstrace...\n");
   return 2;
 }
