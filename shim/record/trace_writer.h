@@ -13,9 +13,9 @@
 // the packets as they are (the format before issue 18).
 //
 // Locks: io_mu_ (the compressor, the fd and the order of the file's frames)
-// is taken before mu_ (the buffers); mu_ is held only for a memcpy or a
-// buffer swap, never while compressing or writing, except by the
-// signal-handler path, which holds both.
+// is taken before appends_.mu (the buffers); appends_.mu is held only for a
+// memcpy or a buffer swap, never while compressing or writing, except by
+// the signal-handler path, which holds both.
 #pragma once
 
 #include <pthread.h>
@@ -65,8 +65,8 @@ class TraceWriter {
   // thread may hold it. pthread_mutex_trylock is one atomic exchange.
   bool TryAppendAndFlush(const uint8_t* data, size_t n);
   // The exit packet from a signal handler (RecorderFinishFromSignal): never
-  // waits. Where this thread was interrupted inside Append (it holds mu_,
-  // the buffers are mid-change and stay so), the packet is written alone,
+  // waits. Where this thread was interrupted inside Append (it holds
+  // appends_.mu, the buffers are mid-change and stay so), the packet is written alone,
   // as its own frame after those the file holds, losing what was buffered;
   // where it was interrupted while writing (it holds io_mu_: the compressor
   // is mid-use), nothing can be written. Else TryAppendAndFlush.
@@ -97,14 +97,15 @@ class TraceWriter {
   // With io_mu_ held: compresses (or not) and writes one chunk of whole packets.
   bool EmitLocked(const uint8_t* data, size_t n);
   bool WriteAllLocked(const uint8_t* data, size_t n);
-  // With io_mu_ held, mu_ not: writes the queued buffer, if any.
+  // With io_mu_ held, appends_.mu not: writes the queued buffer, if any.
   bool DrainQueuedLocked();
-  // With mu_ held: makes the active buffer the queued one (queued_ false).
+  // With appends_.mu held: makes the active buffer the queued one
+  // (appends_.queued false before).
   void QueueActiveLocked();
   bool EnsureMemoryLocked();
   // The locks, noting in the thread's TLS which of them it holds (for
-  // TryWriteFromSignal). The flusher's condition wait takes mu_ directly:
-  // pinscope's threads block every signal.
+  // TryWriteFromSignal). The flusher's condition wait takes appends_.mu
+  // directly: pinscope's threads block every signal.
   void LockMu();
   void UnlockMu();
   bool TryLockMu();
