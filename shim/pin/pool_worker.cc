@@ -160,12 +160,19 @@ bool PoolTake(void* addr, size_t len, int fd, PoolTaken* out) {
   return true;
 }
 
+namespace {
+// The slot whose memfd `fd` refers to, or -1.
+int SlotOfFd(const pool::Table& t, int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return -1;
+  return pool::FindByInode(t, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+}
+}  // namespace
+
 void PoolOnDupFd(int fd) {
   pool::Table* t = g_pool.load(std::memory_order_acquire);
   if (!t || t->owner != ProcessId()) return;
-  struct stat st;
-  if (fstat(fd, &st) != 0) return;
-  int i = pool::FindByInode(*t, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+  const int i = SlotOfFd(*t, fd);
   if (i >= 0) pool::EscapeHandedOut(*t, i);
 }
 
@@ -174,10 +181,7 @@ void PoolOnSendFds(const int* fds, int n) {
   if (!t) return;
   const bool owner = t->owner == ProcessId();
   for (int k = 0; k < n; ++k) {
-    struct stat st;
-    if (fstat(fds[k], &st) != 0) continue;
-    int i =
-        pool::FindByInode(*t, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+    const int i = SlotOfFd(*t, fds[k]);
     if (i < 0) continue;
     if (owner) {
       pool::Escape(*t, i);
