@@ -76,6 +76,26 @@ ShmOwnTime::~ShmOwnTime() {
 
 ShmOwnTime* ShmOwnTime::Current() { return t_own; }
 
+namespace {
+// Which maps take a stack: a thread's first kMapStacksFirst, then one in
+// kMapStacksEvery. Nothing in the analyzer reads a map's stack (a segment's
+// place in the program is where it is made or opened); the trace keeps
+// where batches arrive on a thread, at a stack (1.5-2.5 us on the H100,
+// docs/benchmarks.md) for about one batch tensor in 64 instead of each
+// (issue 16: the DataLoader's pin thread maps them holding the GIL, which
+// the training loop waits for). A forked child goes on with its forking
+// thread's count.
+constexpr uint32_t kMapStacksFirst = 32;
+constexpr uint32_t kMapStacksEvery = 64;
+PINSCOPE_TLS uint32_t t_maps = 0;
+
+bool MapTakesStack() {
+  const uint32_t n = t_maps;
+  if (n != UINT32_MAX) t_maps = n + 1;
+  return n < kMapStacksFirst || n % kMapStacksEvery == 0;
+}
+}  // namespace
+
 void Record(uint32_t op, const Identity& id, int fd, uint64_t size, uint64_t offset,
             uint64_t address, int flags, int prot, int error, uint64_t t0) {
   if (!Recording()) return;
@@ -101,13 +121,13 @@ void Record(uint32_t op, const Identity& id, int fd, uint64_t size, uint64_t off
   r.pool = id.pool;
   // A stack where it names a place in the program: where a segment is made
   // or opened (the report's "where a batch is made") and where it is mapped
-  // (where a batch arrives). The rest follow from those, once per batch in
+  // (where a batch arrives; sampled, MapTakesStack). The rest follow from those, once per batch in
   // a DataLoader job, and their stacks named no more than the map's: the
   // truncate and unlink of a creation, the close and unmap wherever the
   // batch's last reference went (issue 16: each stack costs the job's
   // threads microseconds, docs/stacks.md).
   const bool stack = op == fields::kShmCreate || op == fields::kShmOpen ||
-                     op == fields::kMemfdCreate || op == fields::kShmMap;
+                     op == fields::kMemfdCreate || (op == fields::kShmMap && MapTakesStack());
   if (stack) {
     PS_PHASE(kShmStack);
     r.stack_id = CaptureStack(StackSite::kShm);

@@ -335,6 +335,33 @@ TEST_F(E2eAlloc, AnUnderscoreExitFromASignalHandlerNeverHangs) {
   EXPECT_LE(empty, kChildren / 10);
 }
 
+// A thread's maps take a stack on its first 32, then on one in 64 (issue
+// 16: a DataLoader's pin thread maps every batch tensor holding the GIL,
+// which the training loop waits for); the segment's creation keeps its own.
+// 200 maps on one thread: maps 0-31, 64, 128 and 192, exactly.
+TEST_F(E2eAlloc, AThreadsMapsTakeAStackFirstThenOneIn64) {
+  RunResult r = RunPreloaded({Program("shm_maps")});
+  ASSERT_TRUE(r.Exited(0)) << r.err;
+  auto run = Traces();
+  ASSERT_EQ(run.size(), 1u);
+  const ProcessTrace& t = run.begin()->second;
+  std::vector<int> with_stack;
+  int maps = 0, creations = 0;
+  for (const auto* p : t.Shm()) {
+    if (p->shm().name().rfind("/pinscope_e2e_maps_", 0) != 0) continue;
+    if (p->shm().op() == trace::SHM_CREATE) creations += p->shm().stack_id() != 0;
+    if (p->shm().op() != trace::SHM_MAP) continue;
+    if (p->shm().stack_id() != 0) with_stack.push_back(maps);
+    ++maps;
+  }
+  EXPECT_EQ(maps, 200);
+  EXPECT_EQ(creations, 1);
+  std::vector<int> expected;
+  for (int i = 0; i < 32; ++i) expected.push_back(i);
+  expected.insert(expected.end(), {64, 128, 192});
+  EXPECT_EQ(with_stack, expected);
+}
+
 TEST_F(E2eAlloc, SharedMemoryEvents) {
   RunResult r = RunPreloaded({Program("shm_ops")});
   ASSERT_TRUE(r.Exited(0)) << r.err;
