@@ -61,25 +61,6 @@ bool NeedsWholeUsage(const CopyCall& r) {
   return !faultless(r.src_kind) || !faultless(r.dst_kind);
 }
 
-// A call shorter than this whose usage is its CPU time only gets no exit
-// reading: it ran on the CPU throughout (too short to have slept; a wait
-// that blocks takes longer to be woken), so its exit reading is the entry's
-// plus its wall time. A reading is a system call (CLOCK_THREAD_CPUTIME_ID
-// has no vDSO path: 0.33 us on the development machine), half of a short
-// wait's hook; 98% of a Hugging Face loop's waits and 80-85% of its copies
-// took less (tests/data/h100/cost/hf_trainer). trace.proto says so.
-constexpr uint64_t kShortCallNs = 20'000;
-
-// The usage at a call's exit: read (the whole usage where `whole`), or
-// derived from the entry's CPU time (see kShortCallNs).
-Usage ExitUsage(bool whole, const Usage& enter, uint64_t t_enter, uint64_t t_exit) {
-  if (whole) return ThreadUsageNow();
-  if (t_exit - t_enter >= kShortCallNs || enter.cpu_ns == 0) return ThreadCpuNow();
-  Usage u = enter;
-  u.cpu_ns += t_exit - t_enter;
-  return u;
-}
-
 void Classify(CopyCall* r, CopySide dst, CopySide src) {
   PointerInfo s = src.symbol ? PointerInfo{f::kSymbol, -1} : ClassifyPointer(src.ptr);
   PointerInfo d = dst.symbol ? PointerInfo{f::kSymbol, -1} : ClassifyPointer(dst.ptr);
@@ -143,9 +124,8 @@ int TracedCopy(CopyCall& r, CopySide dst, CopySide src, RealCall call) {
   const bool whole = NeedsWholeUsage(r);
   {
     PS_PHASE(kCopyUsage);
-    r.usage_enter = whole ? ThreadUsageNow() : ThreadCpuNow();
+    r.usage_enter = EntryUsage(whole, &r.t_enter);
   }
-  r.t_enter = MonoNs();
   CuptiPushCall(r.call_id);  // device records of this call join to call_id
   int rc = call();
   CuptiPopCall();
@@ -184,9 +164,8 @@ int TracedSync(uint32_t api, uint64_t stream, RealCall call) {
   r.call_id = NextCallId();
   {
     PS_PHASE(kSyncUsage);
-    r.usage_enter = ThreadCpuNow();  // a wait: its CPU time, no faults (trace.proto)
+    r.usage_enter = EntryUsage(false, &r.t_enter);  // a wait: its CPU time, no faults (trace.proto)
   }
-  r.t_enter = MonoNs();
   CuptiPushCall(r.call_id);
   int rc = call();
   CuptiPopCall();

@@ -61,12 +61,14 @@ void LoaderSpanBegin(bool whole) {
     if (Recording()) {
       PS_PHASE(kLoaderBegin);
       const uint64_t t0 = MonoNs();
-      t_spans[t_depth].whole = whole;
-      t_spans[t_depth].usage = whole ? ThreadUsageNow() : ThreadCpuNow();
-      t_spans[t_depth].t = MonoNs();
+      OpenSpan& span = t_spans[t_depth];
+      span.whole = whole;
+      // Read, unless it begins right after the thread's previous call or
+      // span (usage.h: a PIN span after its RECV span).
+      span.usage = EntryUsage(whole, &span.t);
       // The Python hook's calls are recording hooks too (own_cost.h); a span
       // counts as one, at its end.
-      AddHookTime(HookKind::kLoader, t_spans[t_depth].t - t0);
+      AddHookTime(HookKind::kLoader, span.t - t0);
     } else {
       t_spans[t_depth].t = 0;  // begun unrecorded (passive, paused): dropped at its end
     }
@@ -89,7 +91,7 @@ void LoaderSpanEnd(uint32_t kind, uint64_t loader_id, uint64_t index, int32_t wo
   r.t_end = MonoNs();
   r.has_usage = true;
   r.usage_begin = t_spans[depth].usage;
-  r.usage_end = t_spans[depth].whole ? ThreadUsageNow() : ThreadCpuNow();
+  r.usage_end = ExitUsage(t_spans[depth].whole, r.usage_begin, r.t_begin, r.t_end);
   r.index = index;
   r.worker_id = worker_id;
   r.batch_samples = batch_samples;

@@ -3,16 +3,19 @@
 // double (tests/doubles/fake_cudart), hands each real call to TracedCopy /
 // TracedSync / TracedBatch as the exported hooks do, and reads its own
 // trace back. Exact fields, counts and results.
+#include "shim/core/copy_path.h"
+
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "core_test_env.h"
 #include "fake_cudart.h"
 #include "shim/base/guard.h"
-#include "shim/core/copy_path.h"
 #include "shim/cuda/real_runtime.h"
 #include "shim/record/trace_fields.h"
 
@@ -230,6 +233,59 @@ TEST_F(CopyPathTest, AShortWaitOrCopyTakesOneReading) {
   }
   EXPECT_GE(short_copies, 10);
   cudaFreeHost(pinned);
+}
+
+// A wait that begins under 20 us after the thread's previous copy or wait
+// returned takes no reading at its entry either: its CPU time is the
+// previous exit's plus the gap, exactly (PyTorch's synchronous copy is a
+// cudaMemcpyAsync and a wait a few microseconds apart). A chain of such
+// calls is read again 200 us after its last reading, and a call after a
+// longer gap (a sleep) is read.
+TEST_F(CopyPathTest, AWaitRightAfterACallTakesNoReadingAtItsEntry) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  auto spin = [](uint64_t ns) {
+    timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do clock_gettime(CLOCK_MONOTONIC, &b);
+    while (static_cast<uint64_t>((b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec)) <
+           ns);
+  };
+  constexpr int kWaits = 100;
+  for (int k = 0; k < kWaits; ++k)
+    ASSERT_EQ(TracedSync(f::kStreamSynchronize, reinterpret_cast<uintptr_t>(s),
+                         [&] {
+                           spin(5'000);
+                           return cudaStreamSynchronize(s);
+                         }),
+              cudaSuccess);
+  // One more after a sleep: its entry is read.
+  usleep(2'000);
+  ASSERT_EQ(TracedSync(f::kStreamSynchronize, reinterpret_cast<uintptr_t>(s),
+                       [&] { return cudaStreamSynchronize(s); }),
+            cudaSuccess);
+  const auto waits = TimedSyncsAfter(first_id_);
+  ASSERT_EQ(waits.size(), static_cast<size_t>(kWaits + 1));
+  int derived = 0, read_in_chain = 0;
+  for (size_t i = 1; i < waits.size(); ++i) {
+    const auto& [prev_start, prev] = waits[i - 1];
+    const auto& [start, w] = waits[i];
+    const uint64_t gap = start - prev.end_ns();
+    const uint64_t cpu_gap = w.usage_enter().cpu_ns() - prev.usage_exit().cpu_ns();
+    if (i == waits.size() - 1) {
+      // After the sleep: read, so far less CPU than wall time.
+      EXPECT_GT(gap, 2'000'000u);
+      EXPECT_LT(cpu_gap, gap / 2);
+      continue;
+    }
+    if (gap >= 20'000) continue;  // a loaded machine's preemption
+    (cpu_gap == gap ? derived : read_in_chain) += 1;
+  }
+  // Each wait spins 5 us: a chain of about 200 us holds some 30 of them.
+  EXPECT_GE(derived, kWaits / 2);
+  EXPECT_GE(read_in_chain, 1);
+  EXPECT_LE(read_in_chain, kWaits / 5);
+  cudaStreamDestroy(s);
 }
 
 TEST_F(CopyPathTest, BatchRecordsEveryElementUnderOneCall) {

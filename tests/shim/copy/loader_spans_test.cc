@@ -1,12 +1,14 @@
 // DataLoader spans (shim/core/loader_spans.h) driven as the Python hook
 // drives them, without LD_PRELOAD: nesting, the thread's usage at both ends,
 // unmatched ends and the depth limit.
+#include "shim/core/loader_spans.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <vector>
 
 #include "core_test_env.h"
-#include "shim/core/loader_spans.h"
 #include "shim/record/trace_fields.h"
 
 namespace pinscope::shim {
@@ -87,6 +89,47 @@ TEST(LoaderSpans, NestedSpansCloseInnermostFirstWithUsage) {
   }
   EXPECT_EQ(events[3].kind(), trace::LOADER_END);
   EXPECT_EQ(events[3].index(), 8u);
+}
+
+// A pin thread's PIN span begins microseconds after its RECV span ended:
+// its entry CPU time is the RECV's exit plus the gap, exactly, with no
+// reading (shim/base/usage.h); a span under 20 us takes no exit reading
+// either. One that begins after a sleep is read.
+TEST(LoaderSpans, ASpanRightAfterAnotherTakesNoReadingAtItsStart) {
+  TraceDir();
+  int derived = 0, tries = 0;
+  for (int k = 0; k < 20; ++k) {
+    LoaderSpanBegin(false);
+    Burn(100000);  // well over 20 us: the exit is read
+    LoaderSpanEnd(f::kLoaderRecv, 0x4004, 2 * k, -1, 0);
+    LoaderSpanBegin(false);
+    LoaderSpanEnd(f::kLoaderPin, 0x4004, 2 * k + 1, -1, 0);
+  }
+  usleep(2000);
+  LoaderSpanBegin(false);
+  LoaderSpanEnd(f::kLoaderPin, 0x4004, 40, -1, 0);
+  std::vector<uint64_t> begins;
+  auto events = LoaderEventsOf(0x4004, &begins);
+  ASSERT_EQ(events.size(), 41u);
+  for (size_t i = 0; i + 1 < events.size(); i += 2) {
+    const trace::LoaderEvent& recv = events[i];
+    const trace::LoaderEvent& pin = events[i + 1];
+    ASSERT_EQ(recv.kind(), trace::LOADER_RECV);
+    ASSERT_EQ(pin.kind(), trace::LOADER_PIN);
+    const uint64_t gap = begins[i + 1] - recv.end_ns();
+    if (gap >= 20'000 || pin.end_ns() - begins[i + 1] >= 20'000) continue;  // preempted
+    ++tries;
+    derived += pin.usage_begin().cpu_ns() - recv.usage_end().cpu_ns() == gap;
+    // The short span's exit: its entry plus its wall time.
+    EXPECT_EQ(pin.usage_end().cpu_ns() - pin.usage_begin().cpu_ns(), pin.end_ns() - begins[i + 1]);
+  }
+  EXPECT_GE(tries, 10);
+  EXPECT_EQ(derived, tries);
+  // After the sleep: read, far less CPU than wall time since the last exit.
+  const trace::LoaderEvent& last = events[40];
+  const uint64_t wall = begins[40] - events[39].end_ns();
+  EXPECT_GT(wall, 2'000'000u);
+  EXPECT_LT(last.usage_begin().cpu_ns() - events[39].usage_end().cpu_ns(), wall / 2);
 }
 
 TEST(LoaderSpans, SpanTimesNestAndAnUnmatchedEndIsIgnored) {
