@@ -121,11 +121,11 @@ void Record(uint32_t op, const Identity& id, int fd, uint64_t size, uint64_t off
   r.pool = id.pool;
   // A stack where it names a place in the program: where a segment is made
   // or opened (the report's "where a batch is made") and where it is mapped
-  // (where a batch arrives; sampled, MapTakesStack). The rest follow from those, once per batch in
-  // a DataLoader job, and their stacks named no more than the map's: the
-  // truncate and unlink of a creation, the close and unmap wherever the
-  // batch's last reference went (issue 16: each stack costs the job's
-  // threads microseconds, docs/stacks.md).
+  // (where a batch arrives; sampled, MapTakesStack). The rest follow from
+  // those, once per batch in a DataLoader job, and their stacks named no
+  // more than the map's: the truncate and unlink of a creation, the close
+  // and unmap wherever the batch's last reference went (issue 16: each
+  // stack costs the job's threads microseconds, docs/stacks.md).
   const bool stack = op == fields::kShmCreate || op == fields::kShmOpen ||
                      op == fields::kMemfdCreate || (op == fields::kShmMap && MapTakesStack());
   if (stack) {
