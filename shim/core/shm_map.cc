@@ -41,23 +41,25 @@ constexpr size_t kServeMargin = 64;
 
 bool ForgetRange(uint64_t addr, uint64_t len, uint64_t t0, bool replace, Identity* recorded) {
   constexpr size_t kCap = 64;
-  ShmMapping over[kCap];
-  size_t n = Registry().OverlappingMappings(addr, len, over, kCap);
-  if (n == 0) return false;
   // A slot the program unmaps goes back to the pool, registered; a
   // mapping over it takes it out of the pool first (shim/pin/pool.h).
+  // Without the pool the registry is scanned once, by RemoveMappings
+  // (issue 16: a received batch's munmap is on the pin thread, GIL held).
   bool kept = false;
   if (PoolOn()) {
+    ShmMapping over[kCap];
+    if (Registry().OverlappingMappings(addr, len, over, kCap) == 0) return false;
     Aside([&] {
       if (replace) PoolDetachRange(addr, len);
       kept = PoolOnUnmap(addr, len) && !replace;
     });
   }
+  RemovedPiece pieces[kCap];
+  size_t m = Registry().RemoveMappings(addr, len, pieces, kCap);
+  if (m == 0) return kept;
   // The pinning module unregisters before the pages go away (one relaxed
   // load when it pinned nothing).
   if (!kept) Aside([&] { PinOnUnmap(reinterpret_cast<void*>(addr), len); });
-  RemovedPiece pieces[kCap];
-  size_t m = Registry().RemoveMappings(addr, len, pieces, kCap);
   uint32_t epoch = Registry().epoch();
   for (size_t i = 0; i < m && i < kCap; ++i) {
     const RemovedPiece& p = pieces[i];
