@@ -25,6 +25,16 @@ def check(cond, what):
         print("FAIL: " + what)
 
 
+def planted(tmp, files):
+    """A tests folder in tmp holding `files` (name: source); its path."""
+    tests = os.path.join(tmp, "tests")
+    os.mkdir(tests)
+    for name, text in files.items():
+        with open(os.path.join(tests, name), "w") as f:
+            f.write(text)
+    return tests
+
+
 DATALOADER = '''
 import os, signal, time, unittest
 class TestModes(unittest.TestCase):
@@ -74,12 +84,7 @@ else:
     print("pytest is not installed for %s: the unittest driver only" % sys.executable)
 for runner in RUNNERS:
     with tempfile.TemporaryDirectory() as tmp:
-        tests = os.path.join(tmp, "tests")
-        os.mkdir(tests)
-        with open(os.path.join(tests, "test_dataloader.py"), "w") as f:
-            f.write(DATALOADER)
-        with open(os.path.join(tests, "test_cuda.py"), "w") as f:
-            f.write(CUDA)
+        tests = planted(tmp, {"test_dataloader.py": DATALOADER, "test_cuda.py": CUDA})
         work = os.path.join(tmp, "work")
         base = [sys.executable, harness, "run", "--tests", tests, "--shim", shim, "--work", work,
                 "--python", sys.executable, "--time", "120", "--test-timeout", "3", "--runner", runner]
@@ -152,10 +157,7 @@ class TestMany(unittest.TestCase):
 """ % k for k in range(12))
 
 with tempfile.TemporaryDirectory() as tmp:
-    tests = os.path.join(tmp, "tests")
-    os.mkdir(tests)
-    with open(os.path.join(tests, "test_dataloader.py"), "w") as f:
-        f.write(MANY)
+    tests = planted(tmp, {"test_dataloader.py": MANY})
     work = os.path.join(tmp, "work")
     hang_log = os.path.join(tmp, "hangs")
     timeout = 6
@@ -188,13 +190,11 @@ with tempfile.TemporaryDirectory() as tmp:
 # (test_cuda.py, 16 processes starting at once on the H200): its tests run;
 # before --collect-timeout every one was `notrun`.
 with tempfile.TemporaryDirectory() as tmp:
-    tests = os.path.join(tmp, "tests")
-    os.mkdir(tests)
-    with open(os.path.join(tests, "test_cuda.py"), "w") as f:
-        f.write("import os, time, unittest\n"
-                "if os.environ.get('SLOW_IMPORT'):\n    time.sleep(4)\n"
-                "class TestCuda(unittest.TestCase):\n" +
-                "".join("    def test_copy_%d(self):\n        pass\n" % k for k in range(3)))
+    tests = planted(tmp, {"test_cuda.py": "import os, time, unittest\n"
+                                         "if os.environ.get('SLOW_IMPORT'):\n    time.sleep(4)\n"
+                                         "class TestCuda(unittest.TestCase):\n" +
+                                         "".join("    def test_copy_%d(self):\n        pass\n" % k
+                                                 for k in range(3))})
     work = os.path.join(tmp, "work")
     p = subprocess.run([sys.executable, harness, "run", "--tests", tests, "--shim", shim, "--work", work,
                         "--python", sys.executable, "--time", "90", "--test-timeout", "2",
@@ -266,10 +266,7 @@ class TestPool(unittest.TestCase):
         self.assertNotEqual(os.environ.get("PINSCOPE_PIN_POOL"), "1")
 """
 with tempfile.TemporaryDirectory() as tmp:
-    tests = os.path.join(tmp, "tests")
-    os.mkdir(tests)
-    with open(os.path.join(tests, "test_dataloader.py"), "w") as f:
-        f.write(POOL)
+    tests = planted(tmp, {"test_dataloader.py": POOL})
     env = dict(os.environ, WANT_CUDART=os.path.realpath(cudart))
     for woken in (True, False):
         work = os.path.join(tmp, "work%d" % woken)
@@ -299,16 +296,14 @@ with tempfile.TemporaryDirectory() as tmp:
 # tensors between processes (where the pool's slots must escape), and few
 # are named as copy tests. test_cuda.py beside it is still picked by name.
 with tempfile.TemporaryDirectory() as tmp:
-    tests = os.path.join(tmp, "tests")
-    os.mkdir(tests)
-    with open(os.path.join(tests, "test_multiprocessing.py"), "w") as f:
-        f.write("import unittest\nclass TestMultiprocessing(unittest.TestCase):\n"
-                "    def test_fd_sharing(self):\n        pass\n"
-                "    def test_inherit_tensor(self):\n        pass\n")
-    with open(os.path.join(tests, "test_cuda.py"), "w") as f:
-        f.write("import unittest\nclass TestCuda(unittest.TestCase):\n"
-                "    def test_copy_x(self):\n        pass\n"
-                "    def test_streams(self):\n        pass\n")
+    tests = planted(tmp, {
+        "test_multiprocessing.py": "import unittest\nclass TestMultiprocessing(unittest.TestCase):\n"
+                                   "    def test_fd_sharing(self):\n        pass\n"
+                                   "    def test_inherit_tensor(self):\n        pass\n",
+        "test_cuda.py": "import unittest\nclass TestCuda(unittest.TestCase):\n"
+                        "    def test_copy_x(self):\n        pass\n"
+                        "    def test_streams(self):\n        pass\n",
+    })
     work = os.path.join(tmp, "work")
     p = subprocess.run([sys.executable, harness, "run", "--tests", tests, "--shim", shim, "--work", work,
                         "--python", sys.executable, "--time", "60", "--test-timeout", "5",
